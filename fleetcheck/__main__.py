@@ -1,0 +1,3 @@
+from fleetcheck.cli import main
+
+raise SystemExit(main())

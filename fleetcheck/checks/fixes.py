@@ -1,0 +1,71 @@
+"""Fix verdicts: the playbook's outcomes applied to the findings the probe brought back.
+
+The code on disk decides; the version is compared afterwards and a disagreement is said
+out loud, because a version number is exactly what misled people in the incident.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetcheck.checks.version import version_suggests
+from fleetcheck.playbook import FixCheck, Outcome
+from fleetcheck.results import CheckResult, Evidence
+
+MAX_EVIDENCE = 8
+
+
+def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
+    for outcome in check.outcomes:
+        if all(name in present for name in outcome.when) and \
+                not any(name in present for name in outcome.unless):
+            return outcome
+    return Outcome(status="fail", message="no outcome of the playbook matched the findings")
+
+
+def evidence_for(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) -> list[Evidence]:
+    names = list(outcome.evidence or outcome.when)
+    out: list[Evidence] = []
+    for name in names:
+        for hit in findings.get(name, []):
+            out.append(Evidence(file=hit.get("file"), line=hit.get("line"),
+                                text=str(hit.get("text", ""))))
+    return out[:MAX_EVIDENCE]
+
+
+def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> CheckResult:
+    """One fix check's verdict with the evidence that shows it."""
+    signature = (facts.get("signatures") or {}).get(check.id)
+    details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
+    if signature is None:
+        return CheckResult(id=check.id, title=check.title, status="error",
+                           message="no vllm package found on this host: nothing to inspect",
+                           details=details)
+    findings = signature.get("findings") or {}
+    outcome = choose_outcome(check, set(findings))
+    evidence = evidence_for(outcome, findings)
+    details["findings"] = sorted(findings)
+    details["modules"] = signature.get("modules") or {}
+    status, message = outcome.status, outcome.message
+    if not evidence:
+        searched = sorted({f for files in (signature.get("files_searched") or {}).values()
+                           for f in files})
+        evidence = [Evidence(file=None, line=None,
+                             text="no matching code in %d file(s): %s" % (
+                                 len(searched), ", ".join(searched[:6]) +
+                                 (" ..." if len(searched) > 6 else "")))]
+    errors = signature.get("errors") or []
+    if errors:
+        status = "error"
+        message = "could not read everything this check needs: %s (findings so far: %s)" % (
+            "; ".join(errors[:3]), message)
+    suggests = version_suggests(version, check.fixed_in)
+    details["version_suggests"] = suggests
+    code_says = "fixed" if status == "pass" else ("not fixed" if status == "fail" else None)
+    details["version_agrees"] = None if suggests is None or code_says is None \
+        else suggests == code_says
+    if details["version_agrees"] is False:
+        message += " NOTE: version %s suggests %s (fixed in %s); the code on disk says %s." % (
+            version, suggests, check.fixed_in, code_says)
+    return CheckResult(id=check.id, title=check.title, status=status, message=message,
+                       evidence=evidence, details=details)

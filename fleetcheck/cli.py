@@ -1,0 +1,128 @@
+"""Command line: argument parsing and exit codes only.
+
+Exit codes: 0 every host passes (warnings allowed); 1 a check failed; 2 bad input
+(inventory, playbook, options); 3 no failure, but a host was unreachable or errored, or
+the run was incomplete; 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime
+
+import paramiko
+
+from fleetcheck import __version__
+from fleetcheck.errors import InputError
+from fleetcheck.inventory import apply_limit, load_inventory
+from fleetcheck.playbook import load_playbook
+from fleetcheck.report.html import render_html
+from fleetcheck.report.terminal import Progress, render_summary
+from fleetcheck.results import dump_json
+from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
+from fleetcheck.transport import KnownHosts, SshSettings
+
+EXIT_INPUT = 2
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fleetcheck", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version="fleetcheck " + __version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="check every host of an inventory")
+    run.add_argument("inventory", help="Ansible-style YAML inventory")
+    run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    run.add_argument("--json", dest="json_path", help="results JSON (default reports/<time>/)")
+    run.add_argument("--html", dest="html_path", help="HTML report (default reports/<time>/)")
+    run.add_argument("-j", "--parallel", type=positive_int, default=DEFAULT_PARALLEL,
+                     help="hosts checked at once (default %d)" % DEFAULT_PARALLEL)
+    run.add_argument("--limit", help="host or group globs, comma separated; !x excludes")
+    run.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
+                     help="deadline per host, whole host (default %.0fs)" % DEFAULT_TIMEOUT)
+    run.add_argument("--known-hosts", default=os.path.expanduser("~/.ssh/known_hosts"),
+                     help="known_hosts file (default ~/.ssh/known_hosts)")
+    run.add_argument("--ssh-config", help="ssh config file (default ~/.ssh/config if present)")
+    run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
+                     help="strict: unknown hosts refused; accept-new: trust on first use "
+                          "(a changed key is always refused)")
+    run.add_argument("--retries", type=int, default=1,
+                     help="retries of transient connection failures (default 1)")
+
+    sub.add_parser("demo", help="run the whole flow on a generated loopback fleet")
+    return parser
+
+
+def load_ssh_config(path: str | None) -> paramiko.SSHConfig | None:
+    path = path or os.path.expanduser("~/.ssh/config")
+    if not os.path.exists(path):
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(path)
+    except (OSError, paramiko.SSHException) as exc:
+        raise InputError(path, None, None, "cannot parse ssh config: %s" % exc)
+
+
+def default_report_dir() -> str:
+    return os.path.join("reports", datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def command_run(args: argparse.Namespace) -> int:
+    hosts = apply_limit(load_inventory(args.inventory), args.limit, args.inventory)
+    playbook = load_playbook(args.playbook)
+    if args.ssh_config and not os.path.exists(args.ssh_config):
+        raise InputError(args.ssh_config, None, "--ssh-config", "no such file")
+    try:
+        known_hosts = KnownHosts(args.known_hosts, args.host_key_policy)
+    except ValueError as exc:
+        raise InputError(args.known_hosts, None, "--known-hosts", str(exc))
+    settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
+                           retries=max(0, args.retries))
+    options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout)
+    report_dir = None
+    if not args.json_path or not args.html_path:
+        report_dir = default_report_dir()
+    json_path = args.json_path or os.path.join(report_dir, "results.json")
+    html_path = args.html_path or os.path.join(report_dir, "report.html")
+    with Progress(len(hosts)) as progress:
+        run = run_fleet(hosts, playbook, options, inventory_name=args.inventory,
+                        on_start=progress.started, on_done=progress.finished)
+    dump_json(run, json_path)
+    render_html(run, html_path)
+    render_summary(run)
+    print("results: %s\nreport:  %s" % (json_path, html_path))
+    if not run.complete:
+        return 130
+    return run.exit_code()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return command_run(args)
+        if args.command == "demo":
+            from fleetcheck.demo import run_demo
+            return run_demo()
+    except InputError as exc:
+        print("fleetcheck: error: %s" % exc, file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_INPUT

@@ -1,0 +1,193 @@
+"""Playbooks: the fix signatures a run checks, as data a user can extend.
+
+A check is finders (what code to look for, where) plus ordered outcomes (which
+combination of findings means pass, warn or fail). Validation happens once, on the
+controller, so a typo in a finder name is an input error, not a silent "fail" per host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from fleetcheck.errors import InputError
+
+PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
+FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
+                "key-offset": {"files", "key"}}
+OUTCOME_STATUSES = {"pass", "warn", "fail"}
+CHECK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    message: str
+    when: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass
+class FixCheck:
+    id: str
+    title: str
+    finders: dict[str, dict[str, Any]]
+    outcomes: list[Outcome]
+    modules: dict[str, dict[str, str]] = field(default_factory=dict)
+    reference: str | None = None
+    fixed_in: str | None = None
+
+    def signature(self) -> dict[str, Any]:
+        """What the remote probe needs for this check (plain JSON data)."""
+        return {"id": self.id, "modules": self.modules, "find": self.finders}
+
+
+@dataclass
+class Playbook:
+    name: str
+    source: str
+    checks: list[FixCheck]
+    description: str = ""
+
+    def probe_signatures(self) -> list[dict[str, Any]]:
+        return [check.signature() for check in self.checks]
+
+
+def _str_list(source: str, where: str, name: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(source, where, name, "must be a list of strings")
+    return tuple(value)
+
+
+def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
+    fwhere = "%s finder '%s'" % (where, name)
+    if not isinstance(raw, dict):
+        raise InputError(source, fwhere, None, "must be a mapping")
+    kind = raw.get("kind")
+    if kind not in FINDER_KINDS:
+        raise InputError(source, fwhere, "kind", "must be one of %s" % ", ".join(
+            sorted(FINDER_KINDS)))
+    allowed = FINDER_KINDS[kind] | {"kind"}
+    for key in raw:
+        if key not in allowed:
+            raise InputError(source, fwhere, str(key), "unknown key for kind %s" % kind)
+    for key in FINDER_KINDS[kind]:
+        if key not in raw:
+            raise InputError(source, fwhere, key, "missing")
+    finder = {"kind": kind, "files": list(_str_list(source, fwhere, "files", raw["files"]))}
+    if not finder["files"]:
+        raise InputError(source, fwhere, "files", "must name at least one file or glob")
+    for path in finder["files"]:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise InputError(source, fwhere, "files", "%r must stay inside site-packages" % path)
+    if kind == "pattern":
+        finder["patterns"] = list(_str_list(source, fwhere, "patterns", raw["patterns"]))
+        if not finder["patterns"]:
+            raise InputError(source, fwhere, "patterns", "must hold at least one pattern")
+    elif kind == "string":
+        if not isinstance(raw["text"], str) or not raw["text"]:
+            raise InputError(source, fwhere, "text", "must be a non-empty string")
+        finder["text"] = raw["text"]
+    else:
+        if not isinstance(raw["key"], str) or not raw["key"]:
+            raise InputError(source, fwhere, "key", "must be a non-empty string")
+        finder["key"] = raw["key"]
+    return finder
+
+
+def finding_names(finders: dict[str, dict[str, Any]]) -> set[str]:
+    names = set()
+    for name, finder in finders.items():
+        if finder["kind"] == "key-offset":
+            names.update({name + ":0", name + ":1", name + ":2+"})
+        else:
+            names.add(name)
+    return names
+
+
+def _check(source: str, index: int, raw: Any) -> FixCheck:
+    where = "checks[%d]" % index
+    if not isinstance(raw, dict):
+        raise InputError(source, where, None, "must be a mapping")
+    known = {"id", "title", "reference", "fixed_in", "modules", "find", "outcomes"}
+    for key in raw:
+        if key not in known:
+            raise InputError(source, where, str(key), "unknown key")
+    check_id = raw.get("id")
+    if not isinstance(check_id, str) or not CHECK_ID.match(check_id):
+        raise InputError(source, where, "id", "must be lowercase letters, digits and '-'")
+    where = "check '%s'" % check_id
+    finders_raw = raw.get("find")
+    if not isinstance(finders_raw, dict) or not finders_raw:
+        raise InputError(source, where, "find", "must be a non-empty mapping of finders")
+    finders = {str(n): _finder(source, where, str(n), f) for n, f in finders_raw.items()}
+    modules = raw.get("modules") or {}
+    if not isinstance(modules, dict):
+        raise InputError(source, where, "modules", "must be a mapping")
+    for mname, spec in modules.items():
+        if not isinstance(spec, dict) or set(spec) != {"registry", "arch"}:
+            raise InputError(source, where, "modules.%s" % mname,
+                             "must be {registry: FILE, arch: NAME}")
+    names = finding_names(finders)
+    outcomes_raw = raw.get("outcomes")
+    if not isinstance(outcomes_raw, list) or not outcomes_raw:
+        raise InputError(source, where, "outcomes", "must be a non-empty list")
+    outcomes = []
+    for i, item in enumerate(outcomes_raw):
+        owhere = "%s outcomes[%d]" % (where, i)
+        if not isinstance(item, dict):
+            raise InputError(source, owhere, None, "must be a mapping")
+        for key in item:
+            if key not in {"when", "unless", "status", "message", "evidence"}:
+                raise InputError(source, owhere, str(key), "unknown key")
+        if item.get("status") not in OUTCOME_STATUSES:
+            raise InputError(source, owhere, "status", "must be pass, warn or fail")
+        if not isinstance(item.get("message"), str):
+            raise InputError(source, owhere, "message", "must be a string")
+        outcome = Outcome(status=item["status"], message=item["message"].strip(),
+                          when=_str_list(source, owhere, "when", item.get("when")),
+                          unless=_str_list(source, owhere, "unless", item.get("unless")),
+                          evidence=_str_list(source, owhere, "evidence", item.get("evidence")))
+        for ref in outcome.when + outcome.unless + outcome.evidence:
+            if ref not in names:
+                raise InputError(source, owhere, "when",
+                                 "unknown finding %r; defined: %s" % (ref, ", ".join(sorted(names))))
+        outcomes.append(outcome)
+    title = raw.get("title") or check_id
+    return FixCheck(id=check_id, title=str(title), finders=finders, outcomes=outcomes,
+                    modules=modules, reference=raw.get("reference"),
+                    fixed_in=str(raw["fixed_in"]) if raw.get("fixed_in") else None)
+
+
+def load_playbook(path: str | None = None) -> Playbook:
+    source = path or PACKAGED_PLAYBOOK
+    try:
+        with open(source, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise InputError(source, None, None, "cannot read: %s" % exc.strerror)
+    except yaml.YAMLError as exc:
+        raise InputError(source, None, None, "not valid YAML: %s" % exc)
+    if not isinstance(data, dict):
+        raise InputError(source, None, None, "playbook must be a mapping")
+    for key in data:
+        if key not in {"name", "description", "checks"}:
+            raise InputError(source, None, str(key), "unknown key")
+    checks_raw = data.get("checks")
+    if not isinstance(checks_raw, list) or not checks_raw:
+        raise InputError(source, None, "checks", "must be a non-empty list")
+    checks = [_check(source, i, c) for i, c in enumerate(checks_raw)]
+    seen = set()
+    for check in checks:
+        if check.id in seen:
+            raise InputError(source, "check '%s'" % check.id, "id", "defined twice")
+        seen.add(check.id)
+    return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
+                    checks=checks, description=str(data.get("description") or ""))

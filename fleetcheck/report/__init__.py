@@ -1,0 +1,1 @@
+"""Renderers: terminal (rich), HTML (jinja2), all from a RunResult."""

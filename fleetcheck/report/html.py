@@ -1,0 +1,53 @@
+"""The HTML report: one self-contained file (inline CSS, no network assets), jinja2 with
+autoescaping on, so whatever a host sent is shown as text, never as markup."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from fleetcheck.report.terminal import SYMBOL
+from fleetcheck.results import RunResult
+
+_ENV = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
+                   autoescape=select_autoescape(default=True, default_for_string=True),
+                   trim_blocks=True, lstrip_blocks=True)
+
+
+def drift_groups(run: RunResult) -> list[dict[str, Any]]:
+    """Hosts grouped by (version, commit), biggest group first."""
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for host in run.hosts:
+        if host.vllm and (host.vllm.version or host.vllm.commit):
+            groups[(host.vllm.version or "?", host.vllm.commit or "?")].append(host.name)
+    out = [{"version": v, "commit": c, "hosts": names} for (v, c), names in groups.items()]
+    out.sort(key=lambda g: (-len(g["hosts"]), g["version"], g["commit"]))
+    versions: dict[str, set[str]] = defaultdict(set)
+    for group in out:
+        versions[group["version"]].add(group["commit"])
+    for group in out:
+        group["same_version_other_commit"] = len(versions[group["version"]]) > 1
+    return out
+
+
+def render_html(run: RunResult, path: str) -> None:
+    check_ids: list[str] = []
+    titles: dict[str, str] = {}
+    for host in run.hosts:
+        for check in host.checks:
+            if check.id not in titles:
+                check_ids.append(check.id)
+                titles[check.id] = check.title
+    html = _ENV.get_template("report.html.j2").render(
+        run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
+        drift=drift_groups(run), symbol=SYMBOL,
+        inventory=os.path.basename(run.inventory), playbook=os.path.basename(run.playbook))
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(html)
+    os.replace(tmp, path)

@@ -1,0 +1,127 @@
+"""Terminal output: live progress while hosts run, then a table and a recap by failure.
+
+Everything that came from a host is passed as rich Text (never markup) and stripped of
+control characters, so a hostile version string cannot restyle or rewrite the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections import defaultdict
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetcheck.results import HostResult, RunResult
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
+         "skip": "dim", "unreachable": "magenta"}
+SYMBOL = {"pass": "✓", "fail": "✗", "warn": "!", "error": "E", "skip": "-", "unreachable": "?"}
+
+
+def neutral(value: object) -> str:
+    """Remote text made inert for a terminal."""
+    return CONTROL.sub("?", "" if value is None else str(value))
+
+
+class Progress:
+    """Hosts done / running / left: a live line on a TTY, plain lines otherwise (CI logs)."""
+
+    def __init__(self, total: int, stream: IO[str] | None = None):
+        self.total = total
+        self.console = Console(file=stream or sys.stderr, highlight=False)
+        self.live = self.console.is_terminal
+        self.running = 0
+        self.done = 0
+        self.failed = 0
+        self.lock = threading.Lock()
+        self._status = None
+
+    def __enter__(self) -> "Progress":
+        if self.live:
+            self._status = self.console.status(self._line())
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def _line(self) -> str:
+        return "hosts done %d / running %d / left %d, not passing so far: %d" % (
+            self.done, self.running, self.total - self.done - self.running, self.failed)
+
+    def started(self, _host: object) -> None:
+        with self.lock:
+            self.running += 1
+            if self._status is not None:
+                self._status.update(self._line())
+
+    def finished(self, host: HostResult) -> None:
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            if host.status not in ("pass", "warn"):
+                self.failed += 1
+            if self._status is not None:
+                self._status.update(self._line())
+            else:
+                line = Text("[%d/%d] " % (self.done, self.total))
+                line.append(neutral(host.name))
+                line.append(" " + host.status, style=STYLE.get(host.status, ""))
+                if host.error:
+                    line.append(": %s: %s" % (host.error.kind, neutral(host.error.message)))
+                self.console.print(line)
+
+
+def failure_kind(host: HostResult) -> str:
+    if host.error:
+        return "%s: %s" % (host.status, host.error.kind)
+    bad = [c.id for c in host.checks if c.status in ("fail", "error", "warn")]
+    return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status
+
+
+def render_summary(run: RunResult, stream: IO[str] | None = None) -> None:
+    console = Console(file=stream or sys.stdout, highlight=False, width=160
+                      if not (stream or sys.stdout).isatty() else None)
+    check_ids: list[str] = []
+    for host in run.hosts:
+        for check in host.checks:
+            if check.id not in check_ids:
+                check_ids.append(check.id)
+    table = Table(title="fleetcheck: %d host(s)" % len(run.hosts))
+    for column in ["host", "status", "vllm", "commit"] + check_ids:
+        table.add_column(column)
+    for host in run.hosts:
+        by_id = {c.id: c for c in host.checks}
+        cells = [Text(neutral(host.name)),
+                 Text(SYMBOL[host.status] + " " + host.status, style=STYLE[host.status]),
+                 Text(neutral(host.vllm.version if host.vllm else "")),
+                 Text(neutral((host.vllm.commit or "")[:12] if host.vllm else ""))]
+        for cid in check_ids:
+            check = by_id.get(cid)
+            cells.append(Text(SYMBOL[check.status] + " " + check.status,
+                              style=STYLE[check.status]) if check else Text(""))
+        table.add_row(*cells)
+    console.print(table)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for host in run.hosts:
+        if host.status != "pass":
+            groups[failure_kind(host)].append(host.name)
+    if groups:
+        console.print(Text("Recap (hosts not passing, by kind):", style="bold"))
+        for kind, names in sorted(groups.items()):
+            shown = ", ".join(neutral(n) for n in names[:10])
+            more = " and %d more" % (len(names) - 10) if len(names) > 10 else ""
+            console.print(Text("  %s (%d): %s%s" % (neutral(kind), len(names), shown, more)))
+    summary = run.summary()
+    verdict = "READY" if summary["ready"] else "NOT READY"
+    console.print(Text("Fleet: %s  (%s)%s" % (
+        verdict, ", ".join("%s %d" % kv for kv in summary["by_status"].items() if kv[1]),
+        "" if run.complete else "  RUN INCOMPLETE"),
+        style="bold green" if summary["ready"] else "bold red"))

@@ -1,0 +1,161 @@
+"""The result model: what a run learned, as values, and its JSON contract (schema 1).
+
+Failures of a host are data here (status + error), never exceptions, so every host of the
+inventory appears in every output whatever happened to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+CHECK_STATUSES = ("pass", "fail", "warn", "error", "skip")
+HOST_STATUSES = ("pass", "fail", "warn", "error", "unreachable")
+# Worst first: a host takes the worst status among its checks.
+SEVERITY = {"fail": 4, "error": 3, "warn": 2, "pass": 1, "skip": 0}
+
+
+@dataclass
+class Evidence:
+    file: str | None
+    line: int | None
+    text: str
+
+
+@dataclass
+class CheckResult:
+    id: str
+    title: str
+    status: str
+    message: str
+    evidence: list[Evidence] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class HostError:
+    kind: str
+    message: str
+
+
+@dataclass
+class VllmInfo:
+    version: str | None = None
+    metadata_version: str | None = None
+    commit: str | None = None
+    commit_source: str | None = None
+    install: str | None = None
+    site_packages: str | None = None
+    python: str | None = None
+
+
+@dataclass
+class HostResult:
+    name: str
+    address: str
+    groups: list[str]
+    status: str
+    error: HostError | None = None
+    duration_s: float = 0.0
+    vllm: VllmInfo | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+def host_status(checks: list[CheckResult], error: HostError | None) -> str:
+    if error is not None:
+        return "unreachable" if error.kind == "unreachable" else "error"
+    if not checks:
+        return "error"
+    worst = max(checks, key=lambda c: SEVERITY[c.status]).status
+    return "pass" if worst == "skip" else worst
+
+
+@dataclass
+class RunResult:
+    started_at: str
+    inventory: str
+    playbook: str
+    finished_at: str | None = None
+    complete: bool = False
+    hosts: list[HostResult] = field(default_factory=list)
+    fleetcheck_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+    not_finished: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        counts = {status: 0 for status in HOST_STATUSES}
+        for host in self.hosts:
+            counts[host.status] += 1
+        check_counts: dict[str, dict[str, int]] = {}
+        for host in self.hosts:
+            for check in host.checks:
+                per = check_counts.setdefault(check.id, {s: 0 for s in CHECK_STATUSES})
+                per[check.status] += 1
+        return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
+                "ready": self.complete and bool(self.hosts) and
+                counts["pass"] + counts["warn"] == len(self.hosts)}
+
+    def exit_code(self) -> int:
+        """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was
+        unreachable or errored. (2, bad input, never reaches a RunResult.)"""
+        statuses = {host.status for host in self.hosts}
+        if "fail" in statuses:
+            return 1
+        if statuses & {"error", "unreachable"} or not self.complete:
+            return 3
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["summary"] = self.summary()
+        order = ["schema_version", "complete", "started_at", "finished_at", "duration_s",
+                 "inventory", "playbook", "fleetcheck_version", "summary", "not_finished",
+                 "hosts"]
+        return {key: data[key] for key in order}
+
+
+def dump_json(run: RunResult, path: str) -> None:
+    """Write atomically, so a reader (or a Ctrl-C) never sees half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(run.to_dict(), handle, indent=1)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def _check_from(data: dict[str, Any]) -> CheckResult:
+    return CheckResult(id=data["id"], title=data.get("title", data["id"]),
+                       status=data["status"], message=data.get("message", ""),
+                       evidence=[Evidence(**e) for e in data.get("evidence", [])],
+                       details=data.get("details", {}))
+
+
+def _host_from(data: dict[str, Any]) -> HostResult:
+    return HostResult(name=data["name"], address=data.get("address", data["name"]),
+                      groups=list(data.get("groups", [])), status=data["status"],
+                      error=HostError(**data["error"]) if data.get("error") else None,
+                      duration_s=data.get("duration_s", 0.0),
+                      vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
+                      checks=[_check_from(c) for c in data.get("checks", [])])
+
+
+def load_json(path: str) -> RunResult:
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError("%s: schema_version %r, this fleetcheck reads %d"
+                         % (path, data.get("schema_version"), SCHEMA_VERSION))
+    return RunResult(started_at=data["started_at"], finished_at=data.get("finished_at"),
+                     inventory=data.get("inventory", ""), playbook=data.get("playbook", ""),
+                     complete=data.get("complete", False),
+                     fleetcheck_version=data.get("fleetcheck_version", ""),
+                     not_finished=data.get("not_finished", []),
+                     duration_s=data.get("duration_s", 0.0),
+                     hosts=[_host_from(h) for h in data.get("hosts", [])])

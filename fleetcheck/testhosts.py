@@ -1,0 +1,192 @@
+"""Real OpenSSH servers on loopback, for the demo, the tests and the benchmark.
+
+Each host is its own sshd on its own 127.0.1.N address with its own host key. To make one
+path (say /opt/ml-env) hold a different install on each host, each sshd runs in its own
+mount namespace with a bind mount (needs root and util-linux's unshare). Nothing here
+touches a network beyond 127.0.0.0/8.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def missing_requirements() -> list[str]:
+    """What this machine lacks to run real sshd hosts, as install advice."""
+    problems = []
+    if not os.path.exists(SSHD):
+        problems.append("OpenSSH server: apt-get install -y openssh-server")
+    if not shutil.which("ssh-keygen"):
+        problems.append("ssh-keygen: apt-get install -y openssh-client")
+    if os.geteuid() != 0:
+        problems.append("root (sshd per host in its own mount namespace): run as root")
+    if not shutil.which("unshare"):
+        problems.append("unshare: apt-get install -y util-linux")
+    return problems
+
+
+def keygen(path: str, kind: str = "ed25519") -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", path],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@dataclass
+class TestHost:
+    name: str
+    address: str
+    port: int
+    directory: str
+    mounts: dict[str, str] = field(default_factory=dict)
+    sshd_options: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen | None = None
+
+    @property
+    def host_key_pub(self) -> str:
+        with open(os.path.join(self.directory, "host_key.pub"), encoding="ascii") as handle:
+            return handle.read().split()[0:2]  # type: ignore[return-value]
+
+
+class LoopbackFleet:
+    """A set of sshd hosts sharing one client key and one known_hosts file."""
+
+    def __init__(self, workdir: str, first_octet: int = 1, base_index: int = 10):
+        self.workdir = os.path.abspath(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.client_key = os.path.join(self.workdir, "client_key")
+        if not os.path.exists(self.client_key):
+            keygen(self.client_key)
+        self.known_hosts = os.path.join(self.workdir, "known_hosts")
+        self.hosts: list[TestHost] = []
+        self.third_octet = first_octet
+        self.next_index = base_index
+        os.makedirs("/run/sshd", exist_ok=True)
+
+    def next_address(self) -> str:
+        address = "127.0.%d.%d" % (self.third_octet, self.next_index)
+        self.next_index += 1
+        if self.next_index > 254:
+            self.third_octet += 1
+            self.next_index = 1
+        return address
+
+    def add(self, name: str, mounts: dict[str, str] | None = None,
+            sshd_options: dict[str, str] | None = None, port: int = 22,
+            address: str | None = None, known: bool = True) -> TestHost:
+        directory = os.path.join(self.workdir, "hosts", name)
+        os.makedirs(directory, exist_ok=True)
+        host = TestHost(name=name, address=address or self.next_address(), port=port,
+                        directory=directory, mounts=dict(mounts or {}),
+                        sshd_options=dict(sshd_options or {}))
+        key = os.path.join(directory, "host_key")
+        if not os.path.exists(key):
+            keygen(key)
+        shutil.copy(self.client_key + ".pub", os.path.join(directory, "authorized_keys"))
+        self._write_config(host)
+        if known:
+            self.trust(host)
+        self.hosts.append(host)
+        return host
+
+    def trust(self, host: TestHost) -> None:
+        kind, blob = host.host_key_pub
+        name = host.address if host.port == 22 else "[%s]:%d" % (host.address, host.port)
+        with open(self.known_hosts, "a", encoding="ascii") as handle:
+            handle.write("%s %s %s\n" % (name, kind, blob))
+
+    def _write_config(self, host: TestHost) -> None:
+        options = {
+            "ListenAddress": "%s:%d" % (host.address, host.port),
+            "HostKey": os.path.join(host.directory, "host_key"),
+            "PidFile": os.path.join(host.directory, "sshd.pid"),
+            "AuthorizedKeysFile": os.path.join(host.directory, "authorized_keys"),
+            "UsePAM": "no", "StrictModes": "no", "PasswordAuthentication": "no",
+            "KbdInteractiveAuthentication": "no", "PubkeyAuthentication": "yes",
+            "PermitRootLogin": "prohibit-password", "MaxStartups": "1000:30:2000",
+            "MaxSessions": "64", "LogLevel": "ERROR", "UseDNS": "no",
+        }
+        options.update(host.sshd_options)
+        with open(os.path.join(host.directory, "sshd_config"), "w", encoding="ascii") as handle:
+            for key, value in options.items():
+                handle.write("%s %s\n" % (key, value))
+
+    def _command(self, host: TestHost) -> list[str]:
+        sshd = "exec %s -D -e -f %s" % (SSHD, os.path.join(host.directory, "sshd_config"))
+        if not host.mounts:
+            return ["/bin/sh", "-c", sshd]
+        binds = " && ".join("mkdir -p '%s' && mount --bind '%s' '%s'" % (target, source, target)
+                            for target, source in host.mounts.items())
+        return ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                binds + " && " + sshd]
+
+    def start(self, timeout: float = 20.0) -> None:
+        for host in self.hosts:
+            if host.process is None:
+                for target in host.mounts:
+                    os.makedirs(target, exist_ok=True)
+                log = open(os.path.join(host.directory, "sshd.log"), "ab")
+                host.process = subprocess.Popen(self._command(host), stdout=log, stderr=log,
+                                                stdin=subprocess.DEVNULL)
+                log.close()
+        end = time.monotonic() + timeout
+        for host in self.hosts:
+            while not banner_ready(host.address, host.port):
+                if host.process is not None and host.process.poll() is not None:
+                    raise RuntimeError("sshd for %s exited: %s" % (host.name, self.log(host)))
+                if time.monotonic() > end:
+                    raise RuntimeError("sshd for %s did not start: %s" % (host.name, self.log(host)))
+                time.sleep(0.05)
+
+    def log(self, host: TestHost) -> str:
+        try:
+            with open(os.path.join(host.directory, "sshd.log"), encoding="utf-8",
+                      errors="replace") as handle:
+                return handle.read()[-2000:]
+        except OSError:
+            return ""
+
+    def kill(self, host: TestHost) -> None:
+        if host.process is not None and host.process.poll() is None:
+            host.process.send_signal(signal.SIGKILL)
+            host.process.wait()
+
+    def stop(self) -> None:
+        for host in self.hosts:
+            if host.process is not None and host.process.poll() is None:
+                host.process.terminate()
+        for host in self.hosts:
+            if host.process is not None:
+                try:
+                    host.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    host.process.kill()
+                    host.process.wait()
+                host.process = None
+
+    def __enter__(self) -> "LoopbackFleet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def banner_ready(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5) as sock:
+            sock.settimeout(0.5)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def free_loopback_port(address: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return sock.getsockname()[1]
