@@ -225,8 +225,8 @@ def walk_files(root, rel_dir):
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name != "__pycache__":
                         stack.append(rel)
-                elif entry.is_file(follow_symlinks=False):
-                    yield rel
+                else:
+                    yield rel  # FIFOs and devices too: reading them is refused, visibly
             except OSError:
                 continue
 
@@ -376,8 +376,8 @@ def evidence_text(lines, first, last):
     """The matched code on one line; a long match shows its first and last line."""
     picked = [line.strip() for line in lines[first - 1:last]]
     picked = [part for part in picked if part]
-    if len(picked) > 3:
-        picked = [picked[0], "...", picked[-1]]
+    if len(picked) > 5:
+        picked = picked[:2] + ["..."] + picked[-2:]
     text = " ".join(picked)
     if len(text) > MAX_EVIDENCE_CHARS:
         text = text[:MAX_EVIDENCE_CHARS - 3] + "..."
@@ -435,9 +435,10 @@ class OffsetTracker(object):
         return False
 
     def offset(self, node, env):
-        """(offset, line of the transform) or None when the value does not carry the ids."""
+        """(offset, first line, last line of the transform), or None when the value does
+        not carry the ids."""
         if self.is_source(node):
-            return (0, node.lineno)
+            return (0, node.lineno, getattr(node, "end_lineno", node.lineno))
         if isinstance(node, ast.Name):
             return env.get(node.id)
         if isinstance(node, ast.BoolOp):
@@ -460,7 +461,7 @@ class OffsetTracker(object):
             added = self.added_constant(node.elt, gen.target.id)
             if added is None:
                 return inner
-            return (inner[0] + added, node.lineno)
+            return (inner[0] + added, node.lineno, getattr(node, "end_lineno", node.lineno))
         return None
 
     @staticmethod
@@ -507,9 +508,9 @@ class OffsetTracker(object):
             offsets = self.function_offsets(func)
             if not offsets:
                 continue
-            total, line = min(offsets, key=lambda item: (-item[0], item[1]))
+            total, line, end = min(offsets, key=lambda item: (-item[0], item[1]))
             results.append({"file": rel, "line": line, "function": func.name,
-                            "offset": total, "text": evidence_text(lines, line, line)})
+                            "offset": total, "text": evidence_text(lines, line, end)})
         return results
 
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: install what fleetcheck and its tests need, then run
+# `fleetcheck demo` (real sshd hosts on loopback, no fleet needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need_apt=()
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
+command -v unshare >/dev/null || need_apt+=(util-linux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+  else
+    echo "fleetcheck setup: please install as root: apt-get install ${need_apt[*]}" >&2
+  fi
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+if [ "${1:-}" != "--no-demo" ]; then
+  python3 -m fleetcheck demo
+fi

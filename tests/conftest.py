@@ -1,0 +1,101 @@
+"""Shared test parts: real vLLM wheels installed into cached venvs, real sshd hosts on
+loopback, and running fleetcheck as a user does (a subprocess, reading its JSON)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from fleetcheck.testhosts import LoopbackFleet
+
+CACHE = os.environ.get("FLEETCHECK_CACHE", os.path.expanduser("~/.cache/fleetcheck"))
+REAL_VERSIONS = ("0.20.1", "0.33.0")
+_third_octets = itertools.count(20)
+
+
+def real_install(version: str) -> str:
+    """A venv holding the real vllm==version wheel, installed with pip --no-deps, cached
+    outside the repo (each wheel is 250-340 MB)."""
+    target = os.path.join(CACHE, "venvs", "vllm-%s" % version)
+    marker = os.path.join(target, ".fleetcheck-complete")
+    if os.path.exists(marker):
+        return target
+    wheels = os.path.join(CACHE, "wheels")
+    os.makedirs(wheels, exist_ok=True)
+    if not any(n.startswith("vllm-%s-" % version) for n in os.listdir(wheels)):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "vllm==%s" % version, "-d", wheels], check=True)
+    wheel = [n for n in os.listdir(wheels) if n.startswith("vllm-%s-" % version)][0]
+    if not os.path.exists(os.path.join(target, "bin", "python")):
+        venv.EnvBuilder(with_pip=True, clear=True).create(target)
+    subprocess.run([os.path.join(target, "bin", "python"), "-m", "pip", "install", "-q",
+                    "--no-deps", "--force-reinstall", os.path.join(wheels, wheel)], check=True)
+    open(marker, "w").close()
+    return target
+
+
+@pytest.fixture(scope="session")
+def real_venvs() -> dict[str, str]:
+    return {version: real_install(version) for version in REAL_VERSIONS}
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """Real sshd hosts on their own 127.0.N.x addresses; stopped after the test."""
+    loopback = LoopbackFleet(str(tmp_path / "fleet"), first_octet=next(_third_octets))
+    try:
+        yield loopback
+    finally:
+        loopback.stop()
+
+
+@dataclass
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+    results: dict | None
+    html: str | None
+
+    def host(self, name: str) -> dict:
+        return next(h for h in self.results["hosts"] if h["name"] == name)
+
+    def check(self, host: str, check_id: str) -> dict:
+        return next(c for c in self.host(host)["checks"] if c["id"] == check_id)
+
+
+def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300) -> CliRun:
+    """`python -m fleetcheck run` exactly as a user would call it."""
+    if isinstance(inventory, dict):
+        path = tmp_path / "inventory.yaml"
+        path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    else:
+        path = inventory
+    out_json = tmp_path / "out" / "results.json"
+    out_html = tmp_path / "out" / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "fleetcheck", "run", str(path),
+                           "--json", str(out_json), "--html", str(out_html), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
+    results = json.loads(out_json.read_text()) if out_json.exists() else None
+    html = out_html.read_text() if out_html.exists() else None
+    return CliRun(proc.returncode, proc.stdout, proc.stderr, results, html)
+
+
+def ssh_hosts(fleet: LoopbackFleet, hosts, **extra) -> dict:
+    """Inventory entries for fleet hosts, with the fleet's client key."""
+    entries = {}
+    for host in hosts:
+        entry = {"ansible_host": host.address, "ansible_user": "root", "key": fleet.client_key}
+        if host.port != 22:
+            entry["port"] = host.port
+        entry.update(extra)
+        entries[host.name] = entry
+    return entries

@@ -1,0 +1,122 @@
+"""Inventories: Ansible's layout and precedence (checked against ansible-inventory itself),
+host ranges, --limit, and errors that name the file, the host or group, and the field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from fleetcheck.errors import InputError
+from fleetcheck.inventory import apply_limit, expand_host_pattern, load_inventory
+
+NESTED = {
+    "all": {
+        "vars": {"venv": "/root/ml-env", "ansible_user": "ops"},
+        "hosts": {"bastion": {"ansible_host": "127.0.0.5"}},
+        "children": {
+            "dc1": {
+                "vars": {"venv": "/opt/dc1-env", "ansible_port": 2222},
+                "hosts": {"gpu[01:03].dc1": None},
+                "children": {"canary": {"hosts": {"gpu02.dc1": {"venv": "/opt/canary"}},
+                                        "vars": {"ansible_user": "canary"}}},
+            },
+            "dc2": {"hosts": {"node[a:c]": {"ansible_python_interpreter": "/usr/bin/python3"}}},
+        },
+    }
+}
+
+
+def write(tmp_path, data, name="inv.yaml"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return str(path)
+
+
+def test_groups_vars_and_ranges(tmp_path):
+    hosts = {h.name: h for h in load_inventory(write(tmp_path, NESTED))}
+    assert sorted(hosts) == sorted(["bastion", "gpu01.dc1", "gpu02.dc1", "gpu03.dc1",
+                                    "nodea", "nodeb", "nodec"])
+    assert hosts["gpu01.dc1"].venv == "/opt/dc1-env" and hosts["gpu01.dc1"].port == 2222
+    assert hosts["gpu02.dc1"].venv == "/opt/canary" and hosts["gpu02.dc1"].user == "canary"
+    assert hosts["gpu02.dc1"].groups == ["canary", "dc1"]
+    assert hosts["nodeb"].venv == "/root/ml-env" and hosts["nodeb"].python == "/usr/bin/python3"
+    assert hosts["bastion"].address == "127.0.0.5" and hosts["bastion"].user == "ops"
+    assert hosts["gpu01.dc1"].interpreter == "/opt/dc1-env/bin/python"
+
+
+def test_matches_ansible_inventory(tmp_path):
+    """ansible-inventory is the oracle for membership and merged vars."""
+    path = write(tmp_path, NESTED)
+    ansible = shutil.which("ansible-inventory")
+    assert ansible, "ansible-core must be installed (test extra)"
+    proc = subprocess.run([ansible, "-i", path, "--list"], capture_output=True, text=True,
+                          check=True)
+    oracle = json.loads(proc.stdout)
+    hostvars = oracle["_meta"]["hostvars"]
+    ours = {h.name: h for h in load_inventory(path)}
+    assert sorted(hostvars) == sorted(ours)
+    for name, host in ours.items():
+        assert hostvars[name].get("venv") == host.venv, name
+        assert hostvars[name].get("ansible_user") == host.user, name
+        assert hostvars[name].get("ansible_port", 22) == host.port, name
+        for group in host.groups:
+            members = oracle[group].get("hosts", [])
+            assert name in members or any(name in oracle.get(child, {}).get("hosts", [])
+                                          for child in oracle[group].get("children", [])), group
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("gpu[01:03].dc1", ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]),
+    ("node[a:c]", ["nodea", "nodeb", "nodec"]),
+    ("h[1:7:3]", ["h1", "h4", "h7"]),
+    ("r[1:2]-s[a:b]", ["r1-sa", "r1-sb", "r2-sa", "r2-sb"]),
+    ("plain", ["plain"]),
+])
+def test_host_ranges(pattern, expected):
+    assert expand_host_pattern(pattern, "inv.yaml") == expected
+
+
+@pytest.mark.parametrize("data, needles", [
+    ({"all": {"hosts": {"gpu1": {"venvv": "/x"}}}}, ["host 'gpu1'", "field 'venvv'", "unknown"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_port": "22x"}}}}, ["host 'gpu1'", "field 'ansible_port'"]),
+    ({"all": {"children": {"dc1": {"hostz": {}}}}}, ["group 'dc1'", "field 'hostz'"]),
+    ({"all": {"hosts": {"gpu[5:1]": None}}}, ["host 'gpu[5:1]'", "expands to no hosts"]),
+    ({"all": {"hosts": {"gpu1": {"venv": "relative/env"}}}}, ["field 'venv'", "absolute path"]),
+    ({"all": {"hosts": {"gpu1": {"venv": "/x\n; touch /tmp/pwned"}}}}, ["field 'venv'", "control"]),
+    ({"all": {"hosts": {"gpu1": {"connection": "telnet"}}}}, ["field 'connection'"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-o StrictHostKeyChecking=no"}}}},
+     ["field 'ansible_ssh_common_args'", "ProxyJump"]),
+    ({"all": {"hosts": {}}}, ["no hosts"]),
+    ("", ["empty"]),
+    ("all: [unclosed", ["not valid YAML"]),
+])
+def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
+    path = write(tmp_path, data)
+    with pytest.raises(InputError) as info:
+        load_inventory(path)
+    message = str(info.value)
+    assert message.startswith(path)
+    for needle in needles:
+        assert needle in message
+
+
+def test_proxy_jump_from_ansible_common_args(tmp_path):
+    data = {"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-J ops@bastion:2200"},
+                              "gpu2": {"proxy_jump": "jump1"}}}}
+    hosts = {h.name: h for h in load_inventory(write(tmp_path, data))}
+    assert hosts["gpu1"].proxy_jump == "ops@bastion:2200"
+    assert hosts["gpu2"].proxy_jump == "jump1"
+
+
+def test_limit_by_host_group_glob_and_exclusion(tmp_path):
+    hosts = load_inventory(write(tmp_path, NESTED))
+    names = lambda hs: sorted(h.name for h in hs)
+    assert names(apply_limit(hosts, "canary", "inv")) == ["gpu02.dc1"]
+    assert names(apply_limit(hosts, "gpu0*", "inv")) == ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]
+    assert names(apply_limit(hosts, "dc1,!canary", "inv")) == ["gpu01.dc1", "gpu03.dc1"]
+    with pytest.raises(InputError, match="matches no host"):
+        apply_limit(hosts, "nothing-*", "inv")

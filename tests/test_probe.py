@@ -1,0 +1,181 @@
+"""The probe on synthetic trees made here: version facts, token patterns that survive
+restyling, the +1 offset told apart from none and from +2, look-alikes ignored."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from fleetcheck.checks.fixes import judge_fix
+from fleetcheck.playbook import load_playbook
+from fleetcheck.synthetic import FIXED, UNFIXED, write_install
+from probe_helpers import findings, probe_tree
+
+PLAYBOOK = load_playbook()
+CHECKS = {c.id: c for c in PLAYBOOK.checks}
+
+
+def verdict(facts: dict, check_id: str) -> str:
+    return judge_fix(CHECKS[check_id], facts, None).status
+
+
+def tree(tmp_path, files: dict, version="0.33.0", **overrides) -> str:
+    contents = dict(files)
+    contents.update(overrides)
+    venv = str(tmp_path / "env")
+    write_install(venv, version, contents)
+    return venv
+
+
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+
+
+def runner_with(body: str) -> dict:
+    return {RUNNER: "def aux_layers(hf_config):\n" + textwrap.indent(textwrap.dedent(body), "    ")}
+
+
+@pytest.mark.parametrize("body", [
+    # the 0.22+ spelling
+    'dflash_config = hf_config.dflash_config\n'
+    'layer_ids = [i + 1 for i in (dflash_config.get("target_layer_ids") or [])]\n'
+    'return tuple(layer_ids)\n',
+    # the PR #40898 spelling
+    "layer_ids = hf_config.dflash_config['target_layer_ids']\n"
+    "return tuple(layer_id + 1 for layer_id in layer_ids)\n",
+    # spread over lines, other names, 1 + x, a comment in the middle
+    "cfg = getattr(hf_config, 'dflash_config', {})\n"
+    "raw = cfg.get(\n    'target_layer_ids',\n    [],\n)\n"
+    "shifted = [\n    1 + idx  # embeddings are index 0\n    for idx in raw\n]\n"
+    "return shifted\n",
+])
+def test_layer_offset_fixed_in_any_spelling(tmp_path, body):
+    facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
+    assert "layer_ids:1" in findings(facts, "dflash-layer-offset")
+    assert verdict(facts, "dflash-layer-offset") == "pass"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ('ids = hf_config.dflash_config.get("target_layer_ids")\nreturn tuple(ids)\n', "layer_ids:0"),
+    ('ids = [i + 2 for i in hf_config.dflash_config["target_layer_ids"]]\nreturn ids\n', "layer_ids:2+"),
+    ('ids = [i + 1 for i in hf_config.dflash_config["target_layer_ids"]]\n'
+     'return tuple(j + 1 for j in ids)\n', "layer_ids:2+"),
+])
+def test_layer_offset_missing_or_doubled_fails(tmp_path, body, expected):
+    facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
+    assert expected in findings(facts, "dflash-layer-offset")
+    assert verdict(facts, "dflash-layer-offset") == "fail"
+
+
+def test_layer_offset_moved_to_another_file_keeps_verdict(tmp_path):
+    moved = dict(FIXED)
+    moved[RUNNER] = "from vllm.v1.worker.dflash_layers import aux_ids\n"
+    moved["vllm/v1/worker/spec/dflash_layers.py"] = (
+        "def aux_ids(cfg):\n    return [n + 1 for n in cfg['target_layer_ids']]\n")
+    facts = probe_tree(tree(tmp_path, moved))
+    hits = findings(facts, "dflash-layer-offset")["layer_ids:1"]
+    assert hits[0]["file"] == "vllm/v1/worker/spec/dflash_layers.py"
+    assert hits[0]["line"] == 2
+    assert verdict(facts, "dflash-layer-offset") == "pass"
+
+
+def test_synthetic_fixed_and_unfixed_trees(tmp_path):
+    fixed = probe_tree(tree(tmp_path / "a", FIXED))
+    broken = probe_tree(tree(tmp_path / "b", UNFIXED, version="0.20.1"))
+    for check_id in CHECKS:
+        assert verdict(fixed, check_id) == "pass", check_id
+        assert verdict(broken, check_id) == "fail", check_id
+
+
+def test_swa_lookalike_in_laguna_module_does_not_count(tmp_path):
+    """laguna_dflash.py carries PR-#40898-like helpers, but the registry maps the DFlash
+    drafter to qwen3_dflash.py, which has no per-layer window: still a failure."""
+    files = dict(UNFIXED)
+    files["vllm/transformers_utils/configs/speculators/algos.py"] = (
+        'KEEP = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")\n')
+    facts = probe_tree(tree(tmp_path, files))
+    swa = facts["signatures"]["dflash-swa"]
+    assert swa["modules"]["drafter"]["file"] == "vllm/model_executor/models/qwen3_dflash.py"
+    assert "pr_layer_types" not in swa["findings"]
+    assert verdict(facts, "dflash-swa") == "fail"
+
+
+def test_swa_pr_branch_form_passes(tmp_path):
+    files = dict(UNFIXED)
+    files["vllm/model_executor/models/qwen3_dflash.py"] = '''
+        _DFLASH_VALID_LAYER_TYPES = frozenset({'full_attention', 'sliding_attention'})
+
+        def _get_dflash_layer_types(config):
+            return list(config.layer_types)
+        '''
+    files["vllm/transformers_utils/configs/speculators/algos.py"] = '''
+        def update(cfg, src):
+            for key in (
+                'layer_types',
+                'use_sliding_window',
+                'sliding_window',
+                'max_window_layers',
+            ):
+                cfg[key] = src.get(key)
+        '''
+    facts = probe_tree(tree(tmp_path, files))
+    assert verdict(facts, "dflash-swa") == "pass"
+
+
+def test_swa_registry_pointing_elsewhere_follows_the_registry(tmp_path):
+    """The drafter moved to another module: the registry says where, the verdict follows."""
+    files = dict(FIXED)
+    files["vllm/model_executor/models/registry.py"] = (
+        'MODELS = {"DFlashDraftModel": ("dflash_qwen", "DFlashQwen3ForCausalLM")}\n')
+    files["vllm/model_executor/models/dflash_qwen.py"] = files.pop(
+        "vllm/model_executor/models/qwen3_dflash.py")
+    facts = probe_tree(tree(tmp_path, files))
+    assert facts["signatures"]["dflash-swa"]["modules"]["drafter"]["file"].endswith("dflash_qwen.py")
+    assert verdict(facts, "dflash-swa") == "pass"
+
+
+def test_cache_drop_opt_in_flag_only_is_warn(tmp_path):
+    files = dict(UNFIXED)
+    files["vllm/config/speculative.py"] = '''
+        class SpeculativeConfig:
+            disable_eagle_block_drop: bool = False
+            def use_eagle(self) -> bool:
+                return self.method in ("eagle", "dflash")
+        '''
+    facts = probe_tree(tree(tmp_path, files))
+    result = judge_fix(CHECKS["dflash-cache-drop"], facts, "0.30.0")
+    assert result.status == "warn"
+    assert "disable_eagle_block_drop" in result.message
+
+
+def test_version_file_and_dist_info_facts(tmp_path):
+    venv = tree(tmp_path, FIXED, version="0.33.0")
+    facts = probe_tree(venv)
+    assert facts["version_file"]["version"] == "0.33.0"
+    assert facts["version_file"]["commit_id"] == "g0a1b2c3d4"
+    dist = facts["install"]["dist_infos"][0]
+    assert (dist["name"], dist["version"], dist["installer"]) == ("vllm", "0.33.0", "pip")
+
+
+def test_broken_venv_interpreter_falls_back_to_python3(tmp_path):
+    venv = tree(tmp_path, FIXED)
+    os.unlink(os.path.join(venv, "bin", "python"))
+    with open(os.path.join(venv, "bin", "python"), "w") as handle:
+        handle.write("#!/nonexistent/interpreter\n")
+    os.chmod(os.path.join(venv, "bin", "python"), 0o755)
+    facts = probe_tree(venv)
+    assert facts["python"]["executable"] != os.path.join(venv, "bin", "python")
+    assert verdict(facts, "dflash-layer-offset") == "pass"
+
+
+def test_fifo_in_place_of_a_source_file_is_an_error_not_a_hang(tmp_path):
+    venv = tree(tmp_path, FIXED)
+    site = os.path.join(venv, "lib")
+    path = next(os.path.join(d, RUNNER) for d, _, _ in os.walk(site) if d.endswith("site-packages"))
+    os.unlink(path)
+    os.mkfifo(path)
+    facts = probe_tree(venv)
+    result = judge_fix(CHECKS["dflash-layer-offset"], facts, None)
+    assert result.status == "error"
+    assert "not a regular file" in result.message

@@ -1,0 +1,176 @@
+"""`fleetcheck run` end to end over real sshd hosts holding real vLLM 0.20.1 and 0.33.0
+wheels (each host sees its own install at the same path, through a mount namespace)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import run_fleetcheck, ssh_hosts
+from fleetcheck.testhosts import free_loopback_port
+
+ENV = "/opt/ml-env"
+FIX_IDS = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
+
+
+def site_packages(venv: str) -> str:
+    lib = os.path.join(venv, "lib")
+    return os.path.join(lib, os.listdir(lib)[0], "site-packages")
+
+
+def assert_evidence_is_on_disk(venv: str, evidence: dict) -> None:
+    """Evidence can be re-checked by hand: the named line holds the start of the text."""
+    with open(os.path.join(site_packages(venv), evidence["file"]), encoding="utf-8") as handle:
+        line = handle.read().splitlines()[evidence["line"] - 1].strip()
+    assert evidence["text"].startswith(line[:40]), (line, evidence)
+
+
+@pytest.fixture
+def real_fleet(fleet, real_venvs):
+    old = fleet.add("gpu-old", mounts={ENV: real_venvs["0.20.1"]})
+    new = fleet.add("gpu-new", mounts={ENV: real_venvs["0.33.0"]})
+    fleet.start()
+    dead = fleet.next_address()
+    inventory = {"all": {"vars": {"venv": ENV}, "children": {
+        "prod": {"hosts": ssh_hosts(fleet, [old, new])},
+        "lost": {"hosts": {"gpu-down": {"ansible_host": dead, "port": free_loopback_port(dead),
+                                        "key": fleet.client_key}}}}}}
+    return fleet, inventory
+
+
+def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_venvs):
+    fleet, inventory = real_fleet
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "4")
+    assert run.code == 1, run.stderr
+    assert run.results["complete"] is True
+    assert [h["name"] for h in run.results["hosts"]] == ["gpu-old", "gpu-new", "gpu-down"]
+
+    old, new = run.host("gpu-old"), run.host("gpu-new")
+    assert old["vllm"]["version"] == "0.20.1" and old["vllm"]["commit"] == "132765e35"
+    assert new["vllm"]["version"] == "0.33.0" and new["vllm"]["commit"] == "4ba787ec9"
+    assert new["vllm"]["commit_source"] == "_version.py"
+    assert old["status"] == "fail" and new["status"] == "pass"
+    for check_id in FIX_IDS:
+        assert run.check("gpu-old", check_id)["status"] == "fail", check_id
+        assert run.check("gpu-new", check_id)["status"] == "pass", check_id
+        for host, venv in (("gpu-old", real_venvs["0.20.1"]), ("gpu-new", real_venvs["0.33.0"])):
+            evidence = [e for e in run.check(host, check_id)["evidence"] if e["file"]]
+            assert evidence, (host, check_id)
+            for item in evidence:
+                assert_evidence_is_on_disk(venv, item)
+
+    offset_new = run.check("gpu-new", "dflash-layer-offset")["evidence"]
+    assert {e["file"] for e in offset_new} == {
+        "vllm/v1/worker/gpu_model_runner.py",
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
+    offset_old = run.check("gpu-old", "dflash-layer-offset")["evidence"][0]
+    assert offset_old["file"] == "vllm/v1/worker/gpu_model_runner.py"
+    assert 'dflash_config.get("target_layer_ids")' in offset_old["text"]
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" in run.check("gpu-new", "dflash-swa")["message"]
+
+    down = run.host("gpu-down")
+    assert down["status"] == "unreachable" and down["error"]["kind"] == "unreachable"
+    assert "refused" in down["error"]["message"]
+    assert {c["status"] for c in down["checks"]} == {"skip"}
+
+    # the same verdicts in the HTML and on the terminal
+    for name in ("gpu-old", "gpu-new", "gpu-down"):
+        assert name in run.html and name in run.stdout
+    assert "vllm/v1/worker/gpu_model_runner.py:%d" % offset_old["line"] in run.html
+    assert "4ba787ec9" in run.html and "132765e35" in run.stdout
+
+
+def test_limit_selects_hosts_and_exit_codes(tmp_path, real_fleet):
+    fleet, inventory = real_fleet
+    only_new = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                              "--limit", "gpu-n*")
+    assert only_new.code == 0, only_new.stderr
+    assert [h["name"] for h in only_new.results["hosts"]] == ["gpu-new"]
+    unreachable_only = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                                      "--limit", "lost,gpu-new")
+    assert unreachable_only.code == 3
+    bad_limit = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                               "--limit", "nope")
+    assert bad_limit.code == 2 and "--limit" in bad_limit.stderr
+
+
+def test_restyled_real_install_keeps_verdict_and_lookalike_does_not_fake_one(
+        tmp_path, fleet, real_venvs):
+    """A copy of the real 0.20.1 install patched the way PR #40898 spells the +1, spread
+    over lines; and SWA look-alikes added to laguna_dflash.py (not the drafter module)."""
+    copy = str(tmp_path / "patched-env")
+    shutil.copytree(real_venvs["0.20.1"], copy, symlinks=True,
+                    copy_function=os.link)  # hard links: fast; edited files are replaced
+    site = site_packages(copy)
+
+    def replace(rel: str, old: str, new: str) -> None:
+        path = os.path.join(site, rel)
+        text = open(path, encoding="utf-8").read()
+        assert old in text
+        os.unlink(path)  # never write through a hard link into the cached install
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text.replace(old, new))
+
+    replace("vllm/v1/worker/gpu_model_runner.py", "            return tuple(layer_ids)\n",
+            "            return tuple(\n                layer_id + 1\n"
+            "                for layer_id in layer_ids\n            )\n")
+    laguna = "vllm/model_executor/models/laguna_dflash.py"
+    with open(os.path.join(site, laguna), "w", encoding="utf-8") as handle:
+        handle.write("_DFLASH_VALID_LAYER_TYPES = {'sliding_attention'}\n"
+                     "def _get_dflash_layer_types(c):\n    return c.layer_types\n"
+                     "def f(a):\n    a(per_layer_sliding_window=4096)\n")
+    host = fleet.add("gpu-patched", mounts={ENV: copy})
+    fleet.start()
+    run = run_fleetcheck(tmp_path, {"all": {"vars": {"venv": ENV},
+                                            "hosts": ssh_hosts(fleet, [host])}},
+                         "--known-hosts", fleet.known_hosts)
+    offset = run.check("gpu-patched", "dflash-layer-offset")
+    assert offset["status"] == "pass", offset
+    assert "layer_id + 1" in offset["evidence"][0]["text"]
+    assert "suggests not fixed" in offset["message"]  # 0.20.1 by version, fixed by code
+    assert run.check("gpu-patched", "dflash-swa")["status"] == "fail"
+
+
+def test_unknown_host_key_refused_under_strict_and_accept_new_writes_only_given_file(
+        tmp_path, fleet, real_venvs):
+    host = fleet.add("gpu-new", mounts={ENV: real_venvs["0.33.0"]}, known=False)
+    fleet.start()
+    inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, [host])}}
+    empty = tmp_path / "known_hosts"
+    strict = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(empty))
+    assert strict.code == 3
+    error = strict.host("gpu-new")["error"]
+    assert error["kind"] == "host-key" and "--host-key-policy accept-new" in error["message"]
+    assert not empty.exists()
+
+    home_known = os.path.expanduser("~/.ssh/known_hosts")
+    before = open(home_known).read() if os.path.exists(home_known) else None
+    accepted = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(empty),
+                              "--host-key-policy", "accept-new")
+    assert accepted.code == 0, accepted.stderr
+    assert host.address in empty.read_text()
+    after = open(home_known).read() if os.path.exists(home_known) else None
+    assert before == after
+
+    # the key changes (host re-imaged): refused even under accept-new
+    fleet.stop()
+    os.unlink(os.path.join(host.directory, "host_key"))
+    from fleetcheck.testhosts import keygen
+    keygen(os.path.join(host.directory, "host_key"))
+    fleet.start()
+    changed = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(empty),
+                             "--host-key-policy", "accept-new")
+    assert changed.code == 3
+    assert changed.host("gpu-new")["error"]["kind"] == "host-key"
+    assert "CHANGED" in changed.host("gpu-new")["error"]["message"]
+
+
+def test_bad_inventory_exits_2_naming_file_host_and_field(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("all:\n  hosts:\n    gpu7:\n      ansible_port: many\n")
+    run = run_fleetcheck(tmp_path, str(path))
+    assert run.code == 2
+    assert str(path) in run.stderr and "gpu7" in run.stderr and "ansible_port" in run.stderr
+    assert run.results is None
