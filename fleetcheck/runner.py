@@ -111,7 +111,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             run.not_finished.append(host.name)
             run.hosts.append(HostResult(
                 name=host.name, address=host.address, groups=host.groups, status="error",
-                error=HostError(kind="timeout", message="run interrupted before this host finished"),
+                error=HostError(kind="interrupted", message="run interrupted before this host finished"),
                 checks=skipped_checks(playbook, "run interrupted")))
     run.finished_at = now_iso()
     run.duration_s = round(time.monotonic() - started, 3)

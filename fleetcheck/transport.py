@@ -28,7 +28,7 @@ from fleetcheck.inventory import Host
 
 MAX_STDOUT_BYTES = 32 * 1024 * 1024
 MAX_STDERR_BYTES = 64 * 1024
-KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe")
+KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe", "interrupted")
 
 
 class TransportError(Exception):

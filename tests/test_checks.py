@@ -1,0 +1,86 @@
+"""Verdict logic on recorded facts (pyinfra-style fixtures: probe output in, verdicts out).
+
+The fixtures are the probe's real answers for pip installs of the vllm 0.20.1 and 0.33.0
+wheels; changing the probe's fact format shows up here without any host."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from fleetcheck.checks.fixes import judge_fix
+from fleetcheck.checks.version import commit_of, install_kind, version_suggests, vllm_info
+from fleetcheck.playbook import load_playbook
+from fleetcheck.results import CheckResult, HostError, host_status
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
+CHECKS = {c.id: c for c in load_playbook().checks}
+
+
+def recorded(version: str) -> dict:
+    with open(os.path.join(FIXTURES, "vllm-%s.json" % version)) as handle:
+        return json.load(handle)["facts"]
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("0.20.1", {"dflash-layer-offset": "fail", "dflash-swa": "fail", "dflash-cache-drop": "fail"}),
+    ("0.33.0", {"dflash-layer-offset": "pass", "dflash-swa": "pass", "dflash-cache-drop": "pass"}),
+])
+def test_recorded_release_facts(version, expected):
+    facts = recorded(version)
+    info = vllm_info(facts)
+    assert info.version == version
+    for check_id, status in expected.items():
+        result = judge_fix(CHECKS[check_id], facts, info.version)
+        assert result.status == status, (check_id, result.message)
+        assert result.evidence and all(e.file for e in result.evidence), check_id
+        assert result.details["version_agrees"] is True
+
+
+def test_version_disagreement_is_said():
+    facts = recorded("0.33.0")
+    result = judge_fix(CHECKS["dflash-layer-offset"], facts, "0.20.1")
+    assert result.status == "pass"
+    assert result.details["version_agrees"] is False
+    assert "version 0.20.1 suggests not fixed" in result.message
+
+
+def test_probe_errors_turn_a_verdict_into_error():
+    facts = copy.deepcopy(recorded("0.33.0"))
+    facts["signatures"]["dflash-swa"]["errors"] = ["finder x: vllm/a.py: Permission denied"]
+    result = judge_fix(CHECKS["dflash-swa"], facts, "0.33.0")
+    assert result.status == "error" and "Permission denied" in result.message
+
+
+def test_commit_sources_in_order_of_trust():
+    facts = copy.deepcopy(recorded("0.33.0"))
+    assert commit_of(facts) == ("4ba787ec9", "_version.py")
+    facts["install"]["dist_infos"][0]["direct_url"] = {
+        "url": "https://example.invalid/vllm.git",
+        "vcs_info": {"vcs": "git", "commit_id": "3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2"}}
+    assert commit_of(facts) == ("3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2", "direct_url.json")
+    assert install_kind(facts["install"]["dist_infos"][0]).startswith("vcs")
+    facts["install"]["dist_infos"][0]["direct_url"] = None
+    facts["version_file"].update(commit_id=None, version="0.1.dev16016+g3cfc8f8b7")
+    assert commit_of(facts) == ("3cfc8f8b7", "version")
+
+
+@pytest.mark.parametrize("version, fixed_in, expected", [
+    ("0.33.0", "0.22.0", "fixed"), ("0.20.1", "0.22.0", "not fixed"),
+    ("0.22.0", "0.22.0", "fixed"), ("0.1.dev16016+g3cfc8f8b7", "0.22.0", None),
+    ("0.26.0+cu129", "0.26.0", "fixed"), (None, "0.22.0", None),
+])
+def test_version_suggestion(version, fixed_in, expected):
+    assert version_suggests(version, fixed_in) == expected
+
+
+def test_host_status_takes_the_worst_check():
+    mk = lambda s: CheckResult(id=s, title=s, status=s, message="")
+    assert host_status([mk("pass"), mk("warn")], None) == "warn"
+    assert host_status([mk("pass"), mk("error"), mk("fail")], None) == "fail"
+    assert host_status([mk("skip"), mk("pass")], None) == "pass"
+    assert host_status([], HostError("unreachable", "x")) == "unreachable"
+    assert host_status([], HostError("auth", "x")) == "error"

@@ -1,0 +1,70 @@
+"""The command line as a user meets it: the demo, default output paths, playbook errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from fleetcheck.errors import InputError
+from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
+from fleetcheck.synthetic import FIXED, write_install
+
+
+def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleetcheck", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
+    proc = fleetcheck("demo", cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
+    status = {h["name"]: h["status"] for h in results["hosts"]}
+    assert status == {"gpu-healthy": "pass", "gpu-stale": "fail", "gpu-down": "unreachable"}
+    assert (tmp_path / "reports" / "demo" / "report.html").exists()
+    assert "report.html" in proc.stderr
+
+
+def test_default_outputs_go_to_reports_timestamp(tmp_path):
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(yaml.safe_dump(
+        {"all": {"hosts": {"here": {"connection": "local", "venv": venv}}}}))
+    proc = fleetcheck("run", str(inventory), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    runs = os.listdir(tmp_path / "reports")
+    assert len(runs) == 1
+    assert sorted(os.listdir(tmp_path / "reports" / runs[0])) == ["report.html", "results.json"]
+
+
+def test_packaged_playbook_is_the_repository_one():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(here, "playbooks", "dflash.yaml")) as a, open(PACKAGED_PLAYBOOK) as b:
+        assert a.read() == b.read()
+    assert [c.id for c in load_playbook().checks] == [
+        "dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
+
+
+@pytest.mark.parametrize("mutate, needles", [
+    (lambda p: p["checks"][0]["outcomes"][0].update(when=["nope"]), ["unknown finding 'nope'"]),
+    (lambda p: p["checks"][1]["find"]["per_layer_window"].update(kind="regex"), ["field 'kind'"]),
+    (lambda p: p["checks"][2].update(id="Bad Id"), ["field 'id'"]),
+    (lambda p: p["checks"][0]["find"]["layer_ids"].update(files=["/etc/passwd"]),
+     ["inside site-packages"]),
+])
+def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
+    data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
+    mutate(data)
+    path = tmp_path / "pb.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError) as info:
+        load_playbook(str(path))
+    assert str(info.value).startswith(str(path))
+    for needle in needles:
+        assert needle in str(info.value)
