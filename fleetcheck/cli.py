@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
                      help="strict: unknown hosts refused; accept-new: trust on first use "
                           "(a changed key is always refused)")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="show evidence for passing checks too")
     run.add_argument("--retries", type=int, default=1,
                      help="retries of transient connection failures (default 1)")
 
@@ -105,7 +107,7 @@ def command_run(args: argparse.Namespace) -> int:
                         on_start=progress.started, on_done=progress.finished)
     dump_json(run, json_path)
     render_html(run, html_path)
-    render_summary(run)
+    render_summary(run, verbose=args.verbose)
     print("results: %s\nreport:  %s" % (json_path, html_path))
     if not run.complete:
         return 130

@@ -58,7 +58,7 @@ def run_demo() -> int:
 
 def _run(inventory: str, hosts: dict, known_hosts: str) -> int:
     with open(inventory, "w", encoding="utf-8") as handle:
-        yaml.safe_dump({"all": {"children": {"demo": {"hosts": hosts}}}}, handle)
+        yaml.safe_dump({"all": {"children": {"demo": {"hosts": hosts}}}}, handle, sort_keys=False)
     code = cli_main(["run", inventory, "--known-hosts", known_hosts, "--timeout", "20",
                      "--json", os.path.join(REPORT_DIR, "results.json"),
                      "--html", os.path.join(REPORT_DIR, "report.html")])

@@ -42,7 +42,8 @@ def real_fleet(fleet, real_venvs):
 
 def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_venvs):
     fleet, inventory = real_fleet
-    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "4")
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "4",
+                         "--verbose")
     assert run.code == 1, run.stderr
     assert run.results["complete"] is True
     assert [h["name"] for h in run.results["hosts"]] == ["gpu-old", "gpu-new", "gpu-down"]
@@ -80,6 +81,10 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
         assert name in run.html and name in run.stdout
     assert "vllm/v1/worker/gpu_model_runner.py:%d" % offset_old["line"] in run.html
     assert "4ba787ec9" in run.html and "132765e35" in run.stdout
+    for host in ("gpu-old", "gpu-new"):
+        for check_id in FIX_IDS:
+            item = run.check(host, check_id)["evidence"][0]
+            assert "%s:%d" % (item["file"], item["line"]) in run.stdout, (host, check_id)
 
 
 def test_limit_selects_hosts_and_exit_codes(tmp_path, real_fleet):

@@ -86,7 +86,26 @@ def failure_kind(host: HostResult) -> str:
     return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status
 
 
-def render_summary(run: RunResult, stream: IO[str] | None = None) -> None:
+def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
+    """Evidence under the table: for checks that did not pass, or for all with -v."""
+    shown = False
+    for host in run.hosts:
+        for check in host.checks:
+            if check.status in ("skip",) or (check.status == "pass" and not verbose):
+                continue
+            if not shown:
+                console.print(Text("Evidence:", style="bold"))
+                shown = True
+            head = Text("  %s %s " % (neutral(host.name), check.id))
+            head.append(check.status, style=STYLE[check.status])
+            head.append(": " + neutral(check.message))
+            console.print(head)
+            for item in check.evidence[:3]:
+                where = "%s:%s: " % (item.file, item.line) if item.file else ""
+                console.print(Text("      " + neutral(where + item.text)))
+
+
+def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool = False) -> None:
     console = Console(file=stream or sys.stdout, highlight=False, width=160
                       if not (stream or sys.stdout).isatty() else None)
     check_ids: list[str] = []
@@ -109,6 +128,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None) -> None:
                               style=STYLE[check.status]) if check else Text(""))
         table.add_row(*cells)
     console.print(table)
+    render_evidence(console, run, verbose)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:
         if host.status != "pass":
