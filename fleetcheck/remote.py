@@ -15,17 +15,33 @@ from functools import lru_cache
 from typing import Any
 
 from fleetcheck.inventory import Host
+from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.transport import CommandResult, TransportError
 
-BOOTSTRAP = ("import sys;b=sys.stdin.buffer;n=int(b.readline());"
-             "exec(compile(b.read(n),'fleetcheck-probe','exec'),"
-             "{'__name__':'__fleetcheck_probe__'})")
+# Reads a JSON list of [module name, source] from stdin, registers each as a module under
+# its fleetcheck.probe.* name (so the probe modules import each other as they do locally)
+# and runs fleetcheck.probe.main; the rest of stdin is the plan.
+BOOTSTRAP = (
+    "import sys,json,types\n"
+    "b=sys.stdin.buffer;n=int(b.readline());mods=json.loads(b.read(n).decode())\n"
+    "for p in ('fleetcheck','fleetcheck.probe'):\n"
+    " m=types.ModuleType(p);m.__path__=[];sys.modules[p]=m\n"
+    "for name,src in mods:\n"
+    " m=types.ModuleType(name);sys.modules[name]=m\n"
+    " setattr(sys.modules[name.rpartition('.')[0]],name.rpartition('.')[2],m)\n"
+    " exec(compile(src,name,'exec'),m.__dict__)\n"
+    "sys.modules['fleetcheck.probe.main'].main()\n")
 
 
 @lru_cache(maxsize=1)
-def probe_source() -> bytes:
-    with open(os.path.join(os.path.dirname(__file__), "probe.py"), "rb") as handle:
-        return handle.read()
+def probe_bundle() -> bytes:
+    """The probe modules' sources, in dependency order, as one JSON document."""
+    directory = os.path.join(os.path.dirname(__file__), "probe")
+    modules = []
+    for name in PROBE_MODULES:
+        with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
+            modules.append(["fleetcheck.probe." + name, handle.read()])
+    return json.dumps(modules).encode("utf-8")
 
 
 def probe_command(host: Host) -> str:
@@ -37,8 +53,8 @@ def probe_command(host: Host) -> str:
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
-    source = probe_source()
-    return b"%d\n" % len(source) + source + json.dumps(plan).encode("utf-8")
+    bundle = probe_bundle()
+    return b"%d\n" % len(bundle) + bundle + json.dumps(plan).encode("utf-8")
 
 
 def host_plan(host: Host, signatures: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,5 @@
+"""The remote side of fleetcheck: modules sent to each host (as source, on stdin) and run
+under the host's Python 3.8+. They import only the standard library and each other, so
+they can run where fleetcheck is not installed."""
+
+MODULES = ("files", "install", "signatures", "main")

@@ -1,0 +1,114 @@
+"""Safe file access on the host: never blocks on FIFOs or devices, never follows a
+symlinked directory (so a symlink loop cannot trap the probe), caps what it reads.
+
+Probe modules run on the host under its Python (3.8+): standard library only.
+"""
+
+import hashlib
+import os
+import re
+import stat
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class ProbeFileError(Exception):
+    """A file the plan needs cannot be read as a regular text file."""
+
+
+def read_bytes(path, limit=MAX_FILE_BYTES):
+    """Read a regular file without ever blocking: FIFOs and devices are refused, not opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ProbeFileError("%s: not a regular file" % path)
+        if info.st_size > limit:
+            raise ProbeFileError("%s: larger than %d bytes" % (path, limit))
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path):
+    return read_bytes(path).decode("utf-8", "replace")
+
+
+def is_regular_file(path):
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode) or (
+            os.path.islink(path) and stat.S_ISREG(os.stat(path).st_mode)
+        )
+    except OSError:
+        return False
+
+
+def glob_to_regex(pattern):
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("^" + "".join(out) + "$")
+
+
+def walk_files(root, rel_dir):
+    """Yield relative paths of regular files below root/rel_dir; never follows symlinked
+    directories, so a symlink loop cannot trap the probe."""
+    stack = [rel_dir]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, current)))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = current + "/" + entry.name if current else entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(rel)
+                else:
+                    yield rel  # FIFOs and devices too: reading them is refused, visibly
+            except OSError:
+                continue
+
+
+def expand_globs(root, patterns):
+    found = []
+    for pattern in patterns:
+        if not any(ch in pattern for ch in "*?"):
+            if pattern not in found:
+                found.append(pattern)
+            continue
+        fixed = pattern.split("*")[0].split("?")[0]
+        base = fixed.rsplit("/", 1)[0] if "/" in fixed else ""
+        regex = glob_to_regex(pattern)
+        for rel in sorted(walk_files(root, base)):
+            if regex.match(rel) and rel not in found:
+                found.append(rel)
+    return found
+
+

@@ -1,0 +1,134 @@
+"""Where vLLM is installed on the host and what its metadata says: site-packages found
+from the venv's layout (never by asking a possibly broken interpreter), the vllm
+dist-info(s), and vllm/_version.py read with ast (importing it would import vllm)."""
+
+import ast
+import json
+import os
+import re
+import sys
+
+from fleetcheck.probe.files import ProbeFileError, read_text
+
+
+def site_packages_candidates(plan):
+    """Site-packages directories to look in, found from the venv's layout, never by asking
+    the venv's interpreter (a half-built venv may have a broken one)."""
+    explicit = plan.get("site_packages")
+    if explicit:
+        return [explicit]
+    venv = plan.get("venv")
+    found = []
+    if venv:
+        for libdir in ("lib", "lib64"):
+            base = os.path.join(venv, libdir)
+            try:
+                names = sorted(os.listdir(base))
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith("python"):
+                    for leaf in ("site-packages", "dist-packages"):
+                        path = os.path.join(base, name, leaf)
+                        if os.path.isdir(path) and path not in found:
+                            found.append(path)
+        return found
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
+def parse_metadata_headers(text):
+    headers = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if ":" in line and not line[0].isspace():
+            key, _, value = line.partition(":")
+            headers.setdefault(key.strip(), value.strip())
+    return headers
+
+
+def read_dist_info(path):
+    info = {"path": path, "name": None, "version": None, "installer": None,
+            "direct_url": None, "errors": []}
+    try:
+        headers = parse_metadata_headers(read_text(os.path.join(path, "METADATA")))
+        info["name"] = headers.get("Name")
+        info["version"] = headers.get("Version")
+    except ProbeFileError as exc:
+        info["errors"].append(str(exc))
+    installer_path = os.path.join(path, "INSTALLER")
+    if os.path.lexists(installer_path):
+        try:
+            info["installer"] = read_text(installer_path).strip()
+        except ProbeFileError as exc:
+            info["errors"].append(str(exc))
+    direct_url_path = os.path.join(path, "direct_url.json")
+    if os.path.lexists(direct_url_path):
+        try:
+            info["direct_url"] = json.loads(read_text(direct_url_path))
+        except (ProbeFileError, ValueError) as exc:
+            info["errors"].append("direct_url.json: %s" % exc)
+    return info
+
+
+VERSION_NAMES = {
+    "__version__": "version", "version": "version",
+    "__version_tuple__": "version_tuple", "version_tuple": "version_tuple",
+    "__commit_id__": "commit_id", "commit_id": "commit_id",
+}
+
+
+def read_version_file(path):
+    """Values of vllm/_version.py, read with ast (importing it would import vllm)."""
+    facts = {"path": path, "exists": os.path.lexists(path), "version": None,
+             "version_tuple": None, "commit_id": None, "error": None}
+    if not facts["exists"]:
+        return facts
+    try:
+        tree = ast.parse(read_text(path), path)
+    except (ProbeFileError, SyntaxError, ValueError) as exc:
+        facts["error"] = str(exc)
+        return facts
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        try:
+            value = ast.literal_eval(node.value)
+        except ValueError:
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id in VERSION_NAMES:
+                field = VERSION_NAMES[target.id]
+                if facts[field] is None:
+                    facts[field] = list(value) if isinstance(value, tuple) else value
+    return facts
+
+
+def locate_install(plan):
+    candidates = site_packages_candidates(plan)
+    facts = {"site_packages_candidates": candidates, "site_packages": None,
+             "dist_infos": [], "package_dir": None}
+    for site in candidates:
+        try:
+            names = os.listdir(site)
+        except OSError as exc:
+            facts.setdefault("errors", []).append("%s: %s" % (site, exc.strerror or exc))
+            continue
+        dists = sorted(n for n in names if re.match(r"(?i)^vllm-[^-]+\.dist-info$", n))
+        has_package = "vllm" in names
+        if dists or has_package:
+            facts["site_packages"] = site
+            facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in dists]
+            facts["package_dir"] = os.path.join(site, "vllm") if has_package else None
+            facts["stash_dirs"] = sorted(n for n in names if n.startswith("~") and
+                                         n.lower().endswith("llm"))
+            break
+    if facts["site_packages"] is None and candidates:
+        facts["site_packages"] = candidates[0]
+    return facts
+
+
