@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
                      help="strict: unknown hosts refused; accept-new: trust on first use "
                           "(a changed key is always refused)")
+    run.add_argument("--deep", action="store_true",
+                     help="hash every file RECORD lists (default: sizes for all, hashes for "
+                          "the files the checks read)")
+    run.add_argument("--no-import-check", action="store_true",
+                     help="do not load vllm's compiled modules in the venv's interpreter")
+    run.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="show evidence for passing checks too")
     run.add_argument("--retries", type=int, default=1,
@@ -88,6 +94,12 @@ def default_report_dir() -> str:
 def command_run(args: argparse.Namespace) -> int:
     hosts = apply_limit(load_inventory(args.inventory), args.limit, args.inventory)
     playbook = load_playbook(args.playbook)
+    if args.deep:
+        playbook.integrity.deep = True
+    if args.no_import_check:
+        playbook.integrity.import_check = False
+    if args.no_integrity:
+        playbook.integrity.enabled = False
     if args.ssh_config and not os.path.exists(args.ssh_config):
         raise InputError(args.ssh_config, None, "--ssh-config", "no such file")
     try:

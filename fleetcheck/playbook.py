@@ -48,11 +48,28 @@ class FixCheck:
 
 
 @dataclass
+class IntegrityOptions:
+    """The install-* checks: on by default; `deep` hashes every RECORD file."""
+
+    enabled: bool = True
+    deep: bool = False
+    import_check: bool = True
+    import_timeout: float = 20.0
+
+    def plan(self) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        return {"deep": self.deep, "import_check": self.import_check,
+                "import_timeout": self.import_timeout}
+
+
+@dataclass
 class Playbook:
     name: str
     source: str
     checks: list[FixCheck]
     description: str = ""
+    integrity: IntegrityOptions = field(default_factory=IntegrityOptions)
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -178,7 +195,7 @@ def load_playbook(path: str | None = None) -> Playbook:
     if not isinstance(data, dict):
         raise InputError(source, None, None, "playbook must be a mapping")
     for key in data:
-        if key not in {"name", "description", "checks"}:
+        if key not in {"name", "description", "checks", "integrity"}:
             raise InputError(source, None, str(key), "unknown key")
     checks_raw = data.get("checks")
     if not isinstance(checks_raw, list) or not checks_raw:
@@ -190,4 +207,26 @@ def load_playbook(path: str | None = None) -> Playbook:
             raise InputError(source, "check '%s'" % check.id, "id", "defined twice")
         seen.add(check.id)
     return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
-                    checks=checks, description=str(data.get("description") or ""))
+                    checks=checks, description=str(data.get("description") or ""),
+                    integrity=_integrity(source, data.get("integrity")))
+
+
+def _integrity(source: str, raw: Any) -> IntegrityOptions:
+    if raw is None:
+        return IntegrityOptions()
+    where = "integrity"
+    if not isinstance(raw, dict):
+        raise InputError(source, where, None, "must be a mapping")
+    options = IntegrityOptions()
+    for key, value in raw.items():
+        if key in ("enabled", "deep", "import_check"):
+            if not isinstance(value, bool):
+                raise InputError(source, where, key, "must be true or false")
+        elif key == "import_timeout":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InputError(source, where, key, "must be a positive number of seconds")
+            value = float(value)
+        else:
+            raise InputError(source, where, str(key), "unknown key")
+        setattr(options, key, value)
+    return options

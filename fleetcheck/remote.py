@@ -57,8 +57,13 @@ def probe_payload(plan: dict[str, Any]) -> bytes:
     return b"%d\n" % len(bundle) + bundle + json.dumps(plan).encode("utf-8")
 
 
-def host_plan(host: Host, signatures: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"venv": host.venv, "site_packages": host.site_packages, "signatures": signatures}
+def host_plan(host: Host, signatures: list[dict[str, Any]],
+              integrity: dict[str, Any] | None = None,
+              time_budget_s: float | None = None) -> dict[str, Any]:
+    """Everything the probe needs, as data: no inventory value reaches a shell."""
+    return {"venv": host.venv, "site_packages": host.site_packages,
+            "interpreter": host.interpreter, "signatures": signatures,
+            "integrity": integrity, "time_budget_s": time_budget_s}
 
 
 def printable(data: bytes, limit: int = 200) -> str:

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.fixes import judge_fix
+from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
+from fleetcheck.checks.integrity import judge_integrity
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -35,15 +37,23 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(host: Host, playbook: Playbook, facts: dict[str, Any]) -> tuple[Any, list[CheckResult]]:
+def judge_host(playbook: Playbook, facts: dict[str, Any]) -> tuple[Any, list[CheckResult]]:
     info = vllm_info(facts)
     checks = [judge_fix(check, facts, info.version) for check in playbook.checks]
+    checks += judge_integrity(facts, playbook.integrity.import_check)
     return info, checks
 
 
+def check_titles(playbook: Playbook) -> list[tuple[str, str]]:
+    titles = [(c.id, c.title) for c in playbook.checks]
+    if playbook.integrity.enabled:
+        titles += list(INTEGRITY_TITLES.items())
+    return titles
+
+
 def skipped_checks(playbook: Playbook, reason: str) -> list[CheckResult]:
-    return [CheckResult(id=c.id, title=c.title, status="skip", message="not run: " + reason)
-            for c in playbook.checks]
+    return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason)
+            for cid, title in check_titles(playbook)]
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
@@ -54,11 +64,12 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
     info = None
     checks: list[CheckResult] = []
     try:
-        answer = run_on_host(host, probe_command(host),
-                             probe_payload(host_plan(host, signatures)),
+        plan = host_plan(host, signatures, playbook.integrity.plan(),
+                         time_budget_s=deadline.seconds)
+        answer = run_on_host(host, probe_command(host), probe_payload(plan),
                              options.settings, deadline)
         facts = decode_answer(answer, host)
-        info, checks = judge_host(host, playbook, facts)
+        info, checks = judge_host(playbook, facts)
     except TransportError as exc:
         error = HostError(kind=exc.kind, message=exc.message)
         checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message))

@@ -136,11 +136,25 @@ def record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
 
 
+def stand_in_extension() -> tuple[str, bytes] | None:
+    """A real compiled module for the import check to load: CPython's own _json extension
+    (its init function is PyInit__json, so it loads as vllm._json)."""
+    import _json
+    path = getattr(_json, "__file__", None)
+    if not path:
+        return None
+    with open(path, "rb") as handle:
+        return "vllm/_json" + path[path.index("."):], handle.read()
+
+
 def write_install(venv: str, version: str, files: dict[str, str], commit: str = "g0a1b2c3d4",
-                  python: str | None = sys.executable) -> str:
+                  python: str | None = sys.executable, compiled: bool = True) -> str:
     """Write a venv-shaped tree holding a synthetic vllm; returns its site-packages."""
     site = os.path.join(venv, "lib", PY_DIR, "site-packages")
-    contents = dict(files)
+    contents: dict[str, str | bytes] = dict(files)
+    extension = stand_in_extension() if compiled else None
+    if extension:
+        contents[extension[0]] = extension[1]
     contents["vllm/__init__.py"] = '"""synthetic vllm for fleetcheck"""\n'
     contents["vllm/_version.py"] = (
         "__version__ = version = %r\n__version_tuple__ = version_tuple = %r\n"
@@ -148,7 +162,8 @@ def write_install(venv: str, version: str, files: dict[str, str], commit: str = 
             int(p) if p.isdigit() else p for p in version.split(".")), commit))
     record = []
     for rel, text in sorted(contents.items()):
-        data = textwrap.dedent(text).lstrip("\n").encode("utf-8")
+        data = text if isinstance(text, bytes) else \
+            textwrap.dedent(text).lstrip("\n").encode("utf-8")
         path = os.path.join(site, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as handle:

@@ -28,8 +28,8 @@ def missing_requirements() -> list[str]:
         problems.append("ssh-keygen: apt-get install -y openssh-client")
     if os.geteuid() != 0:
         problems.append("root (sshd per host in its own mount namespace): run as root")
-    if not shutil.which("unshare"):
-        problems.append("unshare: apt-get install -y util-linux")
+    if not shutil.which("unshare") or not shutil.which("nsenter"):
+        problems.append("unshare/nsenter: apt-get install -y util-linux")
     return problems
 
 
@@ -118,13 +118,36 @@ class LoopbackFleet:
                 handle.write("%s %s\n" % (key, value))
 
     def _command(self, host: TestHost) -> list[str]:
+        """sshd in its own mount namespace (its bind mounts) and PID namespace (its own
+        /proc, so processes started "on" one host are seen by that host only)."""
         sshd = "exec %s -D -e -f %s" % (SSHD, os.path.join(host.directory, "sshd_config"))
-        if not host.mounts:
+        if os.geteuid() != 0:
             return ["/bin/sh", "-c", sshd]
-        binds = " && ".join("mkdir -p '%s' && mount --bind '%s' '%s'" % (target, source, target)
-                            for target, source in host.mounts.items())
-        return ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
-                binds + " && " + sshd]
+        binds = "".join("mkdir -p '%s' && mount --bind '%s' '%s' && " % (target, source, target)
+                        for target, source in host.mounts.items())
+        return ["unshare", "-m", "-p", "--fork", "--mount-proc", "--kill-child",
+                "--propagation", "private", "/bin/sh", "-c", binds + sshd]
+
+    def sshd_pid(self, host: TestHost) -> int:
+        """The sshd inside the host's namespaces (the child of unshare)."""
+        assert host.process is not None
+        pid = host.process.pid
+        for _ in range(100):
+            try:
+                with open("/proc/%d/task/%d/children" % (pid, pid)) as handle:
+                    children = handle.read().split()
+            except OSError:
+                children = []
+            if children:
+                return int(children[0])
+            time.sleep(0.05)
+        return pid
+
+    def spawn_on(self, host: TestHost, script: str) -> subprocess.Popen:
+        """Start a process "on" the host: inside its mount and PID namespaces."""
+        return subprocess.Popen(["nsenter", "-t", str(self.sshd_pid(host)), "-m", "-p",
+                                 "/bin/sh", "-c", script], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self, timeout: float = 20.0) -> None:
         for host in self.hosts:
@@ -158,9 +181,11 @@ class LoopbackFleet:
             host.process.wait()
 
     def stop(self) -> None:
+        """SIGKILL: unshare ignores SIGTERM while it waits, and --kill-child takes sshd
+        and every process of the host's PID namespace down with it."""
         for host in self.hosts:
             if host.process is not None and host.process.poll() is None:
-                host.process.terminate()
+                host.process.kill()
         for host in self.hosts:
             if host.process is not None:
                 try:

@@ -43,6 +43,25 @@ def read_text(path):
     return read_bytes(path).decode("utf-8", "replace")
 
 
+def sha256_file(path, chunk=1 << 20):
+    """sha256 of a regular file of any size, read in chunks (no whole-file buffer)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ProbeFileError("%s: not a regular file" % path)
+        digest = hashlib.sha256()
+        while True:
+            block = os.read(fd, chunk)
+            if not block:
+                return digest.digest()
+            digest.update(block)
+    finally:
+        os.close(fd)
+
+
 def is_regular_file(path):
     try:
         return stat.S_ISREG(os.lstat(path).st_mode) or (

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from urllib.parse import unquote, urlparse
 
 from fleetcheck.probe.files import ProbeFileError, read_text
 
@@ -129,6 +130,25 @@ def locate_install(plan):
             break
     if facts["site_packages"] is None and candidates:
         facts["site_packages"] = candidates[0]
+    facts["code_root"] = facts["site_packages"] if facts["package_dir"] else None
+    source = editable_source(facts["dist_infos"])
+    if source:
+        facts["editable_source"] = source
+        if os.path.isdir(os.path.join(source, "vllm")):
+            facts["code_root"] = source
     return facts
+
+
+def editable_source(dist_infos):
+    """The source tree of an editable install (PEP 610 dir_info.editable), if any."""
+    if not dist_infos:
+        return None
+    direct = dist_infos[0].get("direct_url")
+    if not isinstance(direct, dict) or not (direct.get("dir_info") or {}).get("editable"):
+        return None
+    url = direct.get("url") or ""
+    if not url.startswith("file://"):
+        return None
+    return unquote(urlparse(url).path)
 
 

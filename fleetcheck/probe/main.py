@@ -5,14 +5,19 @@ in JSON rather than with a traceback."""
 import json
 import os
 import sys
+import time
 
+from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file
+from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
+                                        installs_running, record_rows, verify_record)
 from fleetcheck.probe.signatures import run_signature
 
 PROBE_VERSION = 1
 
 
 def probe(plan):
+    started = time.monotonic()
     facts = {"probe_version": PROBE_VERSION,
              "python": {"executable": sys.executable, "version": sys.version.split()[0]},
              "venv": plan.get("venv"), "errors": []}
@@ -21,15 +26,55 @@ def probe(plan):
         facts["errors"].append("venv %s: no such directory" % venv)
     install = locate_install(plan)
     facts["install"] = install
-    root = install["site_packages"]
+    code_root = install.get("code_root")
     facts["version_file"] = read_version_file(
-        os.path.join(root, "vllm", "_version.py")) if root else None
+        os.path.join(code_root or install["site_packages"] or "/nonexistent", "vllm",
+                     "_version.py")) if (code_root or install["site_packages"]) else None
     facts["signatures"] = {}
-    if root and install["package_dir"]:
-        cache = {}
+    cache = {}
+    if code_root:
         for signature in plan.get("signatures", []):
-            facts["signatures"][signature["id"]] = run_signature(root, signature, cache)
+            facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache)
+    options = plan.get("integrity")
+    if options:
+        budget = plan.get("time_budget_s") or 60.0
+        facts["integrity"] = gather_integrity(plan, install, cache, options,
+                                              started + budget)
     return facts
+
+
+def gather_integrity(plan, install, cache, options, deadline):
+    """Facts for the install-* checks (see integrity.py)."""
+    site = install["site_packages"]
+    dists = install["dist_infos"]
+    out = {}
+    editable = install.get("editable_source")
+    if dists and not editable:
+        hash_paths = set(cache) | {"vllm/_version.py"}
+        known = dict((rel, entry["sha256"]) for rel, entry in cache.items() if "sha256" in entry)
+        out["record"] = verify_record(site, dists[0]["path"], hash_paths,
+                                      options.get("deep"), known)
+    if editable:
+        out["editable"] = editable_tree(editable)
+    touch = [p for p in (plan.get("venv"), site, editable) if p]
+    out["in_progress"] = installs_running(touch)
+    if options.get("import_check") and site:
+        interpreter = plan.get("interpreter") or sys.executable
+        if editable:
+            tree = out["editable"]
+            modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))
+                       for n in tree["compiled"]]
+        elif dists:
+            try:
+                modules = compiled_modules(site, record_rows(dists[0]["path"]))
+            except ProbeFileError as exc:
+                modules = []
+                out["import_error"] = str(exc)
+        else:
+            modules = []
+        timeout = min(float(options.get("import_timeout", 20)), deadline - time.monotonic() - 1)
+        out["import"] = import_check(interpreter, modules, site, timeout)
+    return out
 
 
 def main():

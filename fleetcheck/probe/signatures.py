@@ -2,6 +2,7 @@
 key-offset dataflow, run over the files a check names; results are findings with evidence."""
 
 import ast
+import hashlib
 import io
 import os
 import re
@@ -297,11 +298,14 @@ def run_finder(root, finder, files, cache):
         entry = cache.get(rel)
         if entry is None:
             try:
-                source = read_text(path)
+                data = read_bytes(path)
             except ProbeFileError as exc:
                 entry = {"error": str(exc)}
             else:
-                entry = {"source": source}
+                # the digest lets the integrity check compare these files with RECORD
+                # without reading them twice
+                entry = {"source": data.decode("utf-8", "replace"),
+                         "sha256": hashlib.sha256(data).digest()}
             cache[rel] = entry
         if "error" in entry:
             if os.path.lexists(path) or not finder.get("optional_files"):

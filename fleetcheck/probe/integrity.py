@@ -1,0 +1,244 @@
+"""Is the install whole, and is it what its metadata says? Facts for the install-* checks:
+RECORD verified like `rpm -V` (sizes for all, sha256 for the files the signatures read, or
+for everything in deep mode), an editable install's source tree, installs still running
+(read from /proc), and the compiled modules loaded in a subprocess under a timeout."""
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
+
+MAX_LISTED = 20
+INSTALL_TOOLS = re.compile(r"^(pip[0-9.]*|uv|cmake|ninja|setup\.py|ccache)$")
+
+
+def record_rows(dist_info):
+    """(path, algorithm, digest, size) for every RECORD row; rows without a hash (RECORD
+    itself, __pycache__ files pip compiled) carry None, as pip writes and skips them."""
+    text = read_text(os.path.join(dist_info, "RECORD"))
+    rows = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not row[0]:
+            continue
+        path = row[0]
+        hash_field = row[1] if len(row) > 1 else ""
+        size_field = row[2] if len(row) > 2 else ""
+        algorithm, _, digest = hash_field.partition("=")
+        size = int(size_field) if size_field.isdigit() else None
+        rows.append((path, algorithm or None, digest or None, size))
+    return rows
+
+
+def urlsafe_digest(hex_or_bytes):
+    return base64.urlsafe_b64encode(hex_or_bytes).decode("ascii").rstrip("=")
+
+
+def verify_record(site, dist_info, hash_paths, deep, known_hashes):
+    """Missing files, size differences and hash differences against RECORD."""
+    started = time.monotonic()
+    facts = {"dist_info": os.path.basename(dist_info), "rows": 0, "checked": 0, "hashed": 0,
+             "hashed_bytes": 0, "unverifiable_rows": 0, "deep": bool(deep),
+             "missing": {"count": 0, "files": []}, "size": {"count": 0, "files": []},
+             "hash": {"count": 0, "files": []}, "unreadable": {"count": 0, "files": []}}
+    try:
+        rows = record_rows(dist_info)
+    except ProbeFileError as exc:
+        facts["error"] = str(exc)
+        return facts
+    facts["rows"] = len(rows)
+
+    def note(kind, entry):
+        facts[kind]["count"] += 1
+        if len(facts[kind]["files"]) < MAX_LISTED:
+            facts[kind]["files"].append(entry)
+
+    for rel, algorithm, digest, size in rows:
+        if digest is None or size is None:
+            facts["unverifiable_rows"] += 1
+            continue
+        path = os.path.normpath(os.path.join(site, rel))
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            note("missing", {"file": rel})
+            continue
+        except OSError as exc:
+            note("unreadable", {"file": rel, "error": exc.strerror or str(exc)})
+            continue
+        facts["checked"] += 1
+        if info.st_size != size:
+            note("size", {"file": rel, "expected": size, "actual": info.st_size})
+            continue
+        if not (deep or rel in hash_paths) or algorithm != "sha256":
+            continue
+        actual = known_hashes.get(rel)
+        if actual is None:
+            try:
+                actual = sha256_file(path)
+            except ProbeFileError as exc:
+                note("unreadable", {"file": rel, "error": str(exc)})
+                continue
+        facts["hashed"] += 1
+        facts["hashed_bytes"] += size
+        if urlsafe_digest(actual) != digest:
+            note("hash", {"file": rel})
+    facts["elapsed_s"] = round(time.monotonic() - started, 4)
+    return facts
+
+
+def editable_tree(source):
+    """An editable install's RECORD covers only the finder: check the tree it points to."""
+    package = os.path.join(source, "vllm")
+    facts = {"source": source, "exists": os.path.isdir(package),
+             "version_file": os.path.isfile(os.path.join(package, "_version.py")),
+             "compiled": []}
+    try:
+        facts["compiled"] = sorted(n for n in os.listdir(package) if n.endswith(".so"))
+    except OSError:
+        pass
+    return facts
+
+
+def own_ancestry():
+    pids = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def installs_running(touch_paths):
+    """pip / uv / setup.py / cmake / ninja processes whose command line or working directory
+    touches this venv or a vllm source tree, read from /proc (no tools needed)."""
+    found = []
+    mine = own_ancestry()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return {"error": "cannot list /proc", "processes": []}
+    for pid in pids:
+        if pid in mine:
+            continue
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = [a.decode("utf-8", "replace") for a in handle.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if not argv:
+            continue
+        names = [os.path.basename(a) for a in argv[:2]]
+        module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+        is_tool = any(INSTALL_TOOLS.match(n) for n in names) or module in ("pip", "uv") or \
+            any(os.path.basename(a) == "setup.py" for a in argv[:4])
+        if not is_tool:
+            continue
+        try:
+            cwd = os.readlink("/proc/%d/cwd" % pid)
+        except OSError:
+            cwd = None
+        haystack = argv + ([cwd] if cwd else [])
+        if any(path and path in item for path in touch_paths for item in haystack) or \
+                any("vllm" in item for item in haystack):
+            found.append({"pid": pid, "cmdline": " ".join(argv)[:300], "cwd": cwd})
+    return {"processes": found}
+
+
+IMPORT_SCRIPT = r"""
+import importlib.machinery, importlib.util, json, sys
+def say(*parts):
+    sys.stdout.write(json.dumps(parts) + "\n"); sys.stdout.flush()
+try:
+    import torch
+    say("torch", "ok", getattr(torch, "__version__", "?"))
+except BaseException as exc:
+    say("torch", "fail", "%s: %s" % (type(exc).__name__, exc))
+for name, path in json.loads(sys.argv[1]):
+    say("loading", name)
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        say("ok", name)
+    except BaseException as exc:
+        say("fail", name, "%s: %s" % (type(exc).__name__, exc))
+"""
+
+
+def compiled_modules(site, rows):
+    """(module name, path) of every extension RECORD lists under vllm/; names change
+    between releases, so they are never hard-coded."""
+    out = []
+    for rel, _, _, _ in rows:
+        if rel.startswith("vllm/") and rel.endswith(".so"):
+            module = rel[:-3].split(".")[0].replace("/", ".")
+            out.append((module, os.path.join(site, rel)))
+    return out
+
+
+def torch_installed(site):
+    try:
+        return any(n == "torch" or (n.startswith("torch-") and n.endswith(".dist-info"))
+                   for n in os.listdir(site))
+    except OSError:
+        return False
+
+
+def import_check(interpreter, modules, site, timeout):
+    """Load each compiled module in a subprocess of the venv's own interpreter (not
+    `import vllm`: that takes seconds and needs CUDA), killed at the timeout."""
+    facts = {"interpreter": interpreter, "timeout_s": round(timeout, 1), "modules": [],
+             "torch": None, "expected": [m[0] for m in modules],
+             "torch_installed": torch_installed(site)}
+    if not modules:
+        return facts
+    if timeout <= 0:
+        facts["error"] = "no time left in the host's deadline"
+        return facts
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen([interpreter, "-c", IMPORT_SCRIPT, json.dumps(modules)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        facts["error"] = "cannot start %s: %s" % (interpreter, exc.strerror or exc)
+        return facts
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        facts["timed_out"] = True
+    facts["elapsed_s"] = round(time.monotonic() - started, 3)
+    facts["returncode"] = proc.returncode
+    loading = None
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            parts = json.loads(line)
+        except ValueError:
+            continue
+        if parts[0] == "torch":
+            facts["torch"] = {"ok": parts[1] == "ok", "detail": parts[2]}
+        elif parts[0] == "loading":
+            loading = parts[1]
+        elif parts[0] in ("ok", "fail"):
+            facts["modules"].append({"module": parts[1], "ok": parts[0] == "ok",
+                                     "error": parts[2] if len(parts) > 2 else None})
+            loading = None
+    if loading is not None:
+        facts["crashed_in"] = loading
+    facts["stderr_tail"] = err.decode("utf-8", "replace")[-500:]
+    return facts
