@@ -146,7 +146,7 @@ class LoopbackFleet:
     def spawn_on(self, host: TestHost, script: str) -> subprocess.Popen:
         """Start a process "on" the host: inside its mount and PID namespaces."""
         return subprocess.Popen(["nsenter", "-t", str(self.sshd_pid(host)), "-m", "-p",
-                                 "/bin/sh", "-c", script], stdin=subprocess.DEVNULL,
+                                 "/bin/bash", "-c", script], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self, timeout: float = 20.0) -> None:

@@ -84,3 +84,39 @@ def test_host_status_takes_the_worst_check():
     assert host_status([mk("skip"), mk("pass")], None) == "pass"
     assert host_status([], HostError("unreachable", "x")) == "unreachable"
     assert host_status([], HostError("auth", "x")) == "error"
+
+
+@pytest.mark.parametrize("metadata, version_file, agree", [
+    ("0.33.0", "0.33.0", True), ("0.33.0+cu129", "0.33.0", True),
+    ("0.20.1+precompiled", "0.20.1", True), ("0.1.dev16016+g3cfc8f8b7.precompiled",
+                                             "0.1.dev16016+g3cfc8f8b7", True),
+    ("0.33.0", "0.20.1", False), ("0.1.dev16016+g3cfc8f8b7", "0.1.dev16016+gdeadbeef", False),
+])
+def test_versions_agree_beyond_known_suffixes(metadata, version_file, agree):
+    from fleetcheck.checks.integrity import versions_agree
+    assert versions_agree(metadata, version_file) is agree
+
+
+def test_metadata_disagreements_are_named():
+    from fleetcheck.checks.integrity import check_metadata
+    facts = copy.deepcopy(recorded("0.33.0"))
+    assert check_metadata(facts).status == "pass"
+    facts["install"]["dist_infos"][0]["version"] = "0.32.0"
+    facts["install"]["dist_infos"][0]["direct_url"] = {
+        "url": "https://example.invalid/vllm.git", "vcs_info": {"commit_id": "ffff" * 10}}
+    result = check_metadata(facts)
+    texts = " | ".join(e.text for e in result.evidence)
+    assert result.status == "fail"
+    assert "__version__ 0.33.0 but METADATA says 0.32.0" in texts
+    assert "__commit_id__ g4ba787ec9 but direct_url.json says commit ffff" in texts
+    facts["version_file"]["version"] = "dev"
+    assert "'dev': suspect build" in " ".join(e.text for e in check_metadata(facts).evidence)
+
+
+@pytest.mark.parametrize("name, stash", [
+    ("~llm", True), ("~-lm", True), ("~llm-0.20.1.dist-info", True), ("~LLM", True),
+    ("vllm", False), ("~orch", False), ("llm", False), ("~llmx", False),
+])
+def test_pip_stash_names(name, stash):
+    from fleetcheck.probe.install import PIP_STASH
+    assert bool(PIP_STASH.match(name)) is stash

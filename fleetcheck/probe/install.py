@@ -76,6 +76,10 @@ def read_dist_info(path):
     return info
 
 
+# pip moves a package it replaces to an adjacent name: "~" + leading chars + the rest of
+# the name ("~llm", "~-lm", "~llm-0.20.1.dist-info"); a killed install leaves it behind.
+PIP_STASH = re.compile(r"^~[-~.=%0-9]*(llm|lm)([-.].*)?$", re.IGNORECASE)
+
 VERSION_NAMES = {
     "__version__": "version", "version": "version",
     "__version_tuple__": "version_tuple", "version_tuple": "version_tuple",
@@ -125,8 +129,7 @@ def locate_install(plan):
             facts["site_packages"] = site
             facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in dists]
             facts["package_dir"] = os.path.join(site, "vllm") if has_package else None
-            facts["stash_dirs"] = sorted(n for n in names if n.startswith("~") and
-                                         n.lower().endswith("llm"))
+            facts["stash_dirs"] = sorted(n for n in names if PIP_STASH.match(n))
             break
     if facts["site_packages"] is None and candidates:
         facts["site_packages"] = candidates[0]
