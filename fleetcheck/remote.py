@@ -46,10 +46,11 @@ def probe_bundle() -> bytes:
 
 def probe_command(host: Host) -> str:
     """POSIX sh: try the host's interpreter, fall back to python3 when it does not start
-    (a half-built venv), then run the bootstrap that reads the probe from stdin."""
+    (a half-built venv), then run the bootstrap that reads the probe from stdin. -B: no
+    bytecode is written on the host; -I: the host's PYTHON* variables are ignored."""
     first = shlex.quote(host.interpreter)
     return ("PY=%s; \"$PY\" -c '' </dev/null >/dev/null 2>&1 || PY=python3; "
-            "exec \"$PY\" -c %s" % (first, shlex.quote(BOOTSTRAP)))
+            "exec \"$PY\" -B -I -c %s" % (first, shlex.quote(BOOTSTRAP)))
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:

@@ -210,7 +210,7 @@ def import_check(interpreter, modules, site, timeout):
         return facts
     started = time.monotonic()
     try:
-        proc = subprocess.Popen([interpreter, "-c", IMPORT_SCRIPT, json.dumps(modules)],
+        proc = subprocess.Popen([interpreter, "-B", "-c", IMPORT_SCRIPT, json.dumps(modules)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
