@@ -1,0 +1,92 @@
+"""The probe's own time on a real vLLM 0.33.0 install: no integrity, quick integrity
+(sizes for all, hashes for the files the checks read), deep (hash everything), and
+`sha256sum` over the same files as the baseline for deep.
+
+    python3 benchmarks/probe_cost.py [--rounds 5]
+
+Runs the probe locally (same bytes as over SSH). Rounds are interleaved and the page cache
+is warm for all variants (each runs once before timing), so the ratio compares hashing,
+not disk reads. Prints a table and appends it to benchmarks/RESULTS.md's probe section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+from conftest import real_install  # noqa: E402  (cached real wheel install)
+from fleetcheck.inventory import Host  # noqa: E402
+from fleetcheck.playbook import load_playbook  # noqa: E402
+from fleetcheck.probe.integrity import record_rows  # noqa: E402
+from fleetcheck.remote import host_plan, probe_command, probe_payload  # noqa: E402
+
+
+def probe_once(venv: str, integrity: dict | None) -> float:
+    host = Host(name="bench", address="bench", connection="local", venv=venv)
+    playbook = load_playbook()
+    payload = probe_payload(host_plan(host, playbook.probe_signatures(), integrity, 600))
+    started = time.perf_counter()
+    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
+                          capture_output=True, check=True)
+    elapsed = time.perf_counter() - started
+    assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
+    return elapsed
+
+
+def sha256sum_once(site: str, files: list[str]) -> float:
+    started = time.perf_counter()
+    for i in range(0, len(files), 500):
+        subprocess.run(["sha256sum", "--", *files[i:i + 500]], cwd=site, check=True,
+                       stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    venv = real_install("0.33.0")
+    lib = os.path.join(venv, "lib")
+    site = os.path.join(lib, os.listdir(lib)[0], "site-packages")
+    rows = record_rows(os.path.join(site, "vllm-0.33.0.dist-info"))
+    files = [r[0] for r in rows if r[2] is not None and os.path.isfile(os.path.join(site, r[0]))]
+    size = sum(os.path.getsize(os.path.join(site, f)) for f in files)
+    variants = {
+        "probe, fixes only (no integrity)": lambda: probe_once(venv, None),
+        "probe + quick integrity (no import check)": lambda: probe_once(
+            venv, {"deep": False, "import_check": False, "import_timeout": 20}),
+        "probe + quick integrity + import check": lambda: probe_once(
+            venv, {"deep": False, "import_check": True, "import_timeout": 20}),
+        "probe + deep integrity (no import check)": lambda: probe_once(
+            venv, {"deep": True, "import_check": False, "import_timeout": 20}),
+        "sha256sum over the same files": lambda: sha256sum_once(site, files),
+    }
+    for run in variants.values():
+        run()  # warm the page cache
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, run in variants.items():
+            times[name].append(run())
+    med = {name: statistics.median(values) for name, values in times.items()}
+    base = med["probe, fixes only (no integrity)"]
+    lines = ["| variant | median s | vs fixes only |", "|---|---|---|"]
+    for name, value in med.items():
+        lines.append("| %s | %.3f | %+.3f s |" % (name, value, value - base))
+    deep_extra = med["probe + deep integrity (no import check)"] - base
+    ratio = deep_extra / med["sha256sum over the same files"]
+    lines.append("")
+    lines.append("Install: vllm 0.33.0, %d RECORD rows, %d files with hashes, %.0f MiB. "
+                 "Deep hashing cost (deep minus fixes-only) / sha256sum: %.2fx. %d rounds, "
+                 "interleaved, warm page cache." % (len(rows), len(files), size / 2**20, ratio,
+                                                   args.rounds))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
