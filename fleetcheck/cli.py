@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-import-check", action="store_true",
                      help="do not load vllm's compiled modules in the venv's interpreter")
     run.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+    smoke = run.add_mutually_exclusive_group()
+    smoke.add_argument("--smoke", dest="smoke", action="store_true", default=None,
+                       help="run the speculative-decoding smoke load (overrides smoke.enabled)")
+    smoke.add_argument("--no-smoke", dest="smoke", action="store_false",
+                       help="no smoke load, whatever the playbook says")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="show evidence for passing checks too")
     run.add_argument("--retries", type=int, default=1,
@@ -108,7 +113,8 @@ def command_run(args: argparse.Namespace) -> int:
         raise InputError(args.known_hosts, None, "--known-hosts", str(exc))
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries))
-    options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout)
+    options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
+                         smoke=args.smoke)
     report_dir = None
     if not args.json_path or not args.html_path:
         report_dir = default_report_dir()

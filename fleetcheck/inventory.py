@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from fleetcheck.errors import InputError
+from fleetcheck.smoke import SmokeOptions, validate_smoke
 
 GROUP_KEYS = {"hosts", "children", "vars"}
 
@@ -34,6 +35,7 @@ VAR_ALIASES = {
     "proxy_jump": "proxy_jump",
     "ansible_ssh_common_args": "ssh_common_args",
     "timeout": "timeout",
+    "smoke": "smoke",
 }
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
 STRING_FIELDS = {"address", "user", "proxy_jump", "ssh_common_args", "vllm_url", "connection"}
@@ -58,6 +60,7 @@ class Host:
     vllm_url: str = DEFAULT_VLLM_URL
     proxy_jump: str | None = None
     timeout: float | None = None
+    smoke: dict[str, Any] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
 
     @property
@@ -113,6 +116,9 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
             raise InputError(source, where, name, "must be a port number 1-65535, got %r"
                              % (value,))
         return canonical, value
+    if canonical == "smoke":
+        validate_smoke(source, where, value, SmokeOptions())
+        return canonical, dict(value)
     if canonical == "timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise InputError(source, where, name, "must be a positive number of seconds")

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from fleetcheck.errors import InputError
+from fleetcheck.smoke import SmokeOptions, validate_smoke
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
@@ -70,6 +71,7 @@ class Playbook:
     checks: list[FixCheck]
     description: str = ""
     integrity: IntegrityOptions = field(default_factory=IntegrityOptions)
+    smoke: SmokeOptions = field(default_factory=SmokeOptions)
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -195,7 +197,7 @@ def load_playbook(path: str | None = None) -> Playbook:
     if not isinstance(data, dict):
         raise InputError(source, None, None, "playbook must be a mapping")
     for key in data:
-        if key not in {"name", "description", "checks", "integrity"}:
+        if key not in {"name", "description", "checks", "integrity", "smoke"}:
             raise InputError(source, None, str(key), "unknown key")
     checks_raw = data.get("checks")
     if not isinstance(checks_raw, list) or not checks_raw:
@@ -208,7 +210,8 @@ def load_playbook(path: str | None = None) -> Playbook:
         seen.add(check.id)
     return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
                     checks=checks, description=str(data.get("description") or ""),
-                    integrity=_integrity(source, data.get("integrity")))
+                    integrity=_integrity(source, data.get("integrity")),
+                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeOptions()))
 
 
 def _integrity(source: str, raw: Any) -> IntegrityOptions:

@@ -63,6 +63,7 @@ class HostResult:
     duration_s: float = 0.0
     vllm: VllmInfo | None = None
     checks: list[CheckResult] = field(default_factory=list)
+    smoke: dict[str, Any] | None = None
 
 
 def host_status(checks: list[CheckResult], error: HostError | None) -> str:
@@ -143,7 +144,8 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       error=HostError(**data["error"]) if data.get("error") else None,
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
-                      checks=[_check_from(c) for c in data.get("checks", [])])
+                      checks=[_check_from(c) for c in data.get("checks", [])],
+                      smoke=data.get("smoke"))
 
 
 def load_json(path: str) -> RunResult:

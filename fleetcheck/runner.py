@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -14,12 +14,15 @@ from fleetcheck import __version__
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity
+from fleetcheck.checks.smoke import TITLE as SMOKE_TITLE
+from fleetcheck.checks.smoke import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
+from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.transport import Deadline, SshSettings, TransportError, run_on_host
 
 DEFAULT_PARALLEL = 32
@@ -31,52 +34,92 @@ class RunOptions:
     settings: SshSettings
     parallel: int = DEFAULT_PARALLEL
     timeout: float = DEFAULT_TIMEOUT
+    smoke: bool | None = None  # --smoke / --no-smoke; None: as the playbook says
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(playbook: Playbook, facts: dict[str, Any]) -> tuple[Any, list[CheckResult]]:
+def judge_host(playbook: Playbook, smoke: SmokeOptions | None,
+               facts: dict[str, Any]) -> tuple[Any, list[CheckResult], dict | None]:
     info = vllm_info(facts)
     checks = [judge_fix(check, facts, info.version) for check in playbook.checks]
     checks += judge_integrity(facts, playbook.integrity.import_check)
-    return info, checks
+    numbers = None
+    if smoke is not None:
+        smoke_check, numbers = judge_smoke(facts["smoke"], smoke)
+        checks.append(smoke_check)
+    return info, checks, numbers
 
 
-def check_titles(playbook: Playbook) -> list[tuple[str, str]]:
+def check_titles(playbook: Playbook, smoke: bool) -> list[tuple[str, str]]:
     titles = [(c.id, c.title) for c in playbook.checks]
     if playbook.integrity.enabled:
         titles += list(INTEGRITY_TITLES.items())
+    if smoke:
+        titles += [("smoke-acceptance", SMOKE_TITLE)]
     return titles
 
 
-def skipped_checks(playbook: Playbook, reason: str) -> list[CheckResult]:
+def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeOptions | None:
+    """The playbook's smoke settings with this host's inventory overrides, or None.
+    --no-smoke turns every load off; --smoke turns the playbook's on, and a host whose
+    inventory says `smoke: {enabled: false}` still stays out."""
+    if forced is False:
+        return None
+    base = replace(playbook.smoke, enabled=True) if forced else playbook.smoke
+    options = validate_smoke("inventory", "host '%s'" % host.name, host.smoke, base) \
+        if host.smoke else base
+    return options if options.enabled else None
+
+
+def skipped_checks(playbook: Playbook, reason: str, smoke: bool) -> list[CheckResult]:
+    """Every check the host would have had, marked as not run, so no host is missing
+    from a matrix or a JUnit file."""
     return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason)
-            for cid, title in check_titles(playbook)]
+            for cid, title in check_titles(playbook, smoke)]
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
                options: RunOptions) -> HostResult:
     started = time.monotonic()
-    deadline = Deadline(host.timeout or options.timeout)
+    smoke = host_smoke(host, playbook, options.smoke)
+    deadline = Deadline((host.timeout or options.timeout) +
+                        (smoke.host_allowance() if smoke else 0.0))
     error = None
     info = None
+    numbers = None
     checks: list[CheckResult] = []
     try:
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
+        if smoke is not None:
+            plan["smoke"] = smoke_plan(host, smoke)
+            plan["prompts"] = prompt_set()["prompts"]
         answer = run_on_host(host, probe_command(host), probe_payload(plan),
                              options.settings, deadline)
         facts = decode_answer(answer, host)
-        info, checks = judge_host(playbook, facts)
+        info, checks, numbers = judge_host(playbook, smoke, facts)
     except TransportError as exc:
         error = HostError(kind=exc.kind, message=exc.message)
-        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message))
+        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None)
     return HostResult(name=host.name, address=host.address, groups=host.groups,
                       status=host_status([] if error else checks, error),
                       error=error, duration_s=round(time.monotonic() - started, 3),
-                      vllm=info, checks=checks)
+                      vllm=info, checks=checks, smoke=numbers)
+
+
+def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
+    """Checks that need every host: acceptance against the fleet median."""
+    numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
+    if not numbers:
+        return
+    verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
+    for host in run.hosts:
+        if host.error is None and host.smoke is not None:
+            host.checks.append(verdicts[host.name])
+            host.status = host_status(host.checks, None)
 
 
 def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
@@ -123,7 +166,9 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             run.hosts.append(HostResult(
                 name=host.name, address=host.address, groups=host.groups, status="error",
                 error=HostError(kind="interrupted", message="run interrupted before this host finished"),
-                checks=skipped_checks(playbook, "run interrupted")))
+                checks=skipped_checks(playbook, "run interrupted",
+                                      host_smoke(host, playbook, options.smoke) is not None)))
+    add_fleet_checks(run, playbook)
     run.finished_at = now_iso()
     run.duration_s = round(time.monotonic() - started, 3)
     return run

@@ -2,4 +2,4 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("files", "install", "signatures", "integrity", "main")
+MODULES = ("files", "install", "signatures", "integrity", "smoke", "main")

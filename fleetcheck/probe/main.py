@@ -12,6 +12,7 @@ from fleetcheck.probe.install import locate_install, read_version_file
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, record_rows, verify_record)
 from fleetcheck.probe.signatures import run_signature
+from fleetcheck.probe.smoke import smoke
 
 PROBE_VERSION = 1
 
@@ -35,11 +36,12 @@ def probe(plan):
     if code_root:
         for signature in plan.get("signatures", []):
             facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache)
+    deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
     options = plan.get("integrity")
     if options:
-        budget = plan.get("time_budget_s") or 60.0
-        facts["integrity"] = gather_integrity(plan, install, cache, options,
-                                              started + budget)
+        facts["integrity"] = gather_integrity(plan, install, cache, options, deadline)
+    if plan.get("smoke"):
+        facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
     return facts
 
 

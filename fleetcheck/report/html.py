@@ -9,6 +9,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import SYMBOL
 from fleetcheck.results import RunResult
 
@@ -43,7 +44,8 @@ def render_html(run: RunResult, path: str) -> None:
                 titles[check.id] = check.title
     html = _ENV.get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
-        drift=drift_groups(run), symbol=SYMBOL,
+        drift=drift_groups(run), symbol=SYMBOL, acceptance=acceptance_chart(run.hosts),
+        position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         inventory=os.path.basename(run.inventory), playbook=os.path.basename(run.playbook))
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)

@@ -1,0 +1,192 @@
+"""Smoke load over real SSH against a stand-in vLLM server (a real vLLM needs a GPU): the
+numbers must equal the server's own counter deltas exactly, and every failure mode must
+say what went wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from conftest import run_fleetcheck, ssh_hosts
+from fleetcheck.synthetic import FIXED, write_install
+
+ENV = "/opt/ml-env"
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")
+LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
+ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
+                    "nostats", "dead", "failing", "slow"]
+
+
+def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection((address, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("stand-in did not listen on %s:%d" % (address, port))
+
+
+@pytest.fixture(scope="module")
+def attach_run(tmp_path_factory):
+    from fleetcheck.testhosts import LoopbackFleet
+    tmp = tmp_path_factory.mktemp("smoke")
+    venv = str(tmp / "env")
+    write_install(venv, "0.33.0", FIXED)
+    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=80)
+    names = []
+    for i, scenario in enumerate(ATTACH_SCENARIOS):
+        names.append("%s-%d" % (scenario, i))
+        fleet.add(names[-1], mounts={ENV: venv})
+    refused = fleet.add("refused", mounts={ENV: venv})
+    fleet.start()
+    servers = []
+    states = {}
+    for host, scenario in zip(fleet.hosts, ATTACH_SCENARIOS):
+        states[host.name] = str(tmp / ("%s.state.json" % host.name))
+        servers.append(fleet.spawn_on(host, "exec %s %s --bind %s --port 8000 --scenario %s "
+                                      "--state %s" % (sys.executable, STANDIN, host.address,
+                                                      scenario, states[host.name])))
+    for host in fleet.hosts[:len(ATTACH_SCENARIOS)]:
+        wait_listening(host.address, 8000)
+    hosts = ssh_hosts(fleet, fleet.hosts, venv=ENV)
+    for host in fleet.hosts:
+        hosts[host.name]["vllm_url"] = "http://%s:8000" % host.address
+        hosts[host.name]["smoke"] = dict(LOAD, time_budget_s=2) if host.name.startswith(
+            "slow") else dict(LOAD)
+    try:
+        run = run_fleetcheck(tmp, {"all": {"hosts": hosts}}, "--known-hosts", fleet.known_hosts,
+                             "--smoke", "--no-import-check", "-j", "12")
+        yield run, {name: json.load(open(path)) for name, path in states.items()}
+    finally:
+        for server in servers:
+            server.kill()
+        fleet.stop()
+
+
+def test_numbers_equal_the_servers_own_counter_deltas(attach_run):
+    run, states = attach_run
+    for name in ("healthy-0", "healthy-1", "low-3", "collapse-4"):
+        smoke, own = run.host(name)["smoke"], states[name]
+        assert own["requests"] == LOAD["requests"]
+        assert smoke["drafts"] == own["drafts"] > 0
+        assert smoke["draft_tokens"] == own["draft_tokens"]
+        assert smoke["accepted_tokens"] == own["accepted_tokens"]
+        assert smoke["acceptance_rate"] == own["accepted_tokens"] / own["draft_tokens"]
+        assert smoke["mean_acceptance_length"] == 1 + own["accepted_tokens"] / own["drafts"]
+        assert smoke["per_position"] == [n / own["drafts"] for n in own["per_position"]]
+        assert smoke["requests"] == {"ok": 8, "failed": 0, "planned": 8}
+        assert smoke["model"] == "Qwen/Qwen3.6-27B"
+        assert smoke["latency_p50_s"] > 0 and smoke["tokens_per_s"] > 0
+
+
+def test_healthy_passes_and_incident_level_acceptance_fails(attach_run):
+    run, states = attach_run
+    healthy = run.check("healthy-0", "smoke-acceptance")
+    own = states["healthy-0"]
+    assert healthy["status"] == "pass"
+    assert "acceptance rate %.1f%%, mean acceptance length %.2f" % (
+        100 * own["accepted_tokens"] / own["draft_tokens"],
+        1 + own["accepted_tokens"] / own["drafts"]) in healthy["message"]
+    assert 0.28 < own["accepted_tokens"] / own["draft_tokens"] < 0.32  # the scripted 30%
+    low = run.check("low-3", "smoke-acceptance")
+    assert low["status"] == "fail"
+    assert "acceptance rate 1.1%" in low["message"]
+    assert run.host("low-3")["status"] == "fail"
+
+
+def test_fleet_flags_outlier_and_collapsing_curve(attach_run):
+    run, _ = attach_run
+    outlier = run.check("low-3", "smoke-fleet")
+    assert outlier["status"] == "warn" and "fleet median" in outlier["message"]
+    assert "%.2f" % outlier["details"]["fleet_median"] in outlier["message"]
+    collapse = run.check("collapse-4", "smoke-fleet")
+    assert collapse["status"] == "warn"
+    assert "collapses to ~0 after position 4" in collapse["message"]
+    assert run.check("healthy-0", "smoke-fleet")["status"] == "pass"
+
+
+@pytest.mark.parametrize("host, status, words", [
+    ("nodrafts-5", "fail", "no drafts at all"),
+    ("nospec-6", "fail", "speculative decoding is not configured"),
+    ("nostats-7", "error", "--disable-log-stats"),
+    ("dead-8", "error", "503"),
+    ("failing-9", "error", "every request failed"),
+    ("slow-10", "warn", "time budget of 2s ran out"),
+    ("refused", "error", "no vLLM server answers"),
+])
+def test_failure_modes_say_what_went_wrong(attach_run, host, status, words):
+    run, _ = attach_run
+    check = run.check(host, "smoke-acceptance")
+    assert check["status"] == status, check
+    assert words in check["message"], check["message"]
+    # the static checks of that host still ran
+    assert run.check(host, "dflash-layer-offset")["status"] == "pass"
+
+
+def test_html_shows_acceptance_bars_and_position_curves(attach_run):
+    run, _ = attach_run
+    html = run.html
+    assert 'id="acceptance-chart"' in html and "fleet median" in html
+    with_drafts = [h for h in run.results["hosts"] if h["smoke"] and h["smoke"]["drafts"]]
+    assert len(with_drafts) == 6  # healthy x3, low, collapse, slow
+    assert html.count('class="position-curve"') == len(with_drafts)
+    assert "%.2f" % run.host("healthy-0")["smoke"]["mean_acceptance_length"] in html
+
+
+def write_vllm_command(venv: str) -> None:
+    path = os.path.join(venv, "bin", "vllm")
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, STANDIN))
+    os.chmod(path, 0o755)
+
+
+def test_launch_mode_starts_measures_and_stops_the_server(tmp_path, fleet):
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    write_vllm_command(venv)
+    good = fleet.add("launch-ok", mounts={ENV: venv})
+    bad = fleet.add("launch-broken", mounts={ENV: venv})
+    fleet.start()
+    state = str(tmp_path / "launch.state.json")
+    ports = {good.name: 18100 + os.getpid() % 500, bad.name: 18700 + os.getpid() % 500}
+    hosts = ssh_hosts(fleet, [good, bad], venv=ENV)
+    for host, scenario in ((good, "healthy"), (bad, "startup-error")):
+        hosts[host.name]["smoke"] = dict(LOAD, mode="launch", port=ports[host.name],
+                                         startup_timeout_s=30, env={
+                                             "FLEETCHECK_STANDIN_SCENARIO": scenario,
+                                             "FLEETCHECK_STANDIN_STATE": state})
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": hosts}}, "--known-hosts", fleet.known_hosts,
+                         "--smoke", "--no-import-check")
+    ok = run.check("launch-ok", "smoke-acceptance")
+    assert ok["status"] == "pass", ok
+    own = json.load(open(state))
+    assert run.host("launch-ok")["smoke"]["accepted_tokens"] == own["accepted_tokens"]
+    assert any("stand-in vllm serving" in e["text"] for e in ok["evidence"])  # log tail
+    broken = run.check("launch-broken", "smoke-acceptance")
+    assert broken["status"] == "fail"
+    assert "require the V2 model runner" in broken["message"]
+    # the server was stopped and its temp log removed
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", ports[good.name]), timeout=1).close()
+    log_file = ok["evidence"][-1]["file"]
+    assert log_file.startswith("/tmp/fleetcheck-smoke-") and not os.path.exists(log_file)
+
+
+def test_no_smoke_wins_over_inventory(tmp_path, fleet):
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    host = fleet.add("quiet", mounts={ENV: venv})
+    fleet.start()
+    hosts = ssh_hosts(fleet, [host], venv=ENV)
+    hosts["quiet"]["smoke"] = {"enabled": True}
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": hosts}}, "--known-hosts", fleet.known_hosts,
+                         "--no-smoke")
+    assert run.code == 0
+    assert all(not c["id"].startswith("smoke") for c in run.host("quiet")["checks"])
