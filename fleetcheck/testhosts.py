@@ -77,7 +77,7 @@ class LoopbackFleet:
             self.next_index = 1
         return address
 
-    def add(self, name: str, mounts: dict[str, str] | None = None,
+    def add(self, name: str, mounts: dict[str, str] | None = None,  # source "DIR:ro": read-only
             sshd_options: dict[str, str] | None = None, port: int = 22,
             address: str | None = None, known: bool = True) -> TestHost:
         directory = os.path.join(self.workdir, "hosts", name)
@@ -123,8 +123,13 @@ class LoopbackFleet:
         sshd = "exec %s -D -e -f %s" % (SSHD, os.path.join(host.directory, "sshd_config"))
         if os.geteuid() != 0:
             return ["/bin/sh", "-c", sshd]
-        binds = "".join("mkdir -p '%s' && mount --bind '%s' '%s' && " % (target, source, target)
-                        for target, source in host.mounts.items())
+        binds = ""
+        for target, source in host.mounts.items():
+            readonly = source.endswith(":ro")
+            source = source[:-3] if readonly else source
+            binds += "mkdir -p '%s' && mount --bind '%s' '%s' && " % (target, source, target)
+            if readonly:
+                binds += "mount -o remount,bind,ro '%s' && " % target
         return ["unshare", "-m", "-p", "--fork", "--mount-proc", "--kill-child",
                 "--propagation", "private", "/bin/sh", "-c", binds + sshd]
 

@@ -26,7 +26,9 @@ import paramiko
 
 from fleetcheck.inventory import Host
 
-MAX_STDOUT_BYTES = 32 * 1024 * 1024
+# A probe answer is tens of KB (a few hundred with smoke metrics); the cap bounds what a
+# flooding host can cost the controller: at most MAX_STDOUT_BYTES per host in flight.
+MAX_STDOUT_BYTES = 8 * 1024 * 1024
 MAX_STDERR_BYTES = 64 * 1024
 KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe", "interrupted")
 
@@ -261,6 +263,11 @@ class SshSession:
             transport.banner_timeout = self.deadline.left()
             transport.handshake_timeout = self.deadline.left()
             transport.start_client(timeout=self.deadline.left())
+            if not transport.is_active() or transport.host_key is None:
+                # start_client returns quietly on its timeout: a listener that accepted
+                # TCP but never spoke SSH (no banner, or a stalled key exchange)
+                raise TransportError("unreachable", "%s: no SSH banner / handshake within the "
+                                     "host deadline of %.0fs" % (where, self.deadline.seconds))
             self.settings.known_hosts.verify(endpoint.address, endpoint.port,
                                              transport.get_remote_server_key())
             self._authenticate(transport, endpoint)
@@ -300,6 +307,7 @@ class SshSession:
         with translate_errors(where):
             channel = self.transport.open_session(timeout=self.deadline.left())
             try:
+                channel.settimeout(self.deadline.left())  # a host that never reads stdin
                 channel.exec_command(command)
                 channel.sendall(payload)
                 channel.shutdown_write()
@@ -318,6 +326,7 @@ def read_channel(channel: paramiko.Channel, deadline: Deadline) -> CommandResult
     stdout = bytearray()
     stderr = bytearray()
     while True:
+        deadline.left()  # raises once the host's deadline has passed, even mid-flood
         progressed = False
         if channel.recv_ready():
             stdout += channel.recv(1 << 16)
@@ -338,8 +347,11 @@ def read_channel(channel: paramiko.Channel, deadline: Deadline) -> CommandResult
             break
         if not progressed:
             select.select([channel], [], [], min(deadline.left(), 0.5))
-    status = channel.recv_exit_status() if channel.exit_status_ready() else -1
-    return CommandResult(bytes(stdout), bytes(stderr), status)
+    if not channel.exit_status_ready() or channel.recv_exit_status() == -1:
+        raise TransportError(
+            "protocol", "connection lost mid-probe (connected and authenticated; %d bytes of "
+            "output received, no exit status)" % len(stdout))
+    return CommandResult(bytes(stdout), bytes(stderr), channel.recv_exit_status())
 
 
 def run_local(command: str, payload: bytes, deadline: Deadline) -> CommandResult:

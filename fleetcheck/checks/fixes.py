@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetcheck.checks.version import version_suggests
+from fleetcheck.checks.version import no_install_reason, version_suggests
 from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
 
@@ -39,8 +39,7 @@ def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> Ch
     details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
     if signature is None:
         return CheckResult(id=check.id, title=check.title, status="error",
-                           message="no vllm package found on this host: nothing to inspect",
-                           details=details)
+                           message=no_install_reason(facts), details=details)
     findings = signature.get("findings") or {}
     outcome = choose_outcome(check, set(findings))
     evidence = evidence_for(outcome, findings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fleetcheck.checks.version import no_install_reason
 from fleetcheck.results import CheckResult, Evidence
 
 MAX_EVIDENCE = 12
@@ -231,8 +232,6 @@ def judge_integrity(facts: dict[str, Any], import_enabled: bool) -> list[CheckRe
     if integrity is None:
         return []
     if not install.get("dist_infos") and not install.get("package_dir"):
-        where = ", ".join(install.get("site_packages_candidates") or []) or "no site-packages found"
-        return [result(cid, "error", "no vllm install found (looked in: %s)" % where)
-                for cid in TITLES]
+        return [result(cid, "error", no_install_reason(facts)) for cid in TITLES]
     return [check_record(facts, integrity), check_leftovers(facts), check_metadata(facts),
             check_import(integrity, import_enabled), check_in_progress(integrity)]

@@ -87,3 +87,12 @@ def version_suggests(version: str | None, fixed_in: str | None) -> str | None:
     if have is None or need is None:
         return None
     return "fixed" if have >= need else "not fixed"
+
+
+def no_install_reason(facts: dict[str, Any]) -> str:
+    """Why no vllm was found, in the words of the probe's own observations."""
+    install = facts.get("install") or {}
+    reasons = list(facts.get("errors") or []) + list(install.get("errors") or [])
+    looked = install.get("site_packages_candidates") or []
+    where = "looked in %s" % ", ".join(looked) if looked else "no site-packages under the venv"
+    return "no vllm install found (%s)" % "; ".join(reasons + [where])

@@ -10,12 +10,19 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
-from fleetcheck.report.terminal import SYMBOL
+from fleetcheck.report.terminal import CONTROL, SYMBOL
 from fleetcheck.results import RunResult
+
+def visible_controls(value: object) -> object:
+    """Control characters a host sent are shown as \\xNN, never passed into the page."""
+    if isinstance(value, str):
+        return CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), value)
+    return value
+
 
 _ENV = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True),
-                   trim_blocks=True, lstrip_blocks=True)
+                   trim_blocks=True, lstrip_blocks=True, finalize=visible_controls)
 
 
 def drift_groups(run: RunResult) -> list[dict[str, Any]]:

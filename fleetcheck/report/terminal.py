@@ -106,16 +106,22 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
 
 
 def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool = False) -> None:
-    console = Console(file=stream or sys.stdout, highlight=False, width=160
-                      if not (stream or sys.stdout).isatty() else None)
+    """The table (one symbol per check, numbered columns with a legend, so it stays
+    readable at 80 columns), then evidence, then a recap grouped by failure kind."""
+    out = stream or sys.stdout
+    console = Console(file=out, highlight=False, width=None if out.isatty() else 160)
     check_ids: list[str] = []
     for host in run.hosts:
         for check in host.checks:
             if check.id not in check_ids:
                 check_ids.append(check.id)
     table = Table(title="fleetcheck: %d host(s)" % len(run.hosts))
-    for column in ["host", "status", "vllm", "commit"] + check_ids:
-        table.add_column(column)
+    table.add_column("host", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("vllm", overflow="fold")
+    table.add_column("commit", no_wrap=True)
+    for index, _ in enumerate(check_ids, 1):
+        table.add_column(str(index), justify="center", no_wrap=True)
     for host in run.hosts:
         by_id = {c.id: c for c in host.checks}
         cells = [Text(neutral(host.name)),
@@ -124,10 +130,14 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
                  Text(neutral((host.vllm.commit or "")[:12] if host.vllm else ""))]
         for cid in check_ids:
             check = by_id.get(cid)
-            cells.append(Text(SYMBOL[check.status] + " " + check.status,
-                              style=STYLE[check.status]) if check else Text(""))
+            cells.append(Text(SYMBOL[check.status], style=STYLE[check.status])
+                         if check else Text(""))
         table.add_row(*cells)
     console.print(table)
+    console.print(Text("checks: " + "  ".join("%d %s" % (i, cid) for i, cid in
+                                              enumerate(check_ids, 1)), style="dim"))
+    console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
+                                               SYMBOL.items()), style="dim"))
     render_evidence(console, run, verbose)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:

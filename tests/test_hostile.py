@@ -1,0 +1,378 @@
+"""Hostile hosts and faults over real sshd: one bad box never costs the fleet.
+
+One mixed fleet (every case below plus healthy hosts) is checked in a single run; each test
+then asserts one case. The run happens inside a mount namespace whose /etc/resolv.conf
+points at 127.0.0.1, so the unresolvable name fails on loopback, never on a real resolver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+import yaml
+
+from conftest import CliRun, ssh_hosts
+from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.testhosts import LoopbackFleet, free_loopback_port, keygen
+
+ENV = "/opt/ml-env"
+TIMEOUT = 5
+PROBE_USER = "fleetcheck-probe"
+MARKUP_VERSION = "0.33.0<script>alert(1)</script>\x1b[31mRED"
+
+
+class SilentListener:
+    """Accepts TCP connections and never says a word (no SSH banner)."""
+
+    def __init__(self, address: str):
+        self.sock = socket.socket()
+        self.sock.bind((address, 0))
+        self.sock.listen(16)
+        self.address, self.port = self.sock.getsockname()
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def ensure_probe_user() -> str:
+    try:
+        pwd.getpwnam(PROBE_USER)
+    except KeyError:
+        # password '*': no password login, yet not "locked" (sshd refuses locked accounts)
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--password", "*",
+                        PROBE_USER], check=True)
+    return PROBE_USER
+
+
+def run_isolated_dns(tmp, inventory: dict, *args: str, on_start=None) -> CliRun:
+    """fleetcheck run, inside a mount namespace where DNS means 127.0.0.1 (nothing there)."""
+    inv = tmp / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    resolv = tmp / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    out_json, out_html = tmp / "out" / "results.json", tmp / "out" / "report.html"
+    cmd = ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+           'mount --bind "$0" /etc/resolv.conf && shift && exec "$@"', str(resolv), "x",
+           sys.executable, "-m", "fleetcheck", "run", str(inv), "--json", str(out_json),
+           "--html", str(out_html), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(tmp))
+    if on_start:
+        on_start()
+    stdout, stderr = proc.communicate(timeout=300)
+    return CliRun(proc.returncode, stdout, stderr,
+                  json.loads(out_json.read_text()) if out_json.exists() else None,
+                  out_html.read_text() if out_html.exists() else None)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    healthy = str(tmp / "healthy-env")
+    write_install(healthy, "0.33.0", FIXED)
+    loop_env = str(tmp / "loop-env")
+    site = write_install(loop_env, "0.33.0", FIXED)
+    os.symlink("..", os.path.join(site, "vllm", "v1", "worker", "up"))
+    os.symlink("loop-b", os.path.join(site, "vllm", "v1", "loop-a"))
+    os.symlink("loop-a", os.path.join(site, "vllm", "v1", "loop-b"))
+    fifo_env = str(tmp / "fifo-env")
+    site = write_install(fifo_env, "0.33.0", FIXED)
+    os.unlink(os.path.join(site, "vllm/config/speculative.py"))
+    os.mkfifo(os.path.join(site, "vllm/config/speculative.py"))
+    locked_env = str(tmp / "locked-env")
+    site = write_install(locked_env, "0.33.0", FIXED)
+    os.chmod(site, 0o700)
+    markup_env = str(tmp / "markup-env")
+    files = dict(FIXED)
+    files["vllm/v1/worker/gpu_model_runner.py"] = "import os\n"
+    files["vllm/v1/worker/<b>moved</b>.py"] = (
+        "def ids(cfg):  # <img src=x onerror=alert(2)>\n"
+        "    return [i + 1 for i in cfg['target_layer_ids']]  # <img src=x onerror=alert(2)>\n")
+    write_install(markup_env, MARKUP_VERSION, files)
+    wrong_key = str(tmp / "wrong_key")
+    keygen(wrong_key)
+    user = ensure_probe_user()
+
+    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=70)
+    add = fleet.add
+
+    def readable_authorized_keys(fleet: LoopbackFleet) -> str:
+        """sshd reads a non-root user's keys as that user: /tmp/pytest-of-root is 0700."""
+        directory = tempfile.mkdtemp(prefix="fleetcheck-authz-")
+        os.chmod(directory, 0o755)
+        path = os.path.join(directory, "authorized_keys")
+        shutil.copy(fleet.client_key + ".pub", path)
+        os.chmod(path, 0o644)
+        cleanup.append(directory)
+        return path
+
+    cleanup: list[str] = []
+    hosts = {
+        "healthy-1": add("healthy-1", mounts={ENV: healthy}),
+        "healthy-2": add("healthy-2", mounts={ENV: healthy}),
+        "readonly": add("readonly", mounts={ENV: healthy + ":ro"}),
+        "wrong-key": add("wrong-key", mounts={ENV: healthy}),
+        "hang": add("hang", sshd_options={"ForceCommand": "sleep 3600"}),
+        "flood": add("flood", sshd_options={"ForceCommand": "head -c 300000000 /dev/zero"}),
+        "garbage": add("garbage", sshd_options={
+            "ForceCommand": "printf '<b>not json</b>\\033[2J\\n'"}),
+        "no-python": add("no-python", sshd_options={
+            "ForceCommand": 'env PATH=/nonexistent /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
+        "no-venv": add("no-venv"),
+        "locked": add("locked", mounts={ENV: locked_env},
+                      sshd_options={"AuthorizedKeysFile": readable_authorized_keys(fleet)}),
+        "symlink-loop": add("symlink-loop", mounts={ENV: loop_env}),
+        "fifo": add("fifo", mounts={ENV: fifo_env}),
+        "markup": add("markup", mounts={ENV: markup_env}),
+        "metachar-venv": add("metachar-venv", mounts={ENV: healthy}),
+        "metachar-python": add("metachar-python", mounts={ENV: healthy}),
+        "disconnect": add("disconnect", sshd_options={
+            "ForceCommand": "printf '{\"probe_version\": 1, '; kill -9 $PPID"}),
+        "killed": add("killed", sshd_options={
+            "ForceCommand": 'sleep 4; /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
+    }
+    fleet.start()
+    silent = SilentListener(fleet.next_address())
+    refused_address = fleet.next_address()
+    pwned = str(tmp / "pwned")
+    inventory_hosts = ssh_hosts(fleet, hosts.values(), venv=ENV)
+    inventory_hosts["wrong-key"]["key"] = wrong_key
+    inventory_hosts["no-venv"]["venv"] = "/opt/no-such-env"
+    inventory_hosts["no-python"]["venv"] = "/opt/no-such-env"
+    inventory_hosts["locked"]["ansible_user"] = user
+    inventory_hosts["metachar-venv"]["venv"] = "/opt/ml-env; touch %s-1 $(touch %s-2)" % (
+        pwned, pwned)
+    inventory_hosts["metachar-python"]["python"] = "/usr/bin/python3`touch %s-3`" % pwned
+    inventory_hosts["silent"] = {"ansible_host": silent.address, "port": silent.port,
+                                 "key": fleet.client_key}
+    inventory_hosts["refused"] = {"ansible_host": refused_address,
+                                  "port": free_loopback_port(refused_address),
+                                  "key": fleet.client_key}
+    inventory_hosts["no-dns"] = {"ansible_host": "gpu-nowhere.invalid",
+                                 "key": fleet.client_key}
+
+    def kill_later() -> None:
+        def kill() -> None:
+            time.sleep(2)
+            fleet.kill(hosts["killed"])
+        threading.Thread(target=kill, daemon=True).start()
+
+    started = time.monotonic()
+    try:
+        run = run_isolated_dns(tmp, {"all": {"hosts": inventory_hosts}}, "--known-hosts",
+                               fleet.known_hosts, "--timeout", str(TIMEOUT), "-j", "32",
+                               on_start=kill_later)
+        run.wall_s = time.monotonic() - started
+        run.pwned = pwned
+        yield run
+    finally:
+        silent.close()
+        fleet.stop()
+        for directory in cleanup:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def error_of(run: CliRun, host: str) -> dict:
+    return run.host(host)["error"] or {}
+
+
+def test_every_host_is_in_the_report_with_a_state(hostile):
+    assert hostile.results["complete"] is True
+    names = [h["name"] for h in hostile.results["hosts"]]
+    assert len(names) == 20 and len(set(names)) == 20
+    for name in names:
+        assert name in hostile.html
+    assert hostile.code == 1  # the fifo host has a failing install check
+
+
+def test_wall_time_is_bounded_by_the_slowest_deadline_not_the_sum(hostile):
+    # hang, silent and (possibly) killed each use their whole deadline: serially that
+    # would be 3 x TIMEOUT and more; in parallel it is one deadline plus start-up.
+    assert hostile.wall_s < 2.5 * TIMEOUT, hostile.wall_s
+
+
+def test_healthy_and_readonly_hosts_pass(hostile):
+    for name in ("healthy-1", "healthy-2", "readonly"):
+        assert hostile.host(name)["status"] == "pass", hostile.host(name)
+
+
+@pytest.mark.parametrize("host, kind, words", [
+    ("refused", "unreachable", "connection refused"),
+    ("silent", "unreachable", "banner"),
+    ("no-dns", "unreachable", "does not resolve"),
+    ("wrong-key", "auth", "user root"),
+    ("hang", "timeout", "deadline of 5s"),
+    ("flood", "protocol", "exceeded 8 MiB"),
+    ("garbage", "protocol", "not the probe's JSON"),
+    ("no-python", "probe", "no Python interpreter"),
+    ("disconnect", "protocol", ""),
+    ("killed", "protocol", ""),
+])
+def test_fault_kinds(hostile, host, kind, words):
+    error = error_of(hostile, host)
+    assert error.get("kind") == kind, hostile.host(host)
+    assert words in error["message"]
+    expected = "unreachable" if kind == "unreachable" else "error"
+    assert hostile.host(host)["status"] == expected
+    assert all(c["status"] == "skip" for c in hostile.host(host)["checks"])
+
+
+def test_auth_error_names_user_and_key(hostile):
+    message = error_of(hostile, "wrong-key")["message"]
+    assert "wrong_key" in message and "127.0.70." in message
+
+
+def test_output_of_a_hostile_host_is_neutral_in_messages(hostile):
+    message = error_of(hostile, "garbage")["message"]
+    assert "\x1b" not in message
+    assert "\x1b" not in hostile.stdout and "\x1b" not in hostile.stderr
+
+
+def test_disconnect_reports_what_was_learned(hostile):
+    message = error_of(hostile, "disconnect")["message"]
+    assert "connection" in message and ("closed" in message or "lost" in message)
+
+
+@pytest.mark.parametrize("host, check_id, words", [
+    ("no-venv", "dflash-layer-offset", "venv /opt/no-such-env: no such directory"),
+    ("locked", "dflash-layer-offset", "Permission denied"),
+    ("fifo", "dflash-cache-drop", "not a regular file"),
+])
+def test_broken_paths_are_clear_findings(hostile, host, check_id, words):
+    check = hostile.check(host, check_id)
+    assert check["status"] == "error", check
+    assert words in check["message"]
+
+
+def test_symlink_loop_does_not_hang_and_still_passes(hostile):
+    assert hostile.host("symlink-loop")["status"] == "pass"
+    assert hostile.host("symlink-loop")["duration_s"] < TIMEOUT
+
+
+def test_shell_metacharacters_in_inventory_run_nothing(hostile):
+    for i in (1, 2, 3):
+        assert not os.path.exists("%s-%d" % (hostile.pwned, i))
+    venv_host = hostile.check("metachar-venv", "dflash-layer-offset")
+    assert venv_host["status"] == "error"
+    assert "; touch" in venv_host["message"]  # treated as a path that does not exist
+    # the probe fell back to python3; the import check names the configured interpreter
+    assert hostile.check("metachar-python", "dflash-layer-offset")["status"] == "pass"
+    import_check = hostile.check("metachar-python", "install-import")
+    assert import_check["status"] == "fail" and "`touch" in import_check["message"]
+
+
+def test_markup_from_a_host_is_escaped_in_html_neutral_in_terminal_intact_in_json(hostile):
+    host = hostile.host("markup")
+    assert host["vllm"]["version"] == MARKUP_VERSION  # intact in JSON
+    evidence = hostile.check("markup", "dflash-layer-offset")["evidence"][0]
+    assert evidence["file"] == "vllm/v1/worker/<b>moved</b>.py"
+    assert "<img src=x onerror=alert(2)>" in evidence["text"]
+    html = hostile.html
+    assert "<script>alert(1)" not in html and "<img src=x" not in html
+    assert "<b>moved</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;b&gt;moved&lt;/b&gt;.py" in html
+    assert "\x1b" not in html and "\\x1b[31mRED" in html
+    assert "\x1b" not in hostile.stdout
+    assert "alert(1)" in hostile.stdout  # shown as text, its escape sequence made inert
+
+
+class CountingProxy:
+    """Forwards TCP to a real sshd and counts connections: shows what is retried."""
+
+    def __init__(self, address: str, target: tuple[str, int]):
+        self.sock = socket.socket()
+        self.sock.bind((address, 0))
+        self.sock.listen(16)
+        self.address, self.port = self.sock.getsockname()
+        self.target = target
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            upstream = socket.create_connection(self.target)
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_transient_failures_are_retried_hard_ones_never(tmp_path, fleet):
+    env = str(tmp_path / "env")
+    write_install(env, "0.33.0", FIXED)
+    late = fleet.add("late", mounts={ENV: env})
+    target = fleet.add("target", mounts={ENV: env})
+    fleet.hosts.remove(late)  # started later, by hand
+    fleet.start()
+    wrong_key = str(tmp_path / "wrong_key")
+    keygen(wrong_key)
+    proxy = CountingProxy(fleet.next_address(), (target.address, target.port))
+    inventory = {"all": {"vars": {"venv": ENV}, "hosts": dict(
+        ssh_hosts(fleet, [late]),
+        **{"bad-auth": {"ansible_host": proxy.address, "port": proxy.port, "key": wrong_key}})}}
+    with open(fleet.known_hosts, "a") as handle:  # the proxy's address serves target's key
+        kind, blob = target.host_key_pub
+        handle.write("[%s]:%d %s %s\n" % (proxy.address, proxy.port, kind, blob))
+
+    def start_late() -> None:
+        time.sleep(1.0)
+        fleet.hosts.append(late)
+        fleet.start()
+
+    starter = threading.Thread(target=start_late)
+    starter.start()
+    try:
+        run = run_isolated_dns(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                               "--retries", "4", "--timeout", "30")
+    finally:
+        starter.join()
+        proxy.close()
+    assert run.host("late")["status"] == "pass", run.host("late")  # refused, retried, reached
+    assert error_of(run, "bad-auth")["kind"] == "auth"
+    assert proxy.connections == 1  # auth failures are never retried
