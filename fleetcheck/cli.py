@@ -8,6 +8,7 @@ the run was incomplete; 130 interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from datetime import datetime
@@ -18,13 +19,16 @@ from fleetcheck import __version__
 from fleetcheck.errors import InputError
 from fleetcheck.inventory import apply_limit, load_inventory
 from fleetcheck.playbook import load_playbook
+from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import render_html
-from fleetcheck.report.terminal import Progress, render_summary
-from fleetcheck.results import dump_json
+from fleetcheck.report.junit import write_junit
+from fleetcheck.report.terminal import Progress, neutral, render_summary
+from fleetcheck.results import RunResult, dump_json, load_json, merge_runs
 from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
 from fleetcheck.transport import KnownHosts, SshSettings
 
 EXIT_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def positive_int(text: str) -> int:
@@ -78,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retries", type=int, default=1,
                      help="retries of transient connection failures (default 1)")
 
+    run.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
+
+    report = sub.add_parser("report", help="re-render (and merge) saved results")
+    report.add_argument("results", nargs="+", help="results JSON file(s); several are merged")
+    report.add_argument("--html", dest="html_path", help="write the HTML report here")
+    report.add_argument("--junit", dest="junit_path", help="write JUnit XML here")
+    report.add_argument("--json", dest="json_path", help="write the (merged) results here")
+
+    diff = sub.add_parser("diff", help="what changed between two runs; exit 1 if worse")
+    diff.add_argument("old")
+    diff.add_argument("new")
+    diff.add_argument("--json", action="store_true", help="machine-readable output")
+
     sub.add_parser("demo", help="run the whole flow on a generated loopback fleet")
     return parser
 
@@ -122,14 +139,59 @@ def command_run(args: argparse.Namespace) -> int:
     html_path = args.html_path or os.path.join(report_dir, "report.html")
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=args.inventory,
-                        on_start=progress.started, on_done=progress.finished)
+                        on_start=progress.started, on_done=progress.finished,
+                        checkpoint=lambda partial: dump_json(partial, json_path))
     dump_json(run, json_path)
     render_html(run, html_path)
+    if args.junit_path:
+        write_junit(run, args.junit_path)
     render_summary(run, verbose=args.verbose)
-    print("results: %s\nreport:  %s" % (json_path, html_path))
+    print("results: %s\nreport:  %s%s" % (json_path, html_path,
+                                          "\njunit:   " + args.junit_path if args.junit_path else ""))
     if not run.complete:
-        return 130
+        print("fleetcheck: interrupted: %d host(s) not finished; outputs marked incomplete"
+              % len(run.not_finished), file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
     return run.exit_code()
+
+
+def load_results(paths: list[str]) -> RunResult:
+    runs = []
+    for path in paths:
+        try:
+            runs.append(load_json(path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(path, None, None, "not a fleetcheck results file: %s" % exc)
+    return runs[0] if len(runs) == 1 else merge_runs(runs, paths)
+
+
+def command_report(args: argparse.Namespace) -> int:
+    run = load_results(args.results)
+    if not (args.html_path or args.junit_path or args.json_path):
+        args.html_path = os.path.splitext(args.results[0])[0] + ".html"
+    if args.json_path:
+        dump_json(run, args.json_path)
+    if args.html_path:
+        render_html(run, args.html_path)
+    if args.junit_path:
+        write_junit(run, args.junit_path)
+    render_summary(run)
+    for label, path in (("results", args.json_path), ("report", args.html_path),
+                        ("junit", args.junit_path)):
+        if path:
+            print("%s: %s" % (label, path))
+    return run.exit_code()
+
+
+def command_diff(args: argparse.Namespace) -> int:
+    result = diff_runs(load_results([args.old]), load_results([args.new]))
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print("\n".join(neutral(line) for line in diff_text(result)))
+    return 1 if result["worse"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return command_run(args)
+        if args.command == "report":
+            return command_report(args)
+        if args.command == "diff":
+            return command_diff(args)
         if args.command == "demo":
             from fleetcheck.demo import run_demo
             return run_demo()
@@ -144,5 +210,5 @@ def main(argv: list[str] | None = None) -> int:
         print("fleetcheck: error: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     return EXIT_INPUT

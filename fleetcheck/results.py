@@ -125,6 +125,9 @@ def dump_json(run: RunResult, path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(run.to_dict(), handle, indent=1)
         handle.write("\n")
@@ -161,3 +164,22 @@ def load_json(path: str) -> RunResult:
                      not_finished=data.get("not_finished", []),
                      duration_s=data.get("duration_s", 0.0),
                      hosts=[_host_from(h) for h in data.get("hosts", [])])
+
+
+def merge_runs(runs: list[RunResult], names: list[str]) -> RunResult:
+    """One run from several (an inventory split across controllers): hosts in the order
+    given; a host present twice keeps its later result."""
+    hosts: dict[str, HostResult] = {}
+    for run in runs:
+        for host in run.hosts:
+            hosts.pop(host.name, None)
+            hosts[host.name] = host
+    merged = RunResult(started_at=min(r.started_at for r in runs),
+                       inventory=" + ".join(names), playbook=runs[0].playbook,
+                       finished_at=max((r.finished_at or "") for r in runs) or None,
+                       complete=all(r.complete for r in runs),
+                       fleetcheck_version=runs[0].fleetcheck_version,
+                       not_finished=[n for r in runs for n in r.not_finished],
+                       duration_s=max(r.duration_s for r in runs))
+    merged.hosts = list(hosts.values())
+    return merged

@@ -4,6 +4,7 @@ that stops the fleet."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -82,7 +83,7 @@ def skipped_checks(playbook: Playbook, reason: str, smoke: bool) -> list[CheckRe
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
-               options: RunOptions) -> HostResult:
+               options: RunOptions, cancel: threading.Event | None = None) -> HostResult:
     started = time.monotonic()
     smoke = host_smoke(host, playbook, options.smoke)
     deadline = Deadline((host.timeout or options.timeout) +
@@ -98,7 +99,7 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
         answer = run_on_host(host, probe_command(host), probe_payload(plan),
-                             options.settings, deadline)
+                             options.settings, deadline, cancel)
         facts = decode_answer(answer, host)
         info, checks, numbers = judge_host(playbook, smoke, facts)
     except TransportError as exc:
@@ -122,29 +123,54 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
             host.status = host_status(host.checks, None)
 
 
+def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], playbook: Playbook,
+             options: RunOptions, started: float, reason: str) -> RunResult:
+    """The run so far, every inventory host included: those not finished are marked so."""
+    run.hosts = []
+    run.not_finished = []
+    for host in hosts:
+        if host.name in done:
+            run.hosts.append(done[host.name])
+            continue
+        run.not_finished.append(host.name)
+        run.hosts.append(HostResult(
+            name=host.name, address=host.address, groups=host.groups, status="error",
+            error=HostError(kind="interrupted", message=reason),
+            checks=skipped_checks(playbook, reason,
+                                  host_smoke(host, playbook, options.smoke) is not None)))
+    run.finished_at = now_iso()
+    run.duration_s = round(time.monotonic() - started, 3)
+    return run
+
+
 def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
               inventory_name: str, on_done: Callable[[HostResult], None] | None = None,
-              on_start: Callable[[Host], None] | None = None) -> RunResult:
+              on_start: Callable[[Host], None] | None = None,
+              checkpoint: Callable[[RunResult], None] | None = None,
+              checkpoint_every_s: float = 1.0) -> RunResult:
     """Check every host; results keep inventory order whatever order hosts finish in.
-    On KeyboardInterrupt no new host starts and the result is marked incomplete."""
+    `checkpoint` receives the run so far (at most once per `checkpoint_every_s`), so a
+    killed controller still leaves a results file. On KeyboardInterrupt no new host starts,
+    running hosts are cancelled, and the result is marked incomplete."""
     run = RunResult(started_at=now_iso(), inventory=inventory_name, playbook=playbook.source,
                     fleetcheck_version=__version__)
     started = time.monotonic()
     signatures = playbook.probe_signatures()
     done: dict[str, HostResult] = {}
+    cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
                               thread_name_prefix="fleetcheck-host")
-    futures: dict[Future[HostResult], Host] = {}
 
     def submit(host: Host) -> HostResult:
+        if cancel.is_set():
+            raise TransportError("interrupted", "run interrupted before this host started")
         if on_start:
             on_start(host)
-        return check_host(host, playbook, signatures, options)
+        return check_host(host, playbook, signatures, options, cancel)
 
+    last_checkpoint = time.monotonic()
     try:
-        for host in hosts:
-            futures[pool.submit(submit, host)] = host
-        pending = set(futures)
+        pending = {pool.submit(submit, host) for host in hosts}
         while pending:
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -152,23 +178,17 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
                 done[result.name] = result
                 if on_done:
                     on_done(result)
+            if checkpoint and time.monotonic() - last_checkpoint >= checkpoint_every_s:
+                checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options,
+                                    started, "not finished when this file was written"))
+                last_checkpoint = time.monotonic()
         run.complete = True
     except KeyboardInterrupt:
-        for future in futures:
-            future.cancel()
+        cancel.set()
     finally:
         pool.shutdown(wait=run.complete, cancel_futures=True)
-    for host in hosts:
-        if host.name in done:
-            run.hosts.append(done[host.name])
-        else:
-            run.not_finished.append(host.name)
-            run.hosts.append(HostResult(
-                name=host.name, address=host.address, groups=host.groups, status="error",
-                error=HostError(kind="interrupted", message="run interrupted before this host finished"),
-                checks=skipped_checks(playbook, "run interrupted",
-                                      host_smoke(host, playbook, options.smoke) is not None)))
-    add_fleet_checks(run, playbook)
-    run.finished_at = now_iso()
-    run.duration_s = round(time.monotonic() - started, 3)
+    assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
+             "this host finished")
+    if run.complete:
+        add_fleet_checks(run, playbook)
     return run

@@ -302,7 +302,8 @@ class SshSession:
             % (endpoint.user, endpoint.address, endpoint.port,
                ", ".join(tried) if tried else "none (no key in inventory, agent or ~/.ssh)"))
 
-    def run(self, command: str, payload: bytes) -> CommandResult:
+    def run(self, command: str, payload: bytes,
+            cancel: threading.Event | None = None) -> CommandResult:
         where = "%s:%d" % (self.endpoint.address, self.endpoint.port)
         with translate_errors(where):
             channel = self.transport.open_session(timeout=self.deadline.left())
@@ -311,7 +312,7 @@ class SshSession:
                 channel.exec_command(command)
                 channel.sendall(payload)
                 channel.shutdown_write()
-                return read_channel(channel, self.deadline)
+                return read_channel(channel, self.deadline, cancel)
             finally:
                 channel.close()
 
@@ -320,13 +321,16 @@ class SshSession:
             transport.close()
 
 
-def read_channel(channel: paramiko.Channel, deadline: Deadline) -> CommandResult:
+def read_channel(channel: paramiko.Channel, deadline: Deadline,
+                 cancel: threading.Event | None = None) -> CommandResult:
     """Drain stdout and stderr together (a full stderr window must not stall stdout),
     capping both, until the remote exits or the deadline passes."""
     stdout = bytearray()
     stderr = bytearray()
     while True:
         deadline.left()  # raises once the host's deadline has passed, even mid-flood
+        if cancel is not None and cancel.is_set():
+            raise TransportError("interrupted", "run interrupted (Ctrl-C) during the probe")
         progressed = False
         if channel.recv_ready():
             stdout += channel.recv(1 << 16)
@@ -371,7 +375,7 @@ def run_local(command: str, payload: bytes, deadline: Deadline) -> CommandResult
 
 
 def run_on_host(host: Host, command: str, payload: bytes, settings: SshSettings,
-                deadline: Deadline) -> CommandResult:
+                deadline: Deadline, cancel: threading.Event | None = None) -> CommandResult:
     """Run one command on a host with the payload on stdin; transient connection failures
     are retried (with backoff, inside the deadline), auth and host-key failures never."""
     if host.connection == "local":
@@ -382,11 +386,12 @@ def run_on_host(host: Host, command: str, payload: bytes, settings: SshSettings,
         session = None
         try:
             session = SshSession(endpoint, settings, deadline)
-            return session.run(command, payload)
+            return session.run(command, payload, cancel)
         except TransportError as exc:
             attempt += 1
             backoff = settings.retry_backoff * (2 ** (attempt - 1))
             if not exc.retryable or attempt > settings.retries or \
+                    (cancel is not None and cancel.is_set()) or \
                     deadline.end - time.monotonic() < backoff + 1:
                 raise
             time.sleep(backoff)

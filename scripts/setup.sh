@@ -7,6 +7,7 @@ need_apt=()
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
 command -v unshare >/dev/null || need_apt+=(util-linux)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the report tests open reports in it
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,112 @@
+"""`fleetcheck diff old.json new.json`: what changed per host between two runs, and
+whether anything got worse (exit 1: a rollout gate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetcheck.results import HostResult, RunResult
+
+HOST_RANK = {"pass": 0, "warn": 1, "error": 2, "unreachable": 2, "fail": 3}
+CHECK_RANK = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
+
+
+@dataclass
+class HostDiff:
+    name: str
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    worse: bool = False
+
+    def note(self, what: str, old: Any, new: Any, worse: bool = False, **extra: Any) -> None:
+        self.changes.append(dict(what=what, old=old, new=new, worse=worse, **extra))
+        self.worse = self.worse or worse
+
+
+def integrity_counts(host: HostResult) -> dict[str, Any]:
+    for check in host.checks:
+        if check.id == "install-record":
+            return {k: check.details.get(k) for k in ("missing", "size", "hash", "unreadable")
+                    if check.details.get(k)}
+    return {}
+
+
+def diff_host(old: HostResult, new: HostResult) -> HostDiff:
+    out = HostDiff(new.name)
+    if old.status != new.status:
+        out.note("status", old.status, new.status,
+                 worse=HOST_RANK[new.status] > HOST_RANK[old.status])
+    old_v, new_v = old.vllm, new.vllm
+    for attr in ("version", "commit"):
+        a = getattr(old_v, attr) if old_v else None
+        b = getattr(new_v, attr) if new_v else None
+        if a != b and not (b is None and new.error):
+            out.note(attr, a, b)
+    old_checks = {c.id: c for c in old.checks}
+    for check in new.checks:
+        before = old_checks.get(check.id)
+        if before is None:
+            out.note("check " + check.id, None, check.status, worse=check.status in ("fail",
+                                                                                     "error"))
+        elif before.status != check.status:
+            out.note("check " + check.id, before.status, check.status,
+                     worse=CHECK_RANK[check.status] > CHECK_RANK[before.status])
+    for check_id in old_checks.keys() - {c.id for c in new.checks}:
+        out.note("check " + check_id, old_checks[check_id].status, None)
+    a, b = integrity_counts(old), integrity_counts(new)
+    if a != b:
+        out.note("integrity findings", a, b, worse=sum(b.values()) > sum(a.values()))
+    la = (old.smoke or {}).get("mean_acceptance_length")
+    lb = (new.smoke or {}).get("mean_acceptance_length")
+    if la is not None or lb is not None:
+        if la is None or lb is None or abs(la - lb) > 1e-9:
+            delta = lb - la if la is not None and lb is not None else None
+            out.note("mean acceptance length", la, lb, worse=(delta is not None and
+                                                              delta < -0.1 * la) or lb is None,
+                     delta=delta)
+    return out
+
+
+def diff_runs(old: RunResult, new: RunResult) -> dict[str, Any]:
+    old_hosts = {h.name: h for h in old.hosts}
+    new_hosts = {h.name: h for h in new.hosts}
+    hosts = []
+    for host in new.hosts:
+        if host.name in old_hosts:
+            result = diff_host(old_hosts[host.name], host)
+            if result.changes:
+                hosts.append({"name": host.name, "worse": result.worse,
+                              "changes": result.changes})
+    added = [h.name for h in new.hosts if h.name not in old_hosts]
+    removed = [h.name for h in old.hosts if h.name not in new_hosts]
+    worse = any(h["worse"] for h in hosts) or any(
+        new_hosts[name].status != "pass" for name in added)
+    return {"old": old.started_at, "new": new.started_at, "hosts": hosts, "added": added,
+            "removed": removed, "worse": worse}
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return "%.2f" % value
+    return "-" if value is None else str(value)
+
+
+def diff_text(result: dict[str, Any]) -> list[str]:
+    lines = ["fleetcheck diff: %s -> %s" % (result["old"], result["new"])]
+    for host in result["hosts"]:
+        lines.append("%s%s" % (host["name"], "  WORSE" if host["worse"] else ""))
+        for change in host["changes"]:
+            extra = ""
+            if change.get("delta") is not None:
+                extra = " (%+.2f)" % change["delta"]
+            lines.append("  %s: %s -> %s%s%s" % (
+                change["what"], format_value(change["old"]), format_value(change["new"]), extra,
+                "  (worse)" if change["worse"] else ""))
+    for name in result["added"]:
+        lines.append("added: %s" % name)
+    for name in result["removed"]:
+        lines.append("removed: %s" % name)
+    if not result["hosts"] and not result["added"] and not result["removed"]:
+        lines.append("no change")
+    lines.append("verdict: %s" % ("WORSE" if result["worse"] else "not worse"))
+    return lines

@@ -1,0 +1,64 @@
+"""JUnit XML for CI test reporters (Jenkins, GitLab, GitHub): one testcase per host x check,
+classname = host, name = check id; fail -> <failure>, error -> <error>, skip -> <skipped>.
+A host that could not be reached gets an <error> on each of its checks, so a CI gate sees it."""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+
+from fleetcheck.results import RunResult
+
+# XML 1.0 cannot carry most control characters: hosts' text is made printable first.
+XML_INVALID = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def clean(text: object) -> str:
+    return XML_INVALID.sub(lambda m: "\\x%02x" % ord(m.group()), "" if text is None else str(text))
+
+
+def junit_tree(run: RunResult) -> ET.ElementTree:
+    suites = ET.Element("testsuites", name="fleetcheck")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    suite = ET.SubElement(suites, "testsuite", name="fleetcheck", timestamp=run.started_at or "")
+    for host in run.hosts:
+        for check in host.checks:
+            case = ET.SubElement(suite, "testcase", classname=clean(host.name), name=check.id,
+                                 time="%.3f" % (host.duration_s / max(1, len(host.checks))))
+            totals["tests"] += 1
+            evidence = "\n".join("%s%s: %s" % (e.file or "", ":%d" % e.line if e.line else "",
+                                               e.text) for e in check.evidence)
+            body = clean(check.message + ("\n" + evidence if evidence else ""))
+            if host.error is not None:
+                node = ET.SubElement(case, "error", type=host.error.kind,
+                                     message=clean(host.error.message))
+                node.text = clean(host.error.message)
+                totals["errors"] += 1
+            elif check.status == "fail":
+                node = ET.SubElement(case, "failure", type="fail", message=clean(check.message))
+                node.text = body
+                totals["failures"] += 1
+            elif check.status == "error":
+                node = ET.SubElement(case, "error", type="error", message=clean(check.message))
+                node.text = body
+                totals["errors"] += 1
+            elif check.status == "skip":
+                ET.SubElement(case, "skipped", message=clean(check.message))
+                totals["skipped"] += 1
+            else:
+                out = ET.SubElement(case, "system-out")
+                out.text = body
+    for key, value in totals.items():
+        suite.set(key, str(value))
+        suites.set(key, str(value))
+    suite.set("time", "%.3f" % run.duration_s)
+    return ET.ElementTree(suites)
+
+
+def write_junit(run: RunResult, path: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tree = junit_tree(run)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)

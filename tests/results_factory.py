@@ -1,0 +1,56 @@
+"""Recorded-style results for report tests: a mixed fleet of any size, with the hostile
+strings a host could send (markup in versions, paths, evidence and messages)."""
+
+from __future__ import annotations
+
+from fleetcheck.results import (CheckResult, Evidence, HostError, HostResult, RunResult,
+                                VllmInfo, host_status)
+
+HOSTILE_VERSION = '0.33.0"><script>window.pwned=1</script>'
+HOSTILE_PATH = "vllm/v1/<img src=x onerror=window.pwned=2>.py"
+HOSTILE_MESSAGE = "<iframe src=https://example.invalid/></iframe>"
+CHECKS = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop", "install-record",
+          "install-leftovers", "install-metadata", "install-import", "install-in-progress",
+          "smoke-acceptance"]
+
+
+def make_host(i: int) -> HostResult:
+    name = "gpu%03d.dc%d" % (i, 1 + i % 3)
+    groups = ["dc%d" % (1 + i % 3)] + (["canary"] if i % 10 == 0 else [])
+    if i % 25 == 7:
+        error = HostError("unreachable", "%s:22: connection refused" % name)
+        checks = [CheckResult(c, c, "skip", "not run: unreachable") for c in CHECKS]
+        return HostResult(name, "10.%d.0.%d" % (i // 250, i % 250), groups,
+                          host_status([], error), error, 0.2, None, checks)
+    broken = i % 9 == 4
+    checks = []
+    for c in CHECKS:
+        status = "fail" if broken and c.startswith("dflash") else "pass"
+        evidence = [Evidence("vllm/v1/worker/gpu_model_runner.py", 5214 + i,
+                             "layer_ids = [i + 1 for i in (dflash_config.get(\"target_layer_ids\") or [])]")]
+        checks.append(CheckResult(c, c, status, "message for %s on %s" % (c, name), evidence))
+    smoke = {"acceptance_rate": 0.011 if broken else 0.3 + (i % 5) / 100,
+             "mean_acceptance_length": 1.17 if broken else 5.5 + (i % 7) / 10,
+             "per_position": [max(0.0, 0.8 - p * 0.05) for p in range(15)],
+             "drafts": 100, "draft_tokens": 1500, "accepted_tokens": 450,
+             "requests": {"ok": 8, "failed": 0, "planned": 8}, "tokens_per_s": 80.0,
+             "latency_p50_s": 0.8, "latency_p95_s": 1.3, "model": "Qwen/Qwen3.6-27B",
+             "mode": "attach", "url": "http://127.0.0.1:8000"}
+    commit = "4ba787ec9" if i % 50 else "deadbeef1"  # same version, another commit
+    vllm = VllmInfo("0.33.0" if not broken else "0.20.1", "0.33.0", commit, "_version.py",
+                    "index (pip)", "/root/ml-env/lib/python3.12/site-packages")
+    return HostResult(name, "10.%d.0.%d" % (i // 250, i % 250), groups,
+                      host_status(checks, None), None, 0.4, vllm, checks, smoke)
+
+
+def make_run(hosts: int, hostile: bool = True) -> RunResult:
+    run = RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
+                    playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
+                    complete=True, fleetcheck_version="0.1.0", duration_s=9.0)
+    run.hosts = [make_host(i) for i in range(hosts)]
+    if hostile:
+        host = run.hosts[1]
+        host.vllm.version = HOSTILE_VERSION
+        host.checks[0].evidence = [Evidence(HOSTILE_PATH, 3, "x = 1  # <b>bold</b>")]
+        host.checks[0].message = HOSTILE_MESSAGE
+    return run

@@ -1,0 +1,234 @@
+"""Reports as people and CI read them: HTML in real headless Chromium (Debian's), JUnit,
+`report` (re-render, merge), `diff`, and Ctrl-C leaving complete-but-marked outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from conftest import run_fleetcheck, ssh_hosts
+from fleetcheck.results import dump_json, load_json
+from fleetcheck.synthetic import FIXED, UNFIXED, write_install
+from results_factory import HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_VERSION, make_run
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+ENV = "/opt/ml-env"
+
+
+def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleetcheck", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                              args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def rendered(tmp_path, hosts: int) -> str:
+    results = tmp_path / "results.json"
+    dump_json(make_run(hosts), str(results))
+    proc = fleetcheck("report", str(results), "--html", str(tmp_path / "report.html"),
+                      cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stderr  # the fleet has failing hosts
+    return str(tmp_path / "report.html")
+
+
+def open_page(browser, path: str):
+    page = browser.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto("file://" + path)
+    return page, requests
+
+
+def visible_rows(page) -> int:
+    return page.eval_on_selector_all("#matrix tbody tr", "rs => rs.filter(r => !r.hidden).length")
+
+
+@pytest.mark.parametrize("hosts", [12, 500])
+def test_every_host_in_the_dom_filters_work_nothing_leaves_the_file(tmp_path, browser, hosts):
+    path = rendered(tmp_path, hosts)
+    size = os.path.getsize(path)
+    assert size < 6 * 2**20, size  # a few MB at 500 hosts
+    run = load_json(str(tmp_path / "results.json"))
+    page, requests = open_page(browser, path)
+    names = page.eval_on_selector_all("#matrix tbody tr td:first-child", "t => t.map(e => e.textContent)")
+    assert sorted(names) == sorted(h.name for h in run.hosts)
+    assert visible_rows(page) == hosts
+    failing = sum(h.status == "fail" for h in run.hosts)
+    page.select_option("#f-status", "fail")
+    assert visible_rows(page) == failing > 0
+    page.select_option("#f-status", "")
+    page.select_option("#f-group", "canary")
+    assert visible_rows(page) == sum("canary" in h.groups for h in run.hosts)
+    page.select_option("#f-group", "")
+    page.fill("#f-text", "gpu007")
+    assert visible_rows(page) == 1
+    page.goto("file://" + path + "#status=unreachable")
+    page.reload()
+    assert visible_rows(page) == sum(h.status == "unreachable" for h in run.hosts)
+    assert all(url.startswith("file://") for url in requests), requests
+    page.close()
+
+
+def test_hostile_strings_from_hosts_come_out_escaped(tmp_path, browser):
+    path = rendered(tmp_path, 12)
+    page, requests = open_page(browser, path)
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("img").count() == 0 and page.locator("iframe").count() == 0
+    assert page.locator("script").count() == 1  # fleetcheck's own
+    text = page.text_content("body")  # closed <details> included
+    assert HOSTILE_VERSION in text and HOSTILE_PATH in text and HOSTILE_MESSAGE in text
+    assert all(url.startswith("file://") for url in requests)
+    page.close()
+
+
+def test_report_without_javascript_is_a_plain_complete_table(tmp_path, browser):
+    path = rendered(tmp_path, 12)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto("file://" + path)
+    assert page.locator("#controls").is_hidden()
+    assert page.locator("#matrix tbody tr:visible").count() == 12
+    context.close()
+
+
+def test_screenshot_of_a_real_demo_report_is_readable(tmp_path, browser):
+    proc = fleetcheck("demo", cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto("file://" + str(tmp_path / "reports" / "demo" / "report.html"))
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    assert "Fleet NOT READY" in page.inner_text(".verdict")
+    assert page.locator("#state-bar rect").count() == 3
+    page.close()
+
+
+def test_junit_has_one_testcase_per_host_and_check(tmp_path):
+    results = tmp_path / "results.json"
+    run = make_run(30)
+    dump_json(run, str(results))
+    junit = tmp_path / "junit.xml"
+    proc = fleetcheck("report", str(results), "--junit", str(junit), cwd=str(tmp_path))
+    assert proc.returncode == 1
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    cases = suites[0].findall("testcase")
+    assert len(cases) == sum(len(h.checks) for h in run.hosts)
+    for case in cases:
+        assert set(case.attrib) >= {"classname", "name", "time"}
+        float(case.get("time"))
+        children = [c.tag for c in case]
+        assert len([t for t in children if t in ("failure", "error", "skipped")]) <= 1
+    counted = {tag: sum(1 for c in cases if c.find(tag) is not None)
+               for tag in ("failure", "error", "skipped")}
+    suite = suites[0]
+    assert int(suite.get("tests")) == len(cases)
+    assert int(suite.get("failures")) == counted["failure"] == sum(
+        c.status == "fail" for h in run.hosts if not h.error for c in h.checks)
+    assert int(suite.get("errors")) == counted["error"] == sum(
+        len(h.checks) for h in run.hosts if h.error)
+    assert int(suite.get("skipped")) == counted["skipped"]
+    failure = next(c for c in cases if c.find("failure") is not None)
+    assert failure.find("failure").get("message")
+    assert "gpu_model_runner.py:" in failure.find("failure").text
+
+
+def test_report_merges_runs_from_several_controllers(tmp_path):
+    a, b = make_run(10, hostile=False), make_run(20, hostile=False)
+    b.hosts = b.hosts[10:]
+    dump_json(a, str(tmp_path / "a.json"))
+    dump_json(b, str(tmp_path / "b.json"))
+    proc = fleetcheck("report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json",
+                      str(tmp_path / "merged.json"), cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert [h["name"] for h in merged["hosts"]] == [h.name for h in a.hosts + b.hosts]
+    assert merged["summary"]["hosts"] == 20
+
+
+def test_diff_on_a_host_that_changed_its_install(tmp_path, fleet):
+    good, bad = str(tmp_path / "good"), str(tmp_path / "bad")
+    write_install(good, "0.33.0", FIXED, commit="g4ba787ec9")
+    write_install(bad, "0.20.1", UNFIXED, commit="g132765e35")
+    stable = fleet.add("stable", mounts={ENV: good})
+    moving = fleet.add("moving", mounts={ENV: good})
+    fleet.start()
+    inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, [stable, moving])}}
+    first = run_fleetcheck(tmp_path / "1", inventory, "--known-hosts", fleet.known_hosts) \
+        if (tmp_path / "1").mkdir() is None else None
+    fleet.stop()
+    moving.mounts[ENV] = bad  # the host is re-installed with an old build
+    fleet.start()
+    (tmp_path / "2").mkdir()
+    second = run_fleetcheck(tmp_path / "2", inventory, "--known-hosts", fleet.known_hosts)
+    assert first.code == 0 and second.code == 1
+    old, new = tmp_path / "1" / "out" / "results.json", tmp_path / "2" / "out" / "results.json"
+    text = fleetcheck("diff", str(old), str(new), cwd=str(tmp_path))
+    assert text.returncode == 1
+    assert "moving  WORSE" in text.stdout
+    assert "version: 0.33.0 -> 0.20.1" in text.stdout
+    assert "commit: 4ba787ec9 -> 132765e35" in text.stdout
+    assert "check dflash-layer-offset: pass -> fail  (worse)" in text.stdout
+    assert "stable" not in text.stdout.split("verdict")[0]
+    machine = json.loads(fleetcheck("diff", str(old), str(new), "--json", cwd=str(tmp_path)).stdout)
+    assert machine["worse"] is True and [h["name"] for h in machine["hosts"]] == ["moving"]
+    back = fleetcheck("diff", str(new), str(old), cwd=str(tmp_path))
+    assert back.returncode == 0 and "verdict: not worse" in back.stdout
+
+
+def test_ctrl_c_writes_incomplete_outputs_and_exits_130(tmp_path, fleet):
+    env = str(tmp_path / "env")
+    write_install(env, "0.33.0", FIXED)
+    quick = fleet.add("quick", mounts={ENV: env})
+    stuck = [fleet.add("stuck-%d" % i, sshd_options={"ForceCommand": "sleep 3600"})
+             for i in range(2)]
+    fleet.start()
+    inventory = tmp_path / "inv.yaml"
+    import yaml
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(
+        fleet, [quick] + stuck)}}, sort_keys=False))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "fleetcheck", "run", str(inventory),
+                             "--known-hosts", fleet.known_hosts, "--timeout", "600",
+                             "--json", str(out / "r.json"), "--html", str(out / "r.html")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the incremental JSON shows the quick host done
+        try:
+            partial = json.loads((out / "r.json").read_text())
+            if partial["hosts"][0]["status"] == "pass":
+                break
+        except (OSError, ValueError, KeyError, IndexError):
+            pass
+        time.sleep(0.2)
+    assert partial["complete"] is False and partial["not_finished"] == ["stuck-0", "stuck-1"]
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    results = json.loads((out / "r.json").read_text())
+    assert results["complete"] is False
+    assert results["not_finished"] == ["stuck-0", "stuck-1"]
+    assert [h["status"] for h in results["hosts"]] == ["pass", "error", "error"]
+    assert results["hosts"][1]["error"]["kind"] == "interrupted"
+    html = (out / "r.html").read_text()
+    assert "RUN INCOMPLETE" in html and "stuck-0, stuck-1" in html
