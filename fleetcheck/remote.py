@@ -33,28 +33,35 @@ BOOTSTRAP = (
     "sys.modules['fleetcheck.probe.main'].main()\n")
 
 
-@lru_cache(maxsize=1)
-def probe_bundle() -> bytes:
-    """The probe modules' sources, in dependency order, as one JSON document."""
+@lru_cache(maxsize=2)
+def probe_bundle(with_smoke: bool = False) -> bytes:
+    """The probe modules' sources, in dependency order, as one JSON document. The smoke
+    module (and the HTTP stack it imports) travels only when a smoke load is planned."""
     directory = os.path.join(os.path.dirname(__file__), "probe")
     modules = []
     for name in PROBE_MODULES:
+        if name == "smoke" and not with_smoke:
+            continue
         with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
             modules.append(["fleetcheck.probe." + name, handle.read()])
     return json.dumps(modules).encode("utf-8")
 
 
 def probe_command(host: Host) -> str:
-    """POSIX sh: try the host's interpreter, fall back to python3 when it does not start
-    (a half-built venv), then run the bootstrap that reads the probe from stdin. -B: no
-    bytecode is written on the host; -I: the host's PYTHON* variables are ignored."""
+    """POSIX sh: run the bootstrap (which reads the probe from stdin) under the host's
+    interpreter; when that one does not start (a half-built venv), stdin is still unread
+    and python3 runs it instead. The probe itself always exits 0. -B: no
+    bytecode is written on the host; -I: the host's PYTHON* variables are ignored; -S: no
+    site processing (the probe needs none, and a Python with many .pth files takes tens of
+    milliseconds to start)."""
     first = shlex.quote(host.interpreter)
-    return ("PY=%s; \"$PY\" -c '' </dev/null >/dev/null 2>&1 || PY=python3; "
-            "exec \"$PY\" -B -I -c %s" % (first, shlex.quote(BOOTSTRAP)))
+    boot = shlex.quote(BOOTSTRAP)
+    return ("%s -S -I -B -c %s 2>/dev/null || exec python3 -S -I -B -c %s"
+            % (first, boot, boot))
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
-    bundle = probe_bundle()
+    bundle = probe_bundle(bool(plan.get("smoke")))
     return b"%d\n" % len(bundle) + bundle + json.dumps(plan).encode("utf-8")
 
 

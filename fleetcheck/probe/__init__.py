@@ -2,4 +2,5 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("files", "install", "signatures", "integrity", "smoke", "main")
+MODULES = ("files", "install", "lexer", "source", "patterns", "offsets", "signatures",
+           "integrity", "smoke", "main")

@@ -115,7 +115,10 @@ def walk_files(root, rel_dir):
                 continue
 
 
-def expand_globs(root, patterns):
+def expand_globs(root, patterns, walks=None):
+    """Relative paths matching the globs, in a stable order; directory walks are shared
+    between finders through `walks`."""
+    walks = {} if walks is None else walks
     found = []
     for pattern in patterns:
         if not any(ch in pattern for ch in "*?"):
@@ -124,10 +127,10 @@ def expand_globs(root, patterns):
             continue
         fixed = pattern.split("*")[0].split("?")[0]
         base = fixed.rsplit("/", 1)[0] if "/" in fixed else ""
+        if base not in walks:
+            walks[base] = sorted(walk_files(root, base))
         regex = glob_to_regex(pattern)
-        for rel in sorted(walk_files(root, base)):
+        for rel in walks[base]:
             if regex.match(rel) and rel not in found:
                 found.append(rel)
     return found
-
-

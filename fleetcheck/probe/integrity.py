@@ -22,15 +22,25 @@ INSTALL_TOOLS = re.compile(r"^(pip[0-9.]*|uv|cmake|ninja|setup\.py|ccache)$")
 
 def record_rows(dist_info):
     """(path, algorithm, digest, size) for every RECORD row; rows without a hash (RECORD
-    itself, __pycache__ files pip compiled) carry None, as pip writes and skips them."""
+    itself, __pycache__ files pip compiled) carry None, as pip writes and skips them.
+    Plain rows are split directly; quoted ones (commas in paths) go through csv."""
     text = read_text(os.path.join(dist_info, "RECORD"))
     rows = []
-    for row in csv.reader(io.StringIO(text)):
-        if not row or not row[0]:
+    for line in text.splitlines():
+        if not line:
             continue
-        path = row[0]
-        hash_field = row[1] if len(row) > 1 else ""
-        size_field = row[2] if len(row) > 2 else ""
+        if '"' in line:
+            parsed = next(csv.reader([line]), [])
+            if not parsed:
+                continue
+            path = parsed[0]
+            hash_field = parsed[1] if len(parsed) > 1 else ""
+            size_field = parsed[2] if len(parsed) > 2 else ""
+        else:
+            path, _, rest = line.partition(",")
+            hash_field, _, size_field = rest.partition(",")
+        if not path:
+            continue
         algorithm, _, digest = hash_field.partition("=")
         size = int(size_field) if size_field.isdigit() else None
         rows.append((path, algorithm or None, digest or None, size))
@@ -41,19 +51,14 @@ def urlsafe_digest(hex_or_bytes):
     return base64.urlsafe_b64encode(hex_or_bytes).decode("ascii").rstrip("=")
 
 
-def verify_record(site, dist_info, hash_paths, deep, known_hashes):
+def verify_record(site, dist_info, rows, hash_paths, deep, known_hashes):
     """Missing files, size differences and hash differences against RECORD."""
     started = time.monotonic()
-    facts = {"dist_info": os.path.basename(dist_info), "rows": 0, "checked": 0, "hashed": 0,
-             "hashed_bytes": 0, "unverifiable_rows": 0, "deep": bool(deep),
+    facts = {"dist_info": os.path.basename(dist_info), "rows": len(rows), "checked": 0,
+             "hashed": 0, "hashed_bytes": 0, "unverifiable_rows": 0, "deep": bool(deep),
              "missing": {"count": 0, "files": []}, "size": {"count": 0, "files": []},
              "hash": {"count": 0, "files": []}, "unreadable": {"count": 0, "files": []}}
-    try:
-        rows = record_rows(dist_info)
-    except ProbeFileError as exc:
-        facts["error"] = str(exc)
-        return facts
-    facts["rows"] = len(rows)
+    prefix = site + "/"
 
     def note(kind, entry):
         facts[kind]["count"] += 1
@@ -64,7 +69,7 @@ def verify_record(site, dist_info, hash_paths, deep, known_hashes):
         if digest is None or size is None:
             facts["unverifiable_rows"] += 1
             continue
-        path = os.path.normpath(os.path.join(site, rel))
+        path = prefix + rel if not rel.startswith("..") else os.path.normpath(prefix + rel)
         try:
             info = os.stat(path)
         except FileNotFoundError:
@@ -158,6 +163,7 @@ def installs_running(touch_paths):
 
 IMPORT_SCRIPT = r"""
 import importlib.machinery, importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
 def say(*parts):
     sys.stdout.write(json.dumps(parts) + "\n"); sys.stdout.flush()
 try:
@@ -165,7 +171,7 @@ try:
     say("torch", "ok", getattr(torch, "__version__", "?"))
 except BaseException as exc:
     say("torch", "fail", "%s: %s" % (type(exc).__name__, exc))
-for name, path in json.loads(sys.argv[1]):
+for name, path in json.loads(sys.argv[2]):
     say("loading", name)
     try:
         loader = importlib.machinery.ExtensionFileLoader(name, path)
@@ -210,7 +216,10 @@ def import_check(interpreter, modules, site, timeout):
         return facts
     started = time.monotonic()
     try:
-        proc = subprocess.Popen([interpreter, "-B", "-c", IMPORT_SCRIPT, json.dumps(modules)],
+        # -S -I: no site processing (fast, and the host's PYTHON* variables are ignored);
+        # the venv's site-packages is put on sys.path by the script itself
+        proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site,
+                                 json.dumps(modules)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:

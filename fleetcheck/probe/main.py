@@ -12,7 +12,6 @@ from fleetcheck.probe.install import locate_install, read_version_file
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, record_rows, verify_record)
 from fleetcheck.probe.signatures import run_signature
-from fleetcheck.probe.smoke import smoke
 
 PROBE_VERSION = 1
 
@@ -41,6 +40,7 @@ def probe(plan):
     if options:
         facts["integrity"] = gather_integrity(plan, install, cache, options, deadline)
     if plan.get("smoke"):
+        from fleetcheck.probe.smoke import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
     return facts
 
@@ -51,10 +51,17 @@ def gather_integrity(plan, install, cache, options, deadline):
     dists = install["dist_infos"]
     out = {}
     editable = install.get("editable_source")
-    if dists and not editable:
-        hash_paths = set(cache) | {"vllm/_version.py"}
-        known = dict((rel, entry["sha256"]) for rel, entry in cache.items() if "sha256" in entry)
-        out["record"] = verify_record(site, dists[0]["path"], hash_paths,
+    rows = None
+    if dists:
+        try:
+            rows = record_rows(dists[0]["path"])
+        except ProbeFileError as exc:
+            out["record"] = {"dist_info": os.path.basename(dists[0]["path"]), "error": str(exc)}
+    if rows is not None and not editable:
+        examined = [entry for entry in cache.values() if getattr(entry, "examined", False)]
+        hash_paths = set(entry.rel for entry in examined) | {"vllm/_version.py"}
+        known = dict((entry.rel, entry.sha256) for entry in examined)
+        out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,
                                       options.get("deep"), known)
     if editable:
         out["editable"] = editable_tree(editable)
@@ -66,12 +73,8 @@ def gather_integrity(plan, install, cache, options, deadline):
             tree = out["editable"]
             modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))
                        for n in tree["compiled"]]
-        elif dists:
-            try:
-                modules = compiled_modules(site, record_rows(dists[0]["path"]))
-            except ProbeFileError as exc:
-                modules = []
-                out["import_error"] = str(exc)
+        elif rows is not None:
+            modules = compiled_modules(site, rows)
         else:
             modules = []
         timeout = min(float(options.get("import_timeout", 20)), deadline - time.monotonic() - 1)

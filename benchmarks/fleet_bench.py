@@ -1,0 +1,268 @@
+"""fleetcheck against what people would use instead, on N real sshd hosts holding real vLLM
+installs (loopback addresses, one mount + PID namespace per host; alternating 0.20.1 and
+0.33.0 pip installs at /opt/ml-env).
+
+    python3 benchmarks/fleet_bench.py                      # 50 hosts, all tools, 3 rounds
+    python3 benchmarks/fleet_bench.py --hosts 50 200 500 --rounds 3 --write
+
+Tools, interleaved round by round (medians reported):
+  fleetcheck     `fleetcheck run` with default static checks + quick integrity (no smoke)
+  openssh-loop   `xargs -P` of `ssh host '<greps + cat _version.py>'`, one connection each
+  ansible        ansible ad-hoc `shell` with the same greps: pipelining on, ControlPersist on
+                 but cold for each run, forks = parallelism, interpreter fixed (no discovery)
+  pyinfra        `pyinfra exec` of the same greps (paramiko over gevent)
+  fabric         a naive fabric ThreadingGroup running the greps
+  paramiko-true  bare paramiko connect + `true` per host (the floor on one machine)
+Measured per tool with GNU time: wall, CPU of the tool's process tree on the controller
+(user+sys; for fleetcheck that is the controller alone, since it spawns nothing), peak RSS.
+The hosts' sshd and probe work shares the same 2 cores, so wall time weighs total CPU.
+ansible-core and pyinfra are installed into their own venvs under ~/.cache/fleetcheck/bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from conftest import CACHE, real_install  # noqa: E402
+from fleetcheck.testhosts import LoopbackFleet  # noqa: E402
+
+ENV = "/opt/ml-env"
+BENCH_VENVS = os.path.join(CACHE, "bench")
+GREPS = ("cd /opt/ml-env/lib/python3*/site-packages && "
+         "grep -n 'target_layer_ids' vllm/v1/worker/gpu_model_runner.py; "
+         "grep -n 'sliding_window\\|layer_types' vllm/model_executor/models/qwen3_dflash.py; "
+         "grep -n 'eagle_block_drop\\|def use_eagle' vllm/config/speculative.py; "
+         "cat vllm/_version.py")
+
+
+def tool_venv(name: str, package: str) -> str:
+    """A venv of its own for a baseline tool (installed once, cached)."""
+    venv = os.path.join(BENCH_VENVS, name)
+    binary = os.path.join(venv, "bin", name)
+    if not os.path.exists(binary):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", package], check=True)
+    return binary
+
+
+def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
+    """Wall, user+sys CPU of the whole process tree, and peak RSS (GNU time)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        started = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-o", out.name, "-f", "%U %S %M"] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        wall = time.perf_counter() - started
+        user, system, rss_kb = out.read().split()[-3:]
+    return {"wall": wall, "cpu": float(user) + float(system), "rss_mb": int(rss_kb) / 1024,
+            "rc": proc.returncode, "stderr": proc.stderr[-400:].decode("utf-8", "replace")}
+
+
+class Bench:
+    def __init__(self, hosts: int, parallel: int, workdir: str, flood: bool = False):
+        self.workdir = workdir
+        self.parallel = parallel
+        venvs = [real_install("0.20.1"), real_install("0.33.0")]
+        self.fleet = LoopbackFleet(os.path.join(workdir, "fleet"), first_octet=1 + hosts // 250)
+        for i in range(hosts):
+            self.fleet.add("gpu%03d" % i, mounts={ENV: venvs[i % 2]})
+        if flood:
+            self.fleet.add("flood", sshd_options={"ForceCommand": "head -c 300000000 /dev/zero"})
+        self.fleet.start(timeout=120)
+        self.hosts = self.fleet.hosts
+        self.addresses = [h.address for h in self.hosts]
+        self.key = self.fleet.client_key
+        self.known = self.fleet.known_hosts
+        self._write_inventories()
+
+    def _write_inventories(self) -> None:
+        import yaml
+        self.inventory = os.path.join(self.workdir, "inventory.yaml")
+        with open(self.inventory, "w") as handle:
+            yaml.safe_dump({"all": {"vars": {"venv": ENV, "ansible_user": "root", "key": self.key},
+                                    "hosts": {h.name: {"ansible_host": h.address}
+                                              for h in self.hosts}}}, handle, sort_keys=False)
+        self.ansible_inventory = os.path.join(self.workdir, "ansible.ini")
+        with open(self.ansible_inventory, "w") as handle:
+            handle.write("[fleet]\n")
+            for h in self.hosts:
+                handle.write("%s ansible_host=%s\n" % (h.name, h.address))
+            handle.write("[fleet:vars]\nansible_user=root\nansible_python_interpreter=/usr/bin/python3\n"
+                         "ansible_ssh_private_key_file=%s\n" % self.key)
+        self.pyinfra_inventory = os.path.join(self.workdir, "pyinfra_inventory.py")
+        with open(self.pyinfra_inventory, "w") as handle:
+            handle.write("hosts = %r\n" % self.addresses)
+        self.host_file = os.path.join(self.workdir, "hosts.txt")
+        with open(self.host_file, "w") as handle:
+            handle.write("\n".join(self.addresses) + "\n")
+
+    def fleetcheck(self) -> dict:
+        out = os.path.join(self.workdir, "out")
+        result = timed([sys.executable, "-m", "fleetcheck", "run", self.inventory,
+                        "--known-hosts", self.known, "-j", str(self.parallel), "--no-smoke",
+                        "--timeout", "120", "--json", out + ".json", "--html", out + ".html"],
+                       cwd=ROOT)
+        with open(out + ".json") as handle:
+            summary = json.load(handle)["summary"]["by_status"]
+        result["ok"] = summary["pass"] + summary["fail"] == len(self.addresses) - (
+            1 if "flood" in [h.name for h in self.hosts] else 0)
+        return result
+
+    def openssh_loop(self) -> dict:
+        ssh = ("ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=%s "
+               "-i %s root@{} %s" % (self.known, self.key, shlex.quote(GREPS)))
+        result = timed(["sh", "-c", "xargs -P %d -I{} %s < %s > /dev/null" % (
+            self.parallel, ssh, self.host_file)])
+        result["ok"] = result["rc"] == 0
+        return result
+
+    def ansible(self, persist: bool = True) -> dict:
+        binary = tool_venv("ansible", "ansible-core")
+        control = tempfile.mkdtemp(prefix="ansible-cp-", dir="/tmp")  # cold every run
+        args = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % self.known
+        if persist:
+            args += " -o ControlMaster=auto -o ControlPersist=60s"
+        env = dict(os.environ, ANSIBLE_PIPELINING="1", ANSIBLE_SSH_ARGS=args,
+                   ANSIBLE_SSH_CONTROL_PATH_DIR=control, ANSIBLE_HOST_KEY_CHECKING="True",
+                   ANSIBLE_FORKS=str(self.parallel), ANSIBLE_LOCAL_TEMP=control,
+                   ANSIBLE_STDOUT_CALLBACK="minimal")
+        result = timed([binary, "all", "-i", self.ansible_inventory, "-m", "shell", "-a", GREPS,
+                        "-f", str(self.parallel)], env=env)
+        subprocess.run(["sh", "-c", "for s in %s/*; do ssh -o ControlPath=$s -O exit x "
+                        ">/dev/null 2>&1; done" % control])
+        result["ok"] = result["rc"] == 0
+        return result
+
+    def pyinfra(self) -> dict:
+        binary = tool_venv("pyinfra", "pyinfra")
+        result = timed([binary, "-y", "--parallel", str(self.parallel), "--ssh-user", "root",
+                        "--ssh-key", self.key, "--data", "ssh_known_hosts_file=%s" % self.known,
+                        "--data", "ssh_strict_host_key_checking=yes", self.pyinfra_inventory,
+                        "exec", "--", GREPS], cwd=self.workdir)
+        result["ok"] = result["rc"] == 0
+        return result
+
+    def fabric(self) -> dict:
+        script = ("import fabric,sys\n"
+                  "g=fabric.ThreadingGroup(*sys.argv[3:],user='root',"
+                  "connect_kwargs={'key_filename':sys.argv[1]})\n"
+                  "r=g.run(sys.argv[2],hide=True,warn=True)\n"
+                  "sys.exit(0 if len(r.succeeded)==len(sys.argv[3:]) else 1)\n")
+        result = timed([sys.executable, "-c", script, self.key, GREPS] + self.addresses)
+        result["ok"] = result["rc"] == 0
+        return result
+
+    def paramiko_true(self) -> dict:
+        script = ("import paramiko,sys\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                  "key=paramiko.PKey.from_path(sys.argv[1])\n"
+                  "def one(a):\n c=paramiko.SSHClient();c.load_host_keys(sys.argv[2])\n"
+                  " c.connect(a,username='root',pkey=key,look_for_keys=False,allow_agent=False)\n"
+                  " _,o,_=c.exec_command('true');o.channel.recv_exit_status();c.close()\n"
+                  "with ThreadPoolExecutor(int(sys.argv[3])) as p: list(p.map(one,sys.argv[4:]))\n")
+        result = timed([sys.executable, "-c", script, self.key, self.known, str(self.parallel)]
+                       + self.addresses)
+        result["ok"] = result["rc"] == 0
+        return result
+
+    def stop(self) -> None:
+        self.fleet.stop()
+
+
+TOOLS = ["fleetcheck", "paramiko_true", "openssh_loop", "pyinfra", "fabric", "ansible"]
+
+
+def run_size(hosts: int, rounds: int, tools: list[str], parallel: int | None,
+             flood: bool = False) -> dict[str, list[dict]]:
+    workdir = tempfile.mkdtemp(prefix="fleetcheck-bench-")
+    bench = Bench(hosts, parallel or min(hosts, 64), workdir, flood=flood)
+    results: dict[str, list[dict]] = {tool: [] for tool in tools}
+    try:
+        for tool in tools:  # warm-up: page cache, tool imports
+            getattr(bench, tool)()
+        for _ in range(rounds):
+            for tool in tools:
+                results[tool].append(getattr(bench, tool)())
+    finally:
+        bench.stop()
+    return results
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def table(hosts: int, results: dict[str, list[dict]], parallel: int) -> list[str]:
+    base = results["fleetcheck"]
+    lines = ["### %d hosts (parallelism %d, %d rounds, medians)" % (hosts, parallel, len(base)),
+             "", "| tool | wall s | wall / fleetcheck | controller CPU s | CPU ms/host | "
+             "peak RSS MB | all ok |", "|---|---|---|---|---|---|---|"]
+    for tool, runs in results.items():
+        lines.append("| %s | %.2f | %.2fx | %.2f | %.1f | %.0f | %s |" % (
+            tool.replace("_", "-"), median(runs, "wall"),
+            median(runs, "wall") / median(base, "wall"), median(runs, "cpu"),
+            1000 * median(runs, "cpu") / hosts, median(runs, "rss_mb"),
+            "yes" if all(r["ok"] for r in runs) else "NO: " + runs[-1]["stderr"][-120:]))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[50])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=None)
+    parser.add_argument("--tools", nargs="+", default=TOOLS, choices=TOOLS)
+    parser.add_argument("--scale-tools", nargs="+", default=["fleetcheck", "openssh_loop"],
+                        choices=TOOLS, help="tools for sizes above the first")
+    parser.add_argument("--flood", action="store_true",
+                        help="also run fleetcheck on the largest size plus one flooding host")
+    parser.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    lines = []
+    walls = {}
+    for index, hosts in enumerate(args.hosts):
+        tools = args.tools if index == 0 else args.scale_tools
+        results = run_size(hosts, args.rounds, tools, args.parallel)
+        walls[hosts] = results["fleetcheck"]
+        lines += table(hosts, results, args.parallel or min(hosts, 64)) + [""]
+        print("\n".join(lines[-(len(results) + 5):]), flush=True)
+    if len(args.hosts) > 1:
+        small, large = args.hosts[0], args.hosts[-1]
+        ratio = median(walls[large], "wall") / median(walls[small], "wall")
+        lines.append("fleetcheck scaling: %d hosts take %.2fx the %d-host wall time (%.1fx the "
+                     "hosts); peak RSS at %d hosts: %.0f MB." % (
+                         large, ratio, small, large / small, large,
+                         median(walls[large], "rss_mb")))
+    if args.flood:
+        hosts = args.hosts[-1]
+        flood = run_size(hosts, 1, ["fleetcheck"], args.parallel, flood=True)["fleetcheck"]
+        lines.append("With one host flooding 300 MB of output besides %d healthy hosts: "
+                     "fleetcheck peak RSS %.0f MB, wall %.1f s, every healthy host checked: %s."
+                     % (hosts, flood[0]["rss_mb"], flood[0]["wall"], flood[0]["ok"]))
+    print("\n".join(lines))
+    if args.write:
+        header = ["# Benchmark results", "",
+                  "Machine: %s, %d cores, Python %s, %s. Date: %s." % (
+                      platform.processor() or platform.machine(), os.cpu_count(),
+                      platform.python_version(), platform.platform(),
+                      datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+                  "Command: `python3 benchmarks/fleet_bench.py %s`" % " ".join(sys.argv[1:]), ""]
+        with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
+            handle.write("\n".join(header + lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

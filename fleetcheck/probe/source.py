@@ -1,0 +1,114 @@
+"""One source file as the finders see it: raw bytes (hashed once, for the integrity
+check), where a needle occurs, and the windows worth lexing or parsing around it."""
+
+import bisect
+import hashlib
+import re
+
+from fleetcheck.probe.lexer import lex
+
+BLOCK_START = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]", re.MULTILINE)
+DEF_LINE = re.compile(r"(?:async\s+)?def\s")
+WINDOW_BACK = 300
+TRIPLE_QUOTE = re.compile(r"\"\"\"|\'\'\'")
+
+
+class SourceFile(object):
+    def __init__(self, rel, data):
+        self.rel = rel
+        self.data = data
+        self.sha256 = hashlib.sha256(data).digest()
+        self._text = None
+        self._lines = None
+        self._starts = None
+        self._tokens = {}
+        self._blocks = None
+        self.examined = False  # a needle was found here: the file is hashed against RECORD
+
+    @property
+    def text(self):
+        if self._text is None:
+            self._text = self.data.decode("utf-8", "replace")
+        return self._text
+
+    @property
+    def lines(self):
+        if self._lines is None:
+            self._lines = self.text.split("\n")
+        return self._lines
+
+    def contains(self, needle):
+        return needle is None or needle.encode("utf-8") in self.data
+
+    def hit_lines(self, needle):
+        """1-based lines where the needle occurs."""
+        found = []
+        position = self.text.find(needle)
+        while position >= 0:
+            line = self.line_of(position)
+            if not found or found[-1] != line:
+                found.append(line)
+            position = self.text.find(needle, position + len(needle))
+        return found
+
+    def line_of(self, position):
+        if self._starts is None:
+            self._starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        return bisect.bisect_right(self._starts, position)
+
+    def safe_start(self, line, back):
+        """A line at most `back` lines above `line` where lexing can start: one outside any
+        string literal. The nearest def/class line is safe; a later line is safe when an
+        even number of triple quotes lies between the two (no docstring is open there)."""
+        if self._blocks is None:
+            self._blocks = [self.line_of(m.start()) for m in BLOCK_START.finditer(self.text)]
+        index = bisect.bisect_right(self._blocks, line) - 1
+        block = self._blocks[index] if index >= 0 and \
+            line - self._blocks[index] <= WINDOW_BACK else 1
+        candidate = max(block, line - back)
+        if candidate > block:
+            between = self.text[self._starts[block - 1]:self._starts[candidate - 1]]
+            if len(TRIPLE_QUOTE.findall(between)) % 2:
+                return block
+        return candidate
+
+    def tokens_from(self, line, stop_line, extra):
+        """Tokens from the start of `line` until `extra` tokens after `stop_line`."""
+        key = (line, stop_line, extra)
+        if key not in self._tokens:
+            self.line_of(0)
+            self._tokens[key] = lex(self.text, line, self._starts[line - 1], stop_line, extra)
+        return self._tokens[key]
+
+    def enclosing_function(self, line):
+        """(first line, dedented source) of the innermost def containing `line`, found by
+        indentation; None at module level. Callers fall back to the whole file when the
+        block does not parse (odd continuation lines can fool indentation)."""
+        lines = self.lines
+        indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+        for index in range(line - 2, -1, -1):
+            stripped = lines[index].lstrip()
+            if not stripped or stripped[0] in "#)]}":
+                continue  # blank, comment, or the closing line of a multi-line signature
+            level = len(lines[index]) - len(stripped)
+            if level >= indent:
+                continue
+            if DEF_LINE.match(stripped):
+                return self._function_from(index, level)
+            if level == 0:
+                return None
+            indent = level
+        return None
+
+    def _function_from(self, index, level):
+        lines = self.lines
+        end = index + 1
+        while end < len(lines):
+            stripped = lines[end].lstrip()
+            if stripped and not stripped.startswith("#") and \
+                    len(lines[end]) - len(stripped) <= level:
+                break
+            end += 1
+        block = "\n".join(text[level:] if not text[:level].strip() else text.lstrip()
+                          for text in lines[index:end])
+        return index + 1, block
