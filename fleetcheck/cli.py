@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from datetime import datetime
-
-import paramiko
 
 from fleetcheck import __version__
 from fleetcheck.errors import InputError
@@ -25,7 +24,7 @@ from fleetcheck.report.junit import write_junit
 from fleetcheck.report.terminal import Progress, neutral, render_summary
 from fleetcheck.results import RunResult, dump_json, load_json, merge_runs
 from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
-from fleetcheck.transport import KnownHosts, SshSettings
+from fleetcheck.transport import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -99,11 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_ssh_config(path: str | None) -> paramiko.SSHConfig | None:
+def load_ssh_config(path: str | None) -> "paramiko.SSHConfig | None":
     path = path or os.path.expanduser("~/.ssh/config")
     if not os.path.exists(path):
         return None
     try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            if re.search(r"(?im)^\s*match\b.*\bexec\b", handle.read()):
+                enable_match_exec()
         return paramiko.SSHConfig.from_path(path)
     except (OSError, paramiko.SSHException) as exc:
         raise InputError(path, None, None, "cannot parse ssh config: %s" % exc)

@@ -179,9 +179,12 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
                 if on_done:
                     on_done(result)
             if checkpoint and time.monotonic() - last_checkpoint >= checkpoint_every_s:
+                began = time.monotonic()
                 checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options,
                                     started, "not finished when this file was written"))
                 last_checkpoint = time.monotonic()
+                # never spend more than ~5% of the controller on checkpoints
+                checkpoint_every_s = max(checkpoint_every_s, 20 * (last_checkpoint - began))
         run.complete = True
     except KeyboardInterrupt:
         cancel.set()

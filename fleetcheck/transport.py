@@ -16,13 +16,22 @@ import os
 import select
 import socket
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import paramiko
+if "invoke" not in sys.modules:
+    # paramiko imports invoke (and with it unittest.mock and more, ~50 ms of start-up CPU)
+    # only to run ssh_config `Match exec` commands; it handles invoke being absent.
+    # enable_match_exec() brings it back for the configs that use it.
+    sys.modules["invoke"] = None  # type: ignore[assignment]
+    import paramiko
+    del sys.modules["invoke"]
+else:
+    import paramiko
 
 from fleetcheck.inventory import Host
 
@@ -398,3 +407,11 @@ def run_on_host(host: Host, command: str, payload: bytes, settings: SshSettings,
         finally:
             if session is not None:
                 session.close()
+
+
+def enable_match_exec() -> None:
+    """Give paramiko its invoke back, for an ssh_config with `Match exec`."""
+    import invoke
+    import paramiko.config
+    paramiko.config.invoke = invoke
+    paramiko.config.invoke_import_error = None

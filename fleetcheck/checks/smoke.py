@@ -12,8 +12,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke import SmokeOptions
 
@@ -40,6 +38,7 @@ MESSAGES = {
 
 def counter_totals(text: str) -> tuple[dict[str, float], dict[int, float], set[str]]:
     """Counter totals summed over every label but `position`; also the names present."""
+    from prometheus_client.parser import text_string_to_metric_families  # smoke runs only
     totals: dict[str, float] = {}
     per_position: dict[int, float] = {}
     present: set[str] = set()

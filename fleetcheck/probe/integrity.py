@@ -4,10 +4,7 @@ for everything in deep mode), an editable install's source tree, installs still 
 (read from /proc), and the compiled modules loaded in a subprocess under a timeout."""
 
 import base64
-import csv
 import hashlib
-import io
-import json
 import os
 import re
 import signal
@@ -30,6 +27,7 @@ def record_rows(dist_info):
         if not line:
             continue
         if '"' in line:
+            import csv  # rare: only rows whose path holds a comma are quoted
             parsed = next(csv.reader([line]), [])
             if not parsed:
                 continue
@@ -161,17 +159,23 @@ def installs_running(touch_paths):
     return {"processes": found}
 
 
+# Runs in the venv's interpreter with -S -I -B; prints one tab-separated line per event and
+# imports no json (each import is start-up CPU on every host).
 IMPORT_SCRIPT = r"""
-import importlib.machinery, importlib.util, json, sys
+import sys
 sys.path.insert(0, sys.argv[1])
+import importlib.machinery, importlib.util
 def say(*parts):
-    sys.stdout.write(json.dumps(parts) + "\n"); sys.stdout.flush()
+    sys.stdout.write("\t".join(str(p).replace("\t", " ").replace("\n", " ") for p in parts)
+                     + "\n")
+    sys.stdout.flush()
 try:
     import torch
     say("torch", "ok", getattr(torch, "__version__", "?"))
 except BaseException as exc:
     say("torch", "fail", "%s: %s" % (type(exc).__name__, exc))
-for name, path in json.loads(sys.argv[2]):
+for item in sys.argv[2:]:
+    name, path = item.split("=", 1)
     say("loading", name)
     try:
         loader = importlib.machinery.ExtensionFileLoader(name, path)
@@ -218,8 +222,8 @@ def import_check(interpreter, modules, site, timeout):
     try:
         # -S -I: no site processing (fast, and the host's PYTHON* variables are ignored);
         # the venv's site-packages is put on sys.path by the script itself
-        proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site,
-                                 json.dumps(modules)],
+        proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site]
+                                + ["%s=%s" % (name, path) for name, path in modules],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
@@ -235,9 +239,8 @@ def import_check(interpreter, modules, site, timeout):
     facts["returncode"] = proc.returncode
     loading = None
     for line in out.decode("utf-8", "replace").splitlines():
-        try:
-            parts = json.loads(line)
-        except ValueError:
+        parts = line.split("\t")
+        if len(parts) < 2:
             continue
         if parts[0] == "torch":
             facts["torch"] = {"ok": parts[1] == "ok", "detail": parts[2]}
