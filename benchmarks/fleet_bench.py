@@ -37,8 +37,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, HERE)
 
+import probe_cost  # noqa: E402
 from conftest import CACHE, real_install  # noqa: E402
+from results_file import write_section  # noqa: E402
 from fleetcheck.testhosts import LoopbackFleet  # noqa: E402
 
 ENV = "/opt/ml-env"
@@ -254,14 +257,18 @@ def main() -> None:
                      % (hosts, flood[0]["rss_mb"], flood[0]["wall"], flood[0]["ok"]))
     print("\n".join(lines))
     if args.write:
-        header = ["# Benchmark results", "",
+        header = ["## fleetcheck against the tools people would use instead", "",
                   "Machine: %s, %d cores, Python %s, %s. Date: %s." % (
                       platform.processor() or platform.machine(), os.cpu_count(),
                       platform.python_version(), platform.platform(),
                       datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
                   "Command: `python3 benchmarks/fleet_bench.py %s`" % " ".join(sys.argv[1:]), ""]
-        with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
-            handle.write("\n".join(header + lines) + "\n")
+        write_section("fleet", header + lines)
+        rounds = max(3, args.rounds)
+        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
+                                "Command: `python3 benchmarks/probe_cost.py --rounds %d` "
+                                "(also run by the command above)" % rounds, ""]
+                      + probe_cost.measure(rounds))
 
 
 if __name__ == "__main__":

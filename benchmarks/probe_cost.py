@@ -2,17 +2,18 @@
 (sizes for all, hashes for the files the checks read), deep (hash everything), and
 `sha256sum` over the same files as the baseline for deep.
 
-    python3 benchmarks/probe_cost.py [--rounds 5]
+    python3 benchmarks/probe_cost.py [--rounds 5] [--write]
 
 Runs the probe locally (same bytes as over SSH). Rounds are interleaved and the page cache
 is warm for all variants (each runs once before timing), so the ratio compares hashing,
-not disk reads. Prints a table and appends it to benchmarks/RESULTS.md's probe section.
+not disk reads. Prints a table; --write puts it in benchmarks/RESULTS.md (section "probe").
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -25,32 +26,50 @@ from fleetcheck.inventory import Host  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
 from fleetcheck.remote import host_plan, probe_command, probe_payload  # noqa: E402
+from results_file import write_section  # noqa: E402
 
 
-def probe_once(venv: str, integrity: dict | None) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def probe_once(venv: str, integrity: dict | None) -> tuple[float, float]:
+    """(wall, CPU) of one probe run, exactly as it runs on a host (same command, stdin)."""
     host = Host(name="bench", address="bench", connection="local", venv=venv)
     playbook = load_playbook()
     payload = probe_payload(host_plan(host, playbook.probe_signatures(), integrity, 600))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
                           capture_output=True, check=True)
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - started, children_cpu() - cpu
     assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
     return elapsed
 
 
-def sha256sum_once(site: str, files: list[str]) -> float:
-    started = time.perf_counter()
+def sha256sum_once(site: str, files: list[str]) -> tuple[float, float]:
+    started, cpu = time.perf_counter(), children_cpu()
     for i in range(0, len(files), 500):
         subprocess.run(["sha256sum", "--", *files[i:i + 500]], cwd=site, check=True,
                        stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, children_cpu() - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    lines = measure(args.rounds)
+    print("\n".join(lines))
+    if args.write:
+        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
+                                "Command: `python3 benchmarks/probe_cost.py --rounds %d`"
+                                % args.rounds, ""] + lines)
+
+
+def measure(rounds: int) -> list[str]:
+    """Wall time of one probe run per variant (medians), and deep hashing vs sha256sum."""
     venv = real_install("0.33.0")
     lib = os.path.join(venv, "lib")
     site = os.path.join(lib, os.listdir(lib)[0], "site-packages")
@@ -69,23 +88,24 @@ def main() -> None:
     }
     for run in variants.values():
         run()  # warm the page cache
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
         for name, run in variants.items():
             times[name].append(run())
-    med = {name: statistics.median(values) for name, values in times.items()}
+    med = {name: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
+           for name, values in times.items()}
     base = med["probe, fixes only (no integrity)"]
-    lines = ["| variant | median s | vs fixes only |", "|---|---|---|"]
-    for name, value in med.items():
-        lines.append("| %s | %.3f | %+.3f s |" % (name, value, value - base))
-    deep_extra = med["probe + deep integrity (no import check)"] - base
-    ratio = deep_extra / med["sha256sum over the same files"]
+    lines = ["| variant | median wall s | median CPU s | CPU vs fixes only |", "|---|---|---|---|"]
+    for name, (wall, cpu) in med.items():
+        lines.append("| %s | %.3f | %.3f | %+.3f s |" % (name, wall, cpu, cpu - base[1]))
+    deep_extra = med["probe + deep integrity (no import check)"][0] - base[0]
+    ratio = deep_extra / med["sha256sum over the same files"][0]
     lines.append("")
     lines.append("Install: vllm 0.33.0, %d RECORD rows, %d files with hashes, %.0f MiB. "
-                 "Deep hashing cost (deep minus fixes-only) / sha256sum: %.2fx. %d rounds, "
+                 "Deep hashing wall time (deep minus fixes-only) / sha256sum's: %.2fx. %d rounds, "
                  "interleaved, warm page cache." % (len(rows), len(files), size / 2**20, ratio,
-                                                   args.rounds))
-    print("\n".join(lines))
+                                                   rounds))
+    return lines
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ interpreted by a shell.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import marshal
 import os
 import re
 import shlex
@@ -18,33 +20,43 @@ from fleetcheck.inventory import Host
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.transport import CommandResult, TransportError
 
-# Reads a JSON list of [module name, source] from stdin, registers each as a module under
-# its fleetcheck.probe.* name (so the probe modules import each other as they do locally)
-# and runs fleetcheck.probe.main; the rest of stdin is the plan.
+# stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
+# marshalled code objects (used when the host's Python has the controller's bytecode magic:
+# no compiling on every host), the same modules as JSON [[name, source], ...] (compiled
+# otherwise), then the plan. Each module is registered under its fleetcheck.probe.* name,
+# so the modules import each other as they do locally; then fleetcheck.probe.main runs.
 BOOTSTRAP = (
-    "import sys,json,types\n"
-    "b=sys.stdin.buffer;n=int(b.readline());mods=json.loads(b.read(n).decode())\n"
+    "import sys,types,marshal,_frozen_importlib_external as e\n"
+    "b=sys.stdin.buffer;h=b.readline().split();m=b.read(int(h[1]));s=b.read(int(h[2]))\n"
+    "if h[0].decode()==e.MAGIC_NUMBER.hex():mods=marshal.loads(m)\n"
+    "else:\n"
+    " import json;mods=[(n,compile(c,n,'exec')) for n,c in json.loads(s.decode())]\n"
     "for p in ('fleetcheck','fleetcheck.probe'):\n"
     " m=types.ModuleType(p);m.__path__=[];sys.modules[p]=m\n"
-    "for name,src in mods:\n"
+    "for name,code in mods:\n"
     " m=types.ModuleType(name);sys.modules[name]=m\n"
     " setattr(sys.modules[name.rpartition('.')[0]],name.rpartition('.')[2],m)\n"
-    " exec(compile(src,name,'exec'),m.__dict__)\n"
+    " exec(code,m.__dict__)\n"
     "sys.modules['fleetcheck.probe.main'].main()\n")
 
 
 @lru_cache(maxsize=2)
 def probe_bundle(with_smoke: bool = False) -> bytes:
-    """The probe modules' sources, in dependency order, as one JSON document. The smoke
-    module (and the HTTP stack it imports) travels only when a smoke load is planned."""
+    """The probe modules in dependency order, compiled (marshal, for hosts whose Python
+    matches ours) and as source (for the others). The smoke module, and the HTTP stack it
+    imports, travels only when a smoke load is planned."""
     directory = os.path.join(os.path.dirname(__file__), "probe")
-    modules = []
+    sources = []
     for name in PROBE_MODULES:
         if name == "smoke" and not with_smoke:
             continue
         with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
-            modules.append(["fleetcheck.probe." + name, handle.read()])
-    return json.dumps(modules).encode("utf-8")
+            sources.append(["fleetcheck.probe." + name, handle.read()])
+    compiled = marshal.dumps([(name, compile(source, name, "exec")) for name, source in sources])
+    text = json.dumps(sources).encode("utf-8")
+    header = b"%s %d %d\n" % (importlib.util.MAGIC_NUMBER.hex().encode(), len(compiled),
+                              len(text))
+    return header + compiled + text
 
 
 def probe_command(host: Host) -> str:
@@ -61,8 +73,7 @@ def probe_command(host: Host) -> str:
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
-    bundle = probe_bundle(bool(plan.get("smoke")))
-    return b"%d\n" % len(bundle) + bundle + json.dumps(plan).encode("utf-8")
+    return probe_bundle(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8")
 
 
 def host_plan(host: Host, signatures: list[dict[str, Any]],

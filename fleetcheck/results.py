@@ -118,11 +118,6 @@ class RunResult:
                 "playbook": self.playbook, "fleetcheck_version": self.fleetcheck_version,
                 "summary": self.summary(), "not_finished": self.not_finished}
 
-    def to_dict(self) -> dict[str, Any]:
-        data = self.header()
-        data["hosts"] = [host_dict(h) for h in self.hosts]
-        return data
-
 
 def host_dict(host: HostResult) -> dict[str, Any]:
     """A host as JSON data; written by hand because dataclasses.asdict deep-copies every

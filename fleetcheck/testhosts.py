@@ -49,9 +49,11 @@ class TestHost:
     process: subprocess.Popen | None = None
 
     @property
-    def host_key_pub(self) -> str:
+    def host_key_pub(self) -> tuple[str, str]:
+        """(key type, base64 blob) of the host's public key, as known_hosts wants them."""
         with open(os.path.join(self.directory, "host_key.pub"), encoding="ascii") as handle:
-            return handle.read().split()[0:2]  # type: ignore[return-value]
+            kind, blob = handle.read().split()[0:2]
+        return kind, blob
 
 
 class LoopbackFleet:

@@ -179,3 +179,22 @@ def test_fifo_in_place_of_a_source_file_is_an_error_not_a_hang(tmp_path):
     result = judge_fix(CHECKS["dflash-layer-offset"], facts, None)
     assert result.status == "error"
     assert "not a regular file" in result.message
+
+
+def test_host_python_of_another_version_compiles_the_sources(tmp_path):
+    """The marshalled probe is only for a host Python with our bytecode magic; any other
+    gets the sources and compiles them (simulated here with a foreign magic number)."""
+    import subprocess
+
+    from fleetcheck.inventory import Host
+    from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+    from fleetcheck.transport import CommandResult
+    venv = tree(tmp_path, FIXED)
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    payload = probe_payload(host_plan(host, PLAYBOOK.probe_signatures()))
+    magic, rest = payload.split(b" ", 1)
+    foreign = b"0" * len(magic) + b" " + rest
+    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=foreign,
+                          capture_output=True, timeout=60)
+    facts = decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
+    assert verdict(facts, "dflash-layer-offset") == "pass"

@@ -81,6 +81,10 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
         assert name in run.html and name in run.stdout
     assert "vllm/v1/worker/gpu_model_runner.py:%d" % offset_old["line"] in run.html
     assert "4ba787ec9" in run.html and "132765e35" in run.stdout
+    # not a TTY: one plain progress line per host, then the recap by failure kind
+    assert "] gpu-old fail" in run.stderr and "] gpu-down unreachable" in run.stderr
+    assert "Recap (hosts not passing, by kind):" in run.stdout
+    assert "unreachable: unreachable (1): gpu-down" in run.stdout
     for host in ("gpu-old", "gpu-new"):
         for check_id in FIX_IDS:
             item = run.check(host, check_id)["evidence"][0]

@@ -62,15 +62,6 @@ def sha256_file(path, chunk=1 << 20):
         os.close(fd)
 
 
-def is_regular_file(path):
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode) or (
-            os.path.islink(path) and stat.S_ISREG(os.stat(path).st_mode)
-        )
-    except OSError:
-        return False
-
-
 def glob_to_regex(pattern):
     out = []
     i = 0

@@ -7,8 +7,9 @@ import base64
 import hashlib
 import os
 import re
+import select
 import signal
-import subprocess
+import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
@@ -207,8 +208,85 @@ def torch_installed(site):
         return False
 
 
+def same_interpreter(interpreter):
+    try:
+        return os.path.realpath(interpreter) == os.path.realpath(sys.executable)
+    except (OSError, TypeError):
+        return False
+
+
+def run_forked(site, modules, timeout):
+    """The import script in a forked child of the probe, when the probe already runs under
+    the venv's interpreter: the same isolation as a subprocess (a crash or hang kills only
+    the child) without starting a second interpreter on every host.
+    Returns (stdout, stderr, exit status, timed out)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        try:
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(err_w, 2)
+            for fd in (out_r, err_r):
+                os.close(fd)
+            sys.stdout = os.fdopen(out_w, "w")
+            sys.argv = ["import-check", site] + ["%s=%s" % m for m in modules]
+            exec(IMPORT_SCRIPT, {"__name__": "__import_check__"})
+            sys.stdout.flush()
+        finally:
+            os._exit(0)
+    os.close(out_w)
+    os.close(err_w)
+    chunks = {out_r: [], err_r: []}
+    end = time.monotonic() + timeout
+    timed_out = False
+    open_fds = [out_r, err_r]
+    while open_fds:
+        left = end - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select(open_fds, [], [], left)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if data:
+                chunks[fd].append(data)
+            else:
+                open_fds.remove(fd)
+    if timed_out:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    _, status = os.waitpid(pid, 0)
+    for fd in (out_r, err_r):
+        os.close(fd)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return b"".join(chunks[out_r]), b"".join(chunks[err_r]), code, timed_out
+
+
+def run_subprocess(interpreter, site, modules, timeout):
+    """The import script in the venv's interpreter, when the probe runs under another."""
+    import subprocess  # only here: importing it costs every host start-up time
+    # -S -I: no site processing (fast, and the host's PYTHON* variables are ignored);
+    # the venv's site-packages is put on sys.path by the script itself
+    proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site]
+                            + ["%s=%s" % (name, path) for name, path in modules],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return out, err, proc.returncode, False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return out, err, proc.returncode, True
+
+
 def import_check(interpreter, modules, site, timeout):
-    """Load each compiled module in a subprocess of the venv's own interpreter (not
+    """Load each compiled module in a child of the venv's own interpreter (not
     `import vllm`: that takes seconds and needs CUDA), killed at the timeout."""
     facts = {"interpreter": interpreter, "timeout_s": round(timeout, 1), "modules": [],
              "torch": None, "expected": [m[0] for m in modules],
@@ -220,23 +298,17 @@ def import_check(interpreter, modules, site, timeout):
         return facts
     started = time.monotonic()
     try:
-        # -S -I: no site processing (fast, and the host's PYTHON* variables are ignored);
-        # the venv's site-packages is put on sys.path by the script itself
-        proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site]
-                                + ["%s=%s" % (name, path) for name, path in modules],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        if same_interpreter(interpreter) and hasattr(os, "fork"):
+            out, err, code, timed_out = run_forked(site, modules, timeout)
+        else:
+            out, err, code, timed_out = run_subprocess(interpreter, site, modules, timeout)
     except OSError as exc:
         facts["error"] = "cannot start %s: %s" % (interpreter, exc.strerror or exc)
         return facts
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+    if timed_out:
         facts["timed_out"] = True
     facts["elapsed_s"] = round(time.monotonic() - started, 3)
-    facts["returncode"] = proc.returncode
+    facts["returncode"] = code
     loading = None
     for line in out.decode("utf-8", "replace").splitlines():
         parts = line.split("\t")

@@ -3,11 +3,13 @@ check), where a needle occurs, and the windows worth lexing or parsing around it
 
 import bisect
 import hashlib
+import itertools
 import re
 
 from fleetcheck.probe.lexer import lex
 
-BLOCK_START = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]", re.MULTILINE)
+BLOCK_START = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]")
+BLOCK_WORDS = ("def", "class", "async")
 DEF_LINE = re.compile(r"(?:async\s+)?def\s")
 WINDOW_BACK = 300
 TRIPLE_QUOTE = re.compile(r"\"\"\"|\'\'\'")
@@ -22,7 +24,6 @@ class SourceFile(object):
         self._lines = None
         self._starts = None
         self._tokens = {}
-        self._blocks = None
         self.examined = False  # a needle was found here: the file is hashed against RECORD
 
     @property
@@ -52,19 +53,23 @@ class SourceFile(object):
         return found
 
     def line_of(self, position):
+        """1-based line of a character offset."""
         if self._starts is None:
-            self._starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+            self._starts = [0]
+            self._starts.extend(itertools.accumulate(len(line) + 1 for line in self.lines))
         return bisect.bisect_right(self._starts, position)
 
     def safe_start(self, line, back):
         """A line at most `back` lines above `line` where lexing can start: one outside any
         string literal. The nearest def/class line is safe; a later line is safe when an
         even number of triple quotes lies between the two (no docstring is open there)."""
-        if self._blocks is None:
-            self._blocks = [self.line_of(m.start()) for m in BLOCK_START.finditer(self.text)]
-        index = bisect.bisect_right(self._blocks, line) - 1
-        block = self._blocks[index] if index >= 0 and \
-            line - self._blocks[index] <= WINDOW_BACK else 1
+        lines = self.lines
+        self.line_of(0)  # line offsets, for the triple-quote count below
+        block = 1
+        for index in range(line - 1, max(-1, line - 1 - WINDOW_BACK), -1):
+            if lines[index].lstrip().startswith(BLOCK_WORDS) and BLOCK_START.match(lines[index]):
+                block = index + 1
+                break
         candidate = max(block, line - back)
         if candidate > block:
             between = self.text[self._starts[block - 1]:self._starts[candidate - 1]]
