@@ -232,7 +232,9 @@ def main() -> None:
                         choices=TOOLS, help="tools for sizes above the first")
     parser.add_argument("--flood", action="store_true",
                         help="also run fleetcheck on the largest size plus one flooding host")
-    parser.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md")
+    parser.add_argument("--write", action="store_true",
+                        help="write the tables into benchmarks/RESULTS.md (a section per "
+                             "sizes x parallelism) and the probe's own cost")
     args = parser.parse_args()
     lines = []
     walls = {}
@@ -263,7 +265,8 @@ def main() -> None:
                       platform.python_version(), platform.platform(),
                       datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
                   "Command: `python3 benchmarks/fleet_bench.py %s`" % " ".join(sys.argv[1:]), ""]
-        write_section("fleet", header + lines)
+        write_section("fleet-%s-j%s" % ("-".join(map(str, args.hosts)), args.parallel or "auto"),
+                      header + lines)
         rounds = max(3, args.rounds)
         write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
                                 "Command: `python3 benchmarks/probe_cost.py --rounds %d` "

@@ -13,6 +13,7 @@ import marshal
 import os
 import re
 import shlex
+import zlib
 from functools import lru_cache
 from typing import Any
 
@@ -21,13 +22,14 @@ from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.transport import CommandResult, TransportError
 
 # stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
-# marshalled code objects (used when the host's Python has the controller's bytecode magic:
+# zlib-compressed marshalled code objects (used when the host's Python has the controller's bytecode magic:
 # no compiling on every host), the same modules as JSON [[name, source], ...] (compiled
 # otherwise), then the plan. Each module is registered under its fleetcheck.probe.* name,
 # so the modules import each other as they do locally; then fleetcheck.probe.main runs.
 BOOTSTRAP = (
-    "import sys,types,marshal,_frozen_importlib_external as e\n"
-    "b=sys.stdin.buffer;h=b.readline().split();m=b.read(int(h[1]));s=b.read(int(h[2]))\n"
+    "import sys,types,marshal,zlib,_frozen_importlib_external as e\n"
+    "b=sys.stdin.buffer;h=b.readline().split()\n"
+    "m=zlib.decompress(b.read(int(h[1])));s=zlib.decompress(b.read(int(h[2])))\n"
     "if h[0].decode()==e.MAGIC_NUMBER.hex():mods=marshal.loads(m)\n"
     "else:\n"
     " import json;mods=[(n,compile(c,n,'exec')) for n,c in json.loads(s.decode())]\n"
@@ -52,8 +54,11 @@ def probe_bundle(with_smoke: bool = False) -> bytes:
             continue
         with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
             sources.append(["fleetcheck.probe." + name, handle.read()])
-    compiled = marshal.dumps([(name, compile(source, name, "exec")) for name, source in sources])
-    text = json.dumps(sources).encode("utf-8")
+    # compressed: the bundle crosses every SSH connection, and paramiko's per-packet work
+    # is controller CPU
+    compiled = zlib.compress(marshal.dumps([(name, compile(source, name, "exec"))
+                                            for name, source in sources]), 9)
+    text = zlib.compress(json.dumps(sources).encode("utf-8"), 9)
     header = b"%s %d %d\n" % (importlib.util.MAGIC_NUMBER.hex().encode(), len(compiled),
                               len(text))
     return header + compiled + text

@@ -193,7 +193,7 @@ def test_host_python_of_another_version_compiles_the_sources(tmp_path):
     host = Host(name="local", address="local", connection="local", venv=venv)
     payload = probe_payload(host_plan(host, PLAYBOOK.probe_signatures()))
     magic, rest = payload.split(b" ", 1)
-    foreign = b"0" * len(magic) + b" " + rest
+    foreign = b"0" * len(magic) + b" " + rest  # header, then the compressed blobs
     proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=foreign,
                           capture_output=True, timeout=60)
     facts = decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
