@@ -47,12 +47,13 @@ def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> Ch
     details["modules"] = signature.get("modules") or {}
     status, message = outcome.status, outcome.message
     if not evidence:
-        searched = sorted({f for files in (signature.get("files_searched") or {}).values()
-                           for f in files})
+        searched = (signature.get("files_searched") or {}).values()
+        count = max((entry["count"] for entry in searched), default=0)
+        names = sorted({name for entry in searched for name in entry["first"]})
         evidence = [Evidence(file=None, line=None,
-                             text="no matching code in %d file(s): %s" % (
-                                 len(searched), ", ".join(searched[:6]) +
-                                 (" ..." if len(searched) > 6 else "")))]
+                             text="no matching code in the %d+ file(s) searched: %s" % (
+                                 count, ", ".join(names[:6]) +
+                                 (" ..." if count > len(names[:6]) else "")))]
     errors = signature.get("errors") or []
     if errors:
         status = "error"

@@ -158,7 +158,9 @@ def run_signature(root, signature, cache):
         if finder["kind"] != "key-offset":
             finder["reach"] = finder_reach(finder)
         files = expand_globs(root, patterns, cache.setdefault("__walks__", {}))
-        facts["files_searched"][name] = files
+        # a count and a few names: the full lists (hundreds of paths per finder) cost
+        # every host and the controller more than they tell
+        facts["files_searched"][name] = {"count": len(files), "first": files[:6]}
         hits, errors = run_finder(root, finder, files, cache)
         if finder["kind"] == "key-offset":
             by_offset = {}
