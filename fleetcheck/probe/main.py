@@ -27,9 +27,9 @@ def probe(plan):
     install = locate_install(plan)
     facts["install"] = install
     code_root = install.get("code_root")
+    root = code_root or install["site_packages"]
     facts["version_file"] = read_version_file(
-        os.path.join(code_root or install["site_packages"] or "/nonexistent", "vllm",
-                     "_version.py")) if (code_root or install["site_packages"]) else None
+        os.path.join(root, "vllm", "_version.py")) if root else None
     facts["signatures"] = {}
     cache = {}
     if code_root:
