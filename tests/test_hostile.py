@@ -31,15 +31,16 @@ PROBE_USER = "fleetcheck-probe"
 MARKUP_VERSION = "0.33.0<script>alert(1)</script>\x1b[31mRED"
 
 
-class SilentListener:
-    """Accepts TCP connections and never says a word (no SSH banner)."""
+class LoopbackListener:
+    """A TCP listener made by the test on a loopback address; subclasses decide what a
+    connection gets."""
 
     def __init__(self, address: str):
         self.sock = socket.socket()
         self.sock.bind((address, 0))
         self.sock.listen(16)
         self.address, self.port = self.sock.getsockname()
-        self.accepted: list[socket.socket] = []
+        self.connections: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -48,11 +49,15 @@ class SilentListener:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            self.accepted.append(conn)
+            self.connections.append(conn)
+            self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        """Say nothing: no SSH banner ever comes."""
 
     def close(self) -> None:
         self.sock.close()
-        for conn in self.accepted:
+        for conn in self.connections:
             conn.close()
 
 
@@ -154,7 +159,7 @@ def hostile(tmp_path_factory):
             "ForceCommand": 'sleep 4; /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
     }
     fleet.start()
-    silent = SilentListener(fleet.next_address())
+    silent = LoopbackListener(fleet.next_address())
     refused_address = fleet.next_address()
     pwned = str(tmp / "pwned")
     inventory_hosts = ssh_hosts(fleet, hosts.values(), venv=ENV)
@@ -299,28 +304,17 @@ def test_markup_from_a_host_is_escaped_in_html_neutral_in_terminal_intact_in_jso
     assert "alert(1)" in hostile.stdout  # shown as text, its escape sequence made inert
 
 
-class CountingProxy:
+class CountingProxy(LoopbackListener):
     """Forwards TCP to a real sshd and counts connections: shows what is retried."""
 
     def __init__(self, address: str, target: tuple[str, int]):
-        self.sock = socket.socket()
-        self.sock.bind((address, 0))
-        self.sock.listen(16)
-        self.address, self.port = self.sock.getsockname()
         self.target = target
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(address)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            upstream = socket.create_connection(self.target)
-            for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+    def handle(self, conn: socket.socket) -> None:
+        upstream = socket.create_connection(self.target)
+        for a, b in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
     def _pipe(a: socket.socket, b: socket.socket) -> None:
@@ -338,9 +332,6 @@ class CountingProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_transient_failures_are_retried_hard_ones_never(tmp_path, fleet):
@@ -375,4 +366,4 @@ def test_transient_failures_are_retried_hard_ones_never(tmp_path, fleet):
         proxy.close()
     assert run.host("late")["status"] == "pass", run.host("late")  # refused, retried, reached
     assert error_of(run, "bad-auth")["kind"] == "auth"
-    assert proxy.connections == 1  # auth failures are never retried
+    assert len(proxy.connections) == 1  # auth failures are never retried
