@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from fleetcheck.errors import InputError
+from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke import SmokeOptions, validate_smoke
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
@@ -110,9 +111,14 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
         finder["patterns"] = list(_str_list(source, fwhere, "patterns", raw["patterns"]))
         if not finder["patterns"]:
             raise InputError(source, fwhere, "patterns", "must hold at least one pattern")
+        for pattern in finder["patterns"]:
+            if not any(kind_ == "N" or (kind_ == "S" and re.search(r"\w", value))
+                       for kind_, value in compile_pattern(pattern)):
+                raise InputError(source, fwhere, "patterns", "%r has no name or word to "
+                                 "search for" % pattern)
     elif kind == "string":
-        if not isinstance(raw["text"], str) or not raw["text"]:
-            raise InputError(source, fwhere, "text", "must be a non-empty string")
+        if not isinstance(raw["text"], str) or not re.search(r"\w", raw["text"]):
+            raise InputError(source, fwhere, "text", "must be a string with a word in it")
         finder["text"] = raw["text"]
     else:
         if not isinstance(raw["key"], str) or not raw["key"]:

@@ -68,3 +68,12 @@ def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
     assert str(info.value).startswith(str(path))
     for needle in needles:
         assert needle in str(info.value)
+
+
+def test_a_pattern_without_anything_to_search_for_is_refused(tmp_path):
+    data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
+    data["checks"][1]["find"]["per_layer_window"]["patterns"] = ["( ... ) = $x"]
+    path = tmp_path / "pb.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match="no name or word to search for"):
+        load_playbook(str(path))

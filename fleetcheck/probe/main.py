@@ -32,9 +32,11 @@ def probe(plan):
         os.path.join(root, "vllm", "_version.py")) if root else None
     facts["signatures"] = {}
     cache = {}
+    walks = {}
     if code_root:
         for signature in plan.get("signatures", []):
-            facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache)
+            facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache,
+                                                                 walks)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
     options = plan.get("integrity")
     if options:
@@ -59,6 +61,7 @@ def gather_integrity(plan, install, cache, options, deadline):
             out["record"] = {"dist_info": os.path.basename(dists[0]["path"]), "error": str(exc)}
     if rows is not None and not editable:
         examined = [entry for entry in cache.values() if getattr(entry, "examined", False)]
+        # (entries that could not be read are ProbeFileErrors, never examined)
         hash_paths = set(entry.rel for entry in examined) | {"vllm/_version.py"}
         known = dict((entry.rel, entry.sha256) for entry in examined)
         out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,

@@ -130,8 +130,9 @@ def run_finder(root, finder, files, cache):
     return unique, errors
 
 
-def run_signature(root, signature, cache):
-    """Facts for one check: each finder's evidence (or why it could not run)."""
+def run_signature(root, signature, cache, walks):
+    """Facts for one check: each finder's evidence (or why it could not run). `cache`
+    holds the files read so far, `walks` the directory listings, both shared by checks."""
     facts = {"modules": {}, "findings": {}, "errors": [], "files_searched": {}}
     substitutions = {}
     for name, spec in sorted(signature.get("modules", {}).items()):
@@ -157,7 +158,7 @@ def run_signature(root, signature, cache):
         finder["needles"] = finder_needles(finder)
         if finder["kind"] != "key-offset":
             finder["reach"] = finder_reach(finder)
-        files = expand_globs(root, patterns, cache.setdefault("__walks__", {}))
+        files = expand_globs(root, patterns, walks)
         # a count and a few names: the full lists (hundreds of paths per finder) cost
         # every host and the controller more than they tell
         facts["files_searched"][name] = {"count": len(files), "first": files[:6]}
