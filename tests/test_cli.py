@@ -77,3 +77,16 @@ def test_a_pattern_without_anything_to_search_for_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match="no name or word to search for"):
         load_playbook(str(path))
+
+
+def test_demo_without_sshd_says_what_to_install_and_runs_locally(tmp_path, monkeypatch, capsys):
+    import fleetcheck.demo as demo
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "missing_requirements",
+                        lambda: ["OpenSSH server: apt-get install -y openssh-server"])
+    assert demo.run_demo() == 0
+    out = capsys.readouterr().out
+    assert "apt-get install -y openssh-server" in out and "connection: local" in out
+    results = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
+    assert {h["name"]: h["status"] for h in results["hosts"]} == {
+        "gpu-healthy": "pass", "gpu-stale": "fail"}
