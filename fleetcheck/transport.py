@@ -261,7 +261,12 @@ class SshSession:
             if endpoint.proxy_jump:
                 juser, jhost, jport = parse_jump(endpoint.proxy_jump)
                 jump_host = Host(name=jhost, address=jhost, port=jport, user=juser)
-                bastion = self._open(resolve_endpoint(jump_host, self.settings))
+                jump = resolve_endpoint(jump_host, self.settings)
+                if not jump.key_files:
+                    # as with `ssh -J -i key`: the bastion gets the target's key unless
+                    # ssh_config names one for it
+                    jump.key_files = list(endpoint.key_files)
+                bastion = self._open(jump)
                 sock = bastion.open_channel("direct-tcpip", (endpoint.address, endpoint.port),
                                             ("127.0.0.1", 0), timeout=self.deadline.left())
             else:
@@ -359,7 +364,12 @@ def read_channel(channel: paramiko.Channel, deadline: Deadline,
         if channel.closed and not channel.recv_ready() and not channel.recv_stderr_ready():
             break
         if not progressed:
-            select.select([channel], [], [], min(deadline.left(), 0.5))
+            if channel.eof_received:
+                # stdout closed but no exit status yet: the channel's fd stays readable,
+                # so select would spin; a host that closes stdout and lingers is polled
+                time.sleep(0.02)
+            else:
+                select.select([channel], [], [], min(deadline.left(), 0.5))
     if not channel.exit_status_ready() or channel.recv_exit_status() == -1:
         raise TransportError(
             "protocol", "connection lost mid-probe (connected and authenticated; %d bytes of "

@@ -183,3 +183,33 @@ def test_bad_inventory_exits_2_naming_file_host_and_field(tmp_path):
     assert run.code == 2
     assert str(path) in run.stderr and "gpu7" in run.stderr and "ansible_port" in run.stderr
     assert run.results is None
+
+
+def test_proxy_jump_through_a_bastion(tmp_path, fleet, real_venvs):
+    """The target is reached through a bastion (direct-tcpip); both host keys are checked."""
+    bastion = fleet.add("bastion")
+    target = fleet.add("gpu-behind", mounts={ENV: real_venvs["0.33.0"]})
+    fleet.start()
+    inventory = {"all": {"vars": {"venv": ENV}, "hosts": {"gpu-behind": {
+        "ansible_host": target.address, "key": fleet.client_key,
+        "ansible_ssh_common_args": "-J root@%s:22" % bastion.address}}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    assert run.code == 0, run.host("gpu-behind")
+    assert run.check("gpu-behind", "dflash-layer-offset")["status"] == "pass"
+    # a bastion whose key is not known is refused like any host
+    lines = [l for l in open(fleet.known_hosts) if not l.startswith(bastion.address + " ")]
+    strict = tmp_path / "known_without_bastion"
+    strict.write_text("".join(lines))
+    refused = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(strict))
+    assert refused.code == 3
+    assert refused.host("gpu-behind")["error"]["kind"] == "host-key"
+    assert bastion.address in refused.host("gpu-behind")["error"]["message"]
+
+
+def test_a_host_that_closes_stdout_and_lingers_ends_at_its_deadline(tmp_path, fleet):
+    host = fleet.add("lingers", sshd_options={"ForceCommand": "exec 1>&-; sleep 3600"})
+    fleet.start()
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host])}},
+                         "--known-hosts", fleet.known_hosts, "--timeout", "3", "--retries", "0")
+    assert run.host("lingers")["error"]["kind"] == "timeout"
+    assert run.results["hosts"][0]["duration_s"] < 10
