@@ -99,6 +99,13 @@ class KnownHosts:
     def lookup_name(address: str, port: int) -> str:
         return address if port == 22 else "[%s]:%d" % (address, port)
 
+    def known_types(self, address: str, port: int) -> list[str]:
+        """Key types known for a host, so the handshake asks for one of them (as OpenSSH
+        orders its HostKeyAlgorithms by known_hosts)."""
+        with self._lock:
+            known = self._keys.lookup(self.lookup_name(address, port))
+        return list(known.keys()) if known is not None else []
+
     def verify(self, address: str, port: int, key: paramiko.PKey) -> None:
         name = self.lookup_name(address, port)
         with self._lock:
@@ -110,10 +117,12 @@ class KnownHosts:
                     "host-key", "host key for %s CHANGED: server offers %s, %s has another; "
                     "refusing to connect (remove the old line only if the change is expected)"
                     % (name, key_fingerprint(key), self.path))
-            if known is not None and self.policy == "strict":
+            if known is not None:
+                # never trust a new key type for a host we already know (a way in for a
+                # man in the middle), whatever the policy
                 raise TransportError(
-                    "host-key", "%s offers a %s key, but %s holds only %s for it: refused "
-                    "(strict policy)" % (name, key.get_name(), self.path, ", ".join(known.keys())))
+                    "host-key", "%s offers a %s key, but %s holds only %s for it: refused"
+                    % (name, key.get_name(), self.path, ", ".join(known.keys())))
             if self.policy != "accept-new":
                 raise TransportError(
                     "host-key", "unknown host %s (%s) is not in %s: refused; to trust it on "
@@ -274,6 +283,14 @@ class SshSession:
                                                 timeout=self.deadline.left())
             transport = paramiko.Transport(sock)
             self.transports.append(transport)
+            known = self.settings.known_hosts.known_types(endpoint.address, endpoint.port)
+            if known:
+                options = transport.get_security_options()
+                wanted = set(known) | ({"rsa-sha2-512", "rsa-sha2-256"} if "ssh-rsa" in known
+                                       else set())
+                preferred = [t for t in options.key_types if t in wanted]
+                if preferred:
+                    options.key_types = preferred
             transport.banner_timeout = self.deadline.left()
             transport.handshake_timeout = self.deadline.left()
             transport.start_client(timeout=self.deadline.left())
