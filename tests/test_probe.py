@@ -49,6 +49,13 @@ def runner_with(body: str) -> dict:
     "raw = cfg.get(\n    'target_layer_ids',\n    [],\n)\n"
     "shifted = [\n    1 + idx  # embeddings are index 0\n    for idx in raw\n]\n"
     "return shifted\n",
+    # map with a lambda
+    "return list(map(lambda n: n + 1, hf_config.dflash_config['target_layer_ids']))\n",
+    # an array plus one
+    "ids = np.asarray(hf_config.dflash_config.get('target_layer_ids'))\nreturn ids + 1\n",
+    # a loop that appends
+    "out = []\nfor layer in hf_config.dflash_config['target_layer_ids']:\n"
+    "    out.append(layer + 1)\nreturn tuple(out)\n",
 ])
 def test_layer_offset_fixed_in_any_spelling(tmp_path, body):
     facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
@@ -61,6 +68,10 @@ def test_layer_offset_fixed_in_any_spelling(tmp_path, body):
     ('ids = [i + 2 for i in hf_config.dflash_config["target_layer_ids"]]\nreturn ids\n', "layer_ids:2+"),
     ('ids = [i + 1 for i in hf_config.dflash_config["target_layer_ids"]]\n'
      'return tuple(j + 1 for j in ids)\n', "layer_ids:2+"),
+    ('ids = torch.tensor([i + 1 for i in hf_config.dflash_config["target_layer_ids"]])\n'
+     'return ids + 1\n', "layer_ids:2+"),
+    ('out = []\nfor x in hf_config.dflash_config["target_layer_ids"]:\n'
+     '    out.append(x)\nreturn out\n', "layer_ids:0"),
 ])
 def test_layer_offset_missing_or_doubled_fails(tmp_path, body, expected):
     facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))

@@ -6,6 +6,7 @@ import ast
 from fleetcheck.probe.patterns import evidence_text
 
 PASS_THROUGH_CALLS = {"tuple", "list", "sorted"}
+PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy"}
 
 
 class OffsetTracker(object):
@@ -42,9 +43,23 @@ class OffsetTracker(object):
             found = [self.offset(value, env) for value in (node.body, node.orelse)]
             found = [f for f in found if f is not None]
             return max(found) if found else None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in PASS_THROUGH_CALLS and len(node.args) == 1:
+        if isinstance(node, ast.Call) and self.passes_through(node.func) and node.args:
             return self.offset(node.args[0], env)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "map" and len(node.args) == 2 and \
+                isinstance(node.args[0], ast.Lambda) and len(node.args[0].args.args) == 1:
+            inner = self.offset(node.args[1], env)
+            if inner is None:
+                return None
+            added = self.added_constant(node.args[0].body, node.args[0].args.args[0].arg)
+            return inner if added is None else self.shifted(inner, added, node)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            # an array of ids plus a constant (numpy / torch style)
+            for ids, const in ((node.left, node.right), (node.right, node.left)):
+                inner = self.offset(ids, env)
+                if inner is not None and isinstance(const, ast.Constant) and \
+                        isinstance(const.value, int) and not isinstance(const.value, bool):
+                    return self.shifted(inner, const.value, node)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and \
                 len(node.generators) == 1:
             gen = node.generators[0]
@@ -52,10 +67,33 @@ class OffsetTracker(object):
             if inner is None or not isinstance(gen.target, ast.Name):
                 return None
             added = self.added_constant(node.elt, gen.target.id)
-            if added is None:
-                return inner
-            return (inner[0] + added, node.lineno, getattr(node, "end_lineno", node.lineno))
+            return inner if added is None else self.shifted(inner, added, node)
         return None
+
+    @staticmethod
+    def passes_through(func):
+        """Calls that keep the ids as they are: tuple(x), list(x), np.asarray(x), ..."""
+        if isinstance(func, ast.Name):
+            return func.id in PASS_THROUGH_CALLS
+        return isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS
+
+    @staticmethod
+    def shifted(inner, added, node):
+        return (inner[0] + added, node.lineno, getattr(node, "end_lineno", node.lineno))
+
+    def loop_append(self, loop, env):
+        """`for x in ids: out.append(x + 1)`: `out` carries the ids shifted."""
+        inner = self.offset(loop.iter, env)
+        if inner is None or not isinstance(loop.target, ast.Name):
+            return
+        for statement in loop.body:
+            call = getattr(statement, "value", None)
+            if isinstance(statement, ast.Expr) and isinstance(call, ast.Call) and \
+                    isinstance(call.func, ast.Attribute) and call.func.attr == "append" and \
+                    isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+                added = self.added_constant(call.args[0], loop.target.id)
+                env[call.func.value.id] = inner if added is None else \
+                    self.shifted(inner, added, loop)
 
     @staticmethod
     def added_constant(elt, var):
@@ -77,6 +115,9 @@ class OffsetTracker(object):
         statements = sorted((n for n in ast.walk(func) if isinstance(n, ast.stmt)),
                             key=lambda n: (n.lineno, n.col_offset))
         for node in statements:
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                self.loop_append(node, env)
+                continue
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return, ast.Expr)) and \
                     getattr(node, "value", None) is not None:
                 found = self.offset(node.value, env)
