@@ -209,3 +209,39 @@ def test_host_python_of_another_version_compiles_the_sources(tmp_path):
                           capture_output=True, timeout=60)
     facts = decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
     assert verdict(facts, "dflash-layer-offset") == "pass"
+
+
+def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
+    """Both halves of an interrupted install are named by install-metadata."""
+    import shutil
+
+    from fleetcheck.checks.integrity import judge_integrity
+    integrity = {"deep": False, "import_check": False, "import_timeout": 5}
+
+    def metadata(venv):
+        from fleetcheck.inventory import Host
+        from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+        from fleetcheck.transport import CommandResult
+        import subprocess
+        host = Host(name="local", address="local", connection="local", venv=venv)
+        payload = probe_payload(host_plan(host, PLAYBOOK.probe_signatures(), integrity, 30))
+        proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
+                              capture_output=True, timeout=60)
+        facts = decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
+        return {c.id: c for c in judge_integrity(facts, False)}
+
+    no_dist = tree(tmp_path / "a", FIXED)
+    site = next(os.path.join(d, "") for d, _, _ in os.walk(no_dist) if d.endswith("site-packages"))
+    shutil.rmtree(os.path.join(site, "vllm-0.33.0.dist-info"))
+    checks = metadata(no_dist)
+    assert checks["install-metadata"].status == "fail"
+    assert "no vllm dist-info" in checks["install-metadata"].evidence[0].text
+    assert checks["install-record"].status == "fail"
+
+    no_package = tree(tmp_path / "b", FIXED)
+    site = next(os.path.join(d, "") for d, _, _ in os.walk(no_package) if d.endswith("site-packages"))
+    shutil.rmtree(os.path.join(site, "vllm"))
+    checks = metadata(no_package)
+    texts = " ".join(e.text for e in checks["install-metadata"].evidence)
+    assert checks["install-metadata"].status == "fail"
+    assert "package directory is missing" in texts
