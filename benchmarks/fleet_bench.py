@@ -72,7 +72,8 @@ def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> d
         wall = time.perf_counter() - started
         user, system, rss_kb = out.read().split()[-3:]
     return {"wall": wall, "cpu": float(user) + float(system), "rss_mb": int(rss_kb) / 1024,
-            "rc": proc.returncode, "stderr": proc.stderr[-400:].decode("utf-8", "replace")}
+            "rc": proc.returncode, "ok": proc.returncode == 0,
+            "stderr": proc.stderr[-400:].decode("utf-8", "replace")}
 
 
 class Bench:
@@ -130,7 +131,6 @@ class Bench:
                "-i %s root@{} %s" % (self.known, self.key, shlex.quote(GREPS)))
         result = timed(["sh", "-c", "xargs -P %d -I{} %s < %s > /dev/null" % (
             self.parallel, ssh, self.host_file)])
-        result["ok"] = result["rc"] == 0
         return result
 
     def ansible(self, persist: bool = True) -> dict:
@@ -147,7 +147,6 @@ class Bench:
                         "-f", str(self.parallel)], env=env)
         subprocess.run(["sh", "-c", "for s in %s/*; do ssh -o ControlPath=$s -O exit x "
                         ">/dev/null 2>&1; done" % control])
-        result["ok"] = result["rc"] == 0
         return result
 
     def pyinfra(self) -> dict:
@@ -156,7 +155,6 @@ class Bench:
                         "--ssh-key", self.key, "--data", "ssh_known_hosts_file=%s" % self.known,
                         "--data", "ssh_strict_host_key_checking=yes", self.pyinfra_inventory,
                         "exec", "--", GREPS], cwd=self.workdir)
-        result["ok"] = result["rc"] == 0
         return result
 
     def fabric(self) -> dict:
@@ -166,7 +164,6 @@ class Bench:
                   "r=g.run(sys.argv[2],hide=True,warn=True)\n"
                   "sys.exit(0 if len(r.succeeded)==len(sys.argv[3:]) else 1)\n")
         result = timed([sys.executable, "-c", script, self.key, GREPS] + self.addresses)
-        result["ok"] = result["rc"] == 0
         return result
 
     def paramiko_true(self) -> dict:
@@ -178,7 +175,6 @@ class Bench:
                   "with ThreadPoolExecutor(int(sys.argv[3])) as p: list(p.map(one,sys.argv[4:]))\n")
         result = timed([sys.executable, "-c", script, self.key, self.known, str(self.parallel)]
                        + self.addresses)
-        result["ok"] = result["rc"] == 0
         return result
 
     def stop(self) -> None:

@@ -40,11 +40,9 @@ def attach_run(tmp_path_factory):
     venv = str(tmp / "env")
     write_install(venv, "0.33.0", FIXED)
     fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=80)
-    names = []
     for i, scenario in enumerate(ATTACH_SCENARIOS):
-        names.append("%s-%d" % (scenario, i))
-        fleet.add(names[-1], mounts={ENV: venv})
-    refused = fleet.add("refused", mounts={ENV: venv})
+        fleet.add("%s-%d" % (scenario, i), mounts={ENV: venv})
+    fleet.add("refused", mounts={ENV: venv})  # no server behind its vllm_url
     fleet.start()
     servers = []
     states = {}

@@ -4,7 +4,6 @@ for everything in deep mode), an editable install's source tree, installs still 
 (read from /proc), and the compiled modules loaded in a subprocess under a timeout."""
 
 import base64
-import hashlib
 import os
 import re
 import select
