@@ -77,11 +77,13 @@ def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> d
 
 
 class Bench:
-    def __init__(self, hosts: int, parallel: int, workdir: str, flood: bool = False):
+    def __init__(self, hosts: int, parallel: int, workdir: str, flood: bool = False,
+                 machine_bashrc: bool = False):
         self.workdir = workdir
         self.parallel = parallel
         venvs = [real_install("0.20.1"), real_install("0.33.0")]
-        self.fleet = LoopbackFleet(os.path.join(workdir, "fleet"), first_octet=1 + hosts // 250)
+        self.fleet = LoopbackFleet(os.path.join(workdir, "fleet"), first_octet=1 + hosts // 250,
+                                   stock_bashrc=not machine_bashrc)
         for i in range(hosts):
             self.fleet.add("gpu%03d" % i, mounts={ENV: venvs[i % 2]})
         if flood:
@@ -185,9 +187,10 @@ TOOLS = ["fleetcheck", "paramiko_true", "openssh_loop", "pyinfra", "fabric", "an
 
 
 def run_size(hosts: int, rounds: int, tools: list[str], parallel: int | None,
-             flood: bool = False) -> dict[str, list[dict]]:
+             flood: bool = False, machine_bashrc: bool = False) -> dict[str, list[dict]]:
     workdir = tempfile.mkdtemp(prefix="fleetcheck-bench-")
-    bench = Bench(hosts, parallel or min(hosts, 64), workdir, flood=flood)
+    bench = Bench(hosts, parallel or min(hosts, 64), workdir, flood=flood,
+                  machine_bashrc=machine_bashrc)
     results: dict[str, list[dict]] = {tool: [] for tool in tools}
     try:
         for tool in tools:  # warm-up: page cache, tool imports
@@ -228,6 +231,9 @@ def main() -> None:
                         choices=TOOLS, help="tools for sizes above the first")
     parser.add_argument("--flood", action="store_true",
                         help="also run fleetcheck on the largest size plus one flooding host")
+    parser.add_argument("--machine-bashrc", action="store_true",
+                        help="hosts keep this machine's root ~/.bashrc (default: Debian's "
+                             "stock one, as on a GPU host; see testhosts.STOCK_ROOT_BASHRC)")
     parser.add_argument("--write", action="store_true",
                         help="write the tables into benchmarks/RESULTS.md (a section per "
                              "sizes x parallelism) and the probe's own cost")
@@ -236,7 +242,8 @@ def main() -> None:
     walls = {}
     for index, hosts in enumerate(args.hosts):
         tools = args.tools if index == 0 else args.scale_tools
-        results = run_size(hosts, args.rounds, tools, args.parallel)
+        results = run_size(hosts, args.rounds, tools, args.parallel,
+                           machine_bashrc=args.machine_bashrc)
         walls[hosts] = results["fleetcheck"]
         lines += table(hosts, results, args.parallel or min(hosts, 64)) + [""]
         print("\n".join(lines[-(len(results) + 5):]), flush=True)
@@ -249,7 +256,8 @@ def main() -> None:
                          median(walls[large], "rss_mb")))
     if args.flood:
         hosts = args.hosts[-1]
-        flood = run_size(hosts, 1, ["fleetcheck"], args.parallel, flood=True)["fleetcheck"]
+        flood = run_size(hosts, 1, ["fleetcheck"], args.parallel, flood=True,
+                         machine_bashrc=args.machine_bashrc)["fleetcheck"]
         lines.append("With one host flooding 300 MB of output besides %d healthy hosts: "
                      "fleetcheck peak RSS %.0f MB, wall %.1f s, every healthy host checked: %s."
                      % (hosts, flood[0]["rss_mb"], flood[0]["wall"], flood[0]["ok"]))

@@ -17,6 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+# What root's ~/.bashrc is on a stock Debian box. sshd runs every command through bash, and
+# Debian's bash reads ~/.bashrc for commands run by sshd; this machine's root .bashrc adds
+# `pyenv init` (~0.13 s CPU per SSH session, for every tool), which a GPU host would not have
+# and which on one machine competes with the controller for the same cores.
+STOCK_ROOT_BASHRC = "/usr/share/base-files/dot.bashrc"
 
 
 def missing_requirements() -> list[str]:
@@ -59,7 +64,11 @@ class TestHost:
 class LoopbackFleet:
     """A set of sshd hosts sharing one client key and one known_hosts file."""
 
-    def __init__(self, workdir: str, first_octet: int = 1, base_index: int = 10):
+    def __init__(self, workdir: str, first_octet: int = 1, base_index: int = 10,
+                 stock_bashrc: bool = True):
+        """stock_bashrc: each host's root sees Debian's stock .bashrc (bind-mounted in its
+        mount namespace) rather than this machine's."""
+        self.stock_bashrc = stock_bashrc and os.path.isfile(STOCK_ROOT_BASHRC)
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.client_key = os.path.join(self.workdir, "client_key")
@@ -126,10 +135,16 @@ class LoopbackFleet:
         if os.geteuid() != 0:
             return ["/bin/sh", "-c", sshd]
         binds = ""
-        for target, source in host.mounts.items():
+        mounts = dict(host.mounts)
+        home_rc = os.path.expanduser("~/.bashrc")
+        if self.stock_bashrc and os.path.isfile(home_rc):
+            mounts.setdefault(home_rc, STOCK_ROOT_BASHRC + ":ro")
+        for target, source in mounts.items():
             readonly = source.endswith(":ro")
             source = source[:-3] if readonly else source
-            binds += "mkdir -p '%s' && mount --bind '%s' '%s' && " % (target, source, target)
+            if os.path.isdir(source):
+                binds += "mkdir -p '%s' && " % target
+            binds += "mount --bind '%s' '%s' && " % (source, target)
             if readonly:
                 binds += "mount -o remount,bind,ro '%s' && " % target
         return ["unshare", "-m", "-p", "--fork", "--mount-proc", "--kill-child",

@@ -245,3 +245,30 @@ def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
     texts = " ".join(e.text for e in checks["install-metadata"].evidence)
     assert checks["install-metadata"].status == "fail"
     assert "package directory is missing" in texts
+
+
+@pytest.mark.parametrize("line", ['a,b,c', '"a,b",sha256=x,12', '"a""q,b",,', '"",,',
+                                  'x,"y""",3', '"unterminated,1', 'only'])
+def test_record_csv_fields_read_as_the_csv_module_does(line):
+    """The probe parses quoted RECORD rows itself (the csv import is start-up time on every
+    host); it must agree with the csv module, which pip writes RECORD with."""
+    import csv
+    from fleetcheck.probe.integrity import csv_fields
+    assert csv_fields(line) == next(csv.reader([line]))
+
+
+@pytest.mark.parametrize("url", ["file:///home/u/vllm", "file:///a%20b/%C3%A9x",
+                                 "file://localhost/srv/x", "file:///x?y#z", "file:///bad%zz"])
+def test_editable_source_url_decoded_as_urllib_does(url):
+    from urllib.parse import unquote, urlparse
+    from fleetcheck.probe.install import file_url_path
+    assert file_url_path(url) == unquote(urlparse(url).path)
+
+
+def test_record_digest_form_matches_base64():
+    import base64
+    import hashlib
+    from fleetcheck.probe.integrity import urlsafe_digest
+    for size in range(0, 200, 7):
+        digest = hashlib.sha256(b"x" * size).digest()
+        assert urlsafe_digest(digest) == base64.urlsafe_b64encode(digest).decode().rstrip("=")

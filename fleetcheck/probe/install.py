@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-from urllib.parse import unquote, urlparse
 
 from fleetcheck.probe.files import ProbeFileError, read_text
 
@@ -152,6 +151,19 @@ def editable_source(dist_infos):
     url = direct.get("url") or ""
     if not url.startswith("file://"):
         return None
-    return unquote(urlparse(url).path)
+    return file_url_path(url)
+
+
+def file_url_path(url):
+    """The local path of a file:// URL, percent-decoded as UTF-8 (what urllib's
+    unquote(urlparse(url).path) gives, without importing urllib on every host)."""
+    rest = url[len("file://"):]
+    if not rest.startswith("/"):  # file://host/path
+        rest = "/" + rest.partition("/")[2]
+    for mark in ("?", "#"):
+        rest = rest.split(mark, 1)[0]
+    raw = re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                 rest.encode("utf-8"))
+    return raw.decode("utf-8", "replace")
 
 

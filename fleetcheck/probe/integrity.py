@@ -3,34 +3,31 @@ RECORD verified like `rpm -V` (sizes for all, sha256 for the files the signature
 for everything in deep mode), an editable install's source tree, installs still running
 (read from /proc), and the compiled modules loaded in a subprocess under a timeout."""
 
-import base64
+import binascii
 import os
 import re
 import select
-import signal
 import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 
 MAX_LISTED = 20
+SIGKILL = 9  # POSIX; the signal module is not imported for one constant
 INSTALL_TOOLS = re.compile(r"^(pip[0-9.]*|uv|cmake|ninja|setup\.py|ccache)$")
 
 
 def record_rows(dist_info):
     """(path, algorithm, digest, size) for every RECORD row; rows without a hash (RECORD
     itself, __pycache__ files pip compiled) carry None, as pip writes and skips them.
-    Plain rows are split directly; quoted ones (commas in paths) go through csv."""
+    Plain rows are split directly; quoted ones (commas in paths) are parsed as CSV."""
     text = read_text(os.path.join(dist_info, "RECORD"))
     rows = []
     for line in text.splitlines():
         if not line:
             continue
-        if '"' in line:
-            import csv  # rare: only rows whose path holds a comma are quoted
-            parsed = next(csv.reader([line]), [])
-            if not parsed:
-                continue
+        if '"' in line:  # rare: only rows whose path holds a comma or quote are quoted
+            parsed = csv_fields(line)
             path = parsed[0]
             hash_field = parsed[1] if len(parsed) > 1 else ""
             size_field = parsed[2] if len(parsed) > 2 else ""
@@ -45,8 +42,39 @@ def record_rows(dist_info):
     return rows
 
 
-def urlsafe_digest(hex_or_bytes):
-    return base64.urlsafe_b64encode(hex_or_bytes).decode("ascii").rstrip("=")
+def csv_fields(line):
+    """One CSV line as the csv module reads it (quoted fields, "" for a quote)."""
+    head, _, tail = line.rpartition('",')  # the usual form: "path",hash,size
+    if head.startswith('"') and '"' not in head[1:].replace('""', "") and '"' not in tail:
+        return [head[1:].replace('""', '"')] + tail.split(",")
+    fields, field, quoted, i = [], [], False, 0
+    while i < len(line):
+        ch = line[i]
+        if quoted:
+            if ch == '"' and line[i + 1:i + 2] == '"':
+                field.append('"')
+                i += 1
+            elif ch == '"':
+                quoted = False
+            else:
+                field.append(ch)
+        elif ch == '"':
+            quoted = True
+        elif ch == ",":
+            fields.append("".join(field))
+            field = []
+        else:
+            field.append(ch)
+        i += 1
+    fields.append("".join(field))
+    return fields
+
+
+def urlsafe_digest(digest):
+    """RECORD's form of a digest: urlsafe base64 without padding (binascii: the base64
+    module costs every host an import)."""
+    text = binascii.b2a_base64(digest, newline=False).decode("ascii")
+    return text.replace("+", "-").replace("/", "_").rstrip("=")
 
 
 def verify_record(site, dist_info, rows, hash_paths, deep, known_hashes):
@@ -256,7 +284,7 @@ def run_forked(site, modules, timeout):
                 open_fds.remove(fd)
     if timed_out:
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, SIGKILL)
         except OSError:
             pass
     _, status = os.waitpid(pid, 0)
@@ -279,7 +307,7 @@ def run_subprocess(interpreter, site, modules, timeout):
         out, err = proc.communicate(timeout=timeout)
         return out, err, proc.returncode, False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, SIGKILL)
         out, err = proc.communicate()
         return out, err, proc.returncode, True
 

@@ -19,12 +19,19 @@ class SourceFile(object):
     def __init__(self, rel, data):
         self.rel = rel
         self.data = data
-        self.sha256 = hashlib.sha256(data).digest()
+        self._sha256 = None
         self._text = None
         self._lines = None
         self._starts = None
         self._tokens = {}
         self.examined = False  # a needle was found here: the file is hashed against RECORD
+
+    @property
+    def sha256(self):
+        """Computed on demand: only the files a needle was found in are hashed."""
+        if self._sha256 is None:
+            self._sha256 = hashlib.sha256(self.data).digest()
+        return self._sha256
 
     @property
     def text(self):
