@@ -14,9 +14,9 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from fleetcheck.errors import InputError
+from fleetcheck.yamlfile import read_yaml
 from fleetcheck.smoke import SmokeOptions, validate_smoke
 
 GROUP_KEYS = {"hosts", "children", "vars"}
@@ -226,13 +226,7 @@ def walk_group(source: str, name: str, body: Any, depth: int, inherited: list[tu
 
 def load_inventory(path: str) -> list[Host]:
     """Every host of the inventory file, vars merged (all < parent < child < host)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise InputError(path, None, None, "cannot read: %s" % exc.strerror)
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, None, "not valid YAML: %s" % exc)
+    data = read_yaml(path)
     return parse_inventory(data, path)
 
 

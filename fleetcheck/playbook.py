@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from fleetcheck.errors import InputError
+from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke import SmokeOptions, validate_smoke
 
@@ -193,13 +193,7 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
 
 def load_playbook(path: str | None = None) -> Playbook:
     source = path or PACKAGED_PLAYBOOK
-    try:
-        with open(source, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise InputError(source, None, None, "cannot read: %s" % exc.strerror)
-    except yaml.YAMLError as exc:
-        raise InputError(source, None, None, "not valid YAML: %s" % exc)
+    data = read_yaml(source)
     if not isinstance(data, dict):
         raise InputError(source, None, None, "playbook must be a mapping")
     for key in data:

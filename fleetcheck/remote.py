@@ -57,8 +57,8 @@ def probe_bundle(with_smoke: bool = False) -> bytes:
     # compressed: the bundle crosses every SSH connection, and paramiko's per-packet work
     # is controller CPU
     compiled = zlib.compress(marshal.dumps([(name, compile(source, name, "exec"))
-                                            for name, source in sources]), 9)
-    text = zlib.compress(json.dumps(sources).encode("utf-8"), 9)
+                                            for name, source in sources]), 6)
+    text = zlib.compress(json.dumps(sources).encode("utf-8"), 6)
     header = b"%s %d %d\n" % (importlib.util.MAGIC_NUMBER.hex().encode(), len(compiled),
                               len(text))
     return header + compiled + text
