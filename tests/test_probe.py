@@ -272,3 +272,15 @@ def test_record_digest_form_matches_base64():
     for size in range(0, 200, 7):
         digest = hashlib.sha256(b"x" * size).digest()
         assert urlsafe_digest(digest) == base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def test_whole_word_needle_skips_longer_names_but_not_attribute_uses():
+    from fleetcheck.probe.source import SourceFile
+    text = ("x = cfg.use_eagle_block_drop()\n"
+            "if cfg.use_eagle():\n"
+            "    pass\n"
+            "use_eagle = 1\n"
+            "s = 'no_use_eagle'\n")
+    source = SourceFile("m.py", text.encode())
+    assert source.hit_lines("use_eagle", whole_word=True) == [2, 4]
+    assert source.hit_lines("use_eagle") == [1, 2, 4, 5]

@@ -41,10 +41,22 @@ def pattern_needle(pattern):
     """The longest word a file must contain for the pattern to match: a name if the
     pattern has one, else a word inside one of its strings (a single word is never split
     across implicitly joined literals)."""
-    names = [value for kind, value in pattern if kind == "N"]
+    names = names_in(pattern)
     if not names:
         names = [w for kind, value in pattern if kind == "S" for w in re.findall(r"\w+", value)]
     return max(names, key=len) if names else None
+
+
+def names_in(pattern):
+    return [value for kind, value in pattern if kind == "N"]
+
+
+def finder_whole_words(finder):
+    """Per needle: does the pattern match it only as a whole name token? (A name token
+    must equal the needle; a string matches by containment, so its words may be parts.)"""
+    if finder["kind"] == "pattern":
+        return [bool(names_in(p)) for p in finder["compiled"]]
+    return [False] * len(finder["needles"])
 
 
 def finder_needles(finder):
@@ -117,7 +129,7 @@ def run_finder(root, finder, files, cache):
                 continue
             pattern = finder["compiled"][index] if kind == "pattern" else None
             back, ahead = finder["reach"][index]
-            for line in source.hit_lines(needle):
+            for line in source.hit_lines(needle, finder["whole_words"][index]):
                 tokens = source.tokens_from(source.safe_start(line, back), line, ahead)
                 if kind == "pattern":
                     hits.extend(find_pattern(rel, source.lines, tokens, pattern))
@@ -156,6 +168,7 @@ def run_signature(root, signature, cache, walks):
         if finder["kind"] == "pattern":
             finder["compiled"] = [compile_pattern(p) for p in finder["patterns"]]
         finder["needles"] = finder_needles(finder)
+        finder["whole_words"] = finder_whole_words(finder)
         if finder["kind"] != "key-offset":
             finder["reach"] = finder_reach(finder)
         files = expand_globs(root, patterns, walks)

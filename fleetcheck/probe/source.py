@@ -15,6 +15,11 @@ WINDOW_BACK = 300
 TRIPLE_QUOTE = re.compile(r"\"\"\"|\'\'\'")
 
 
+def is_word_char(char):
+    """Can this character continue an identifier? (The lexer's \\w, unicode-aware.)"""
+    return char.isalnum() or char == "_"
+
+
 class SourceFile(object):
     def __init__(self, rel, data):
         self.rel = rel
@@ -48,15 +53,21 @@ class SourceFile(object):
     def contains(self, needle):
         return needle is None or needle.encode("utf-8") in self.data
 
-    def hit_lines(self, needle):
-        """1-based lines where the needle occurs."""
+    def hit_lines(self, needle, whole_word=False):
+        """1-based lines where the needle occurs; with whole_word, only where it is a whole
+        identifier (`use_eagle` is not a hit inside `use_eagle_block_drop`)."""
         found = []
-        position = self.text.find(needle)
+        text = self.text
+        end = len(needle)
+        position = text.find(needle)
         while position >= 0:
-            line = self.line_of(position)
-            if not found or found[-1] != line:
-                found.append(line)
-            position = self.text.find(needle, position + len(needle))
+            if not whole_word or not (
+                    (position and is_word_char(text[position - 1])) or
+                    is_word_char(text[position + end:position + end + 1])):
+                line = self.line_of(position)
+                if not found or found[-1] != line:
+                    found.append(line)
+            position = text.find(needle, position + end)
         return found
 
     def line_of(self, position):
