@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-import-check", action="store_true",
                      help="do not load vllm's compiled modules in the venv's interpreter")
     run.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+    run.add_argument("--no-shared-analysis", action="store_true",
+                     help="analyse the fix code on every host (default: once per build, the "
+                          "build's other hosts prove by sha256 they hold the same bytes)")
     smoke = run.add_mutually_exclusive_group()
     smoke.add_argument("--smoke", dest="smoke", action="store_true", default=None,
                        help="run the speculative-decoding smoke load (overrides smoke.enabled)")
@@ -133,7 +136,7 @@ def command_run(args: argparse.Namespace) -> int:
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries))
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
-                         smoke=args.smoke)
+                         smoke=args.smoke, share_analysis=not args.no_shared_analysis)
     report_dir = None
     if not args.json_path or not args.html_path:
         report_dir = default_report_dir()

@@ -78,7 +78,7 @@ def probe_command(host: Host) -> str:
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
-    return probe_bundle(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8")
+    return probe_bundle(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8") + b"\n"
 
 
 def host_plan(host: Host, signatures: list[dict[str, Any]],

@@ -64,6 +64,7 @@ class HostResult:
     vllm: VllmInfo | None = None
     checks: list[CheckResult] = field(default_factory=list)
     smoke: dict[str, Any] | None = None
+    analysis: str | None = None  # how the fix analysis was obtained, when shared or not
 
 
 def host_status(checks: list[CheckResult], error: HostError | None) -> str:
@@ -132,7 +133,7 @@ def host_dict(host: HostResult) -> dict[str, Any]:
                         "evidence": [{"file": e.file, "line": e.line, "text": e.text}
                                      for e in c.evidence],
                         "details": c.details} for c in host.checks],
-            "smoke": host.smoke}
+            "smoke": host.smoke, "analysis": host.analysis}
 
 
 def dump_json(run: RunResult, path: str) -> None:
@@ -167,7 +168,7 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
                       checks=[_check_from(c) for c in data.get("checks", [])],
-                      smoke=data.get("smoke"))
+                      smoke=data.get("smoke"), analysis=data.get("analysis"))
 
 
 def load_json(path: str) -> RunResult:

@@ -23,6 +23,7 @@ from fleetcheck.playbook import Playbook
 from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
+from fleetcheck.shared_analysis import SharedAnalysis
 from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.transport import Deadline, SshSettings, TransportError, run_on_host
 
@@ -36,6 +37,7 @@ class RunOptions:
     parallel: int = DEFAULT_PARALLEL
     timeout: float = DEFAULT_TIMEOUT
     smoke: bool | None = None  # --smoke / --no-smoke; None: as the playbook says
+    share_analysis: bool = True  # --no-shared-analysis: every host analyses its own files
 
 
 def now_iso() -> str:
@@ -83,8 +85,12 @@ def skipped_checks(playbook: Playbook, reason: str, smoke: bool) -> list[CheckRe
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
-               options: RunOptions, cancel: threading.Event | None = None) -> HostResult:
+               options: RunOptions, cancel: threading.Event | None = None,
+               shared: SharedAnalysis | None = None) -> HostResult:
     started = time.monotonic()
+    if host.connection == "local":
+        shared = None  # asking needs the SSH channel's open stdin
+    note = None
     smoke = host_smoke(host, playbook, options.smoke)
     deadline = Deadline((host.timeout or options.timeout) +
                         (smoke.host_allowance() if smoke else 0.0))
@@ -95,20 +101,29 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
     try:
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
+        plan["share_analysis"] = shared is not None
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
+        asked = None
+        if shared is not None:
+            def asked(line: bytes) -> bytes | None:
+                return shared.answer(host.name, line, deadline, cancel)
         answer = run_on_host(host, probe_command(host), probe_payload(plan),
-                             options.settings, deadline, cancel)
+                             options.settings, deadline, cancel, asked)
         facts = decode_answer(answer, host)
+        if shared is not None:
+            note = shared.complete(host.name, facts)
         info, checks, numbers = judge_host(playbook, smoke, facts)
     except TransportError as exc:
+        if shared is not None:
+            shared.abandon(host.name)
         error = HostError(kind=exc.kind, message=exc.message)
         checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None)
     return HostResult(name=host.name, address=host.address, groups=host.groups,
                       status=host_status([] if error else checks, error),
                       error=error, duration_s=round(time.monotonic() - started, 3),
-                      vllm=info, checks=checks, smoke=numbers)
+                      vllm=info, checks=checks, smoke=numbers, analysis=note)
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
@@ -156,6 +171,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
                     fleetcheck_version=__version__)
     started = time.monotonic()
     signatures = playbook.probe_signatures()
+    shared = SharedAnalysis(signatures) if options.share_analysis else None
     done: dict[str, HostResult] = {}
     cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
@@ -166,7 +182,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             raise TransportError("interrupted", "run interrupted before this host started")
         if on_start:
             on_start(host)
-        return check_host(host, playbook, signatures, options, cancel)
+        return check_host(host, playbook, signatures, options, cancel, shared)
 
     last_checkpoint = time.monotonic()
     try:

@@ -21,7 +21,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 if "invoke" not in sys.modules:
     # paramiko imports invoke (and with it unittest.mock and more, ~50 ms of start-up CPU)
@@ -40,6 +40,11 @@ from fleetcheck.inventory import Host
 MAX_STDOUT_BYTES = 8 * 1024 * 1024
 MAX_STDERR_BYTES = 64 * 1024
 KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe", "interrupted")
+
+
+# Called with the first line the remote command writes; returns the bytes to write back
+# on its stdin, or None when the line is not a question.
+Answerer = Callable[[bytes], Optional[bytes]]
 
 
 class TransportError(Exception):
@@ -333,8 +338,8 @@ class SshSession:
             % (endpoint.user, endpoint.address, endpoint.port,
                ", ".join(tried) if tried else "none (no key in inventory, agent or ~/.ssh)"))
 
-    def run(self, command: str, payload: bytes,
-            cancel: threading.Event | None = None) -> CommandResult:
+    def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
+            answer: Answerer | None = None) -> CommandResult:
         where = "%s:%d" % (self.endpoint.address, self.endpoint.port)
         with translate_errors(where):
             channel = self.transport.open_session(timeout=self.deadline.left())
@@ -342,8 +347,9 @@ class SshSession:
                 channel.settimeout(self.deadline.left())  # a host that never reads stdin
                 channel.exec_command(command)
                 channel.sendall(payload)
-                channel.shutdown_write()
-                return read_channel(channel, self.deadline, cancel)
+                if answer is None:
+                    channel.shutdown_write()
+                return read_channel(channel, self.deadline, cancel, answer)
             finally:
                 channel.close()
 
@@ -353,9 +359,12 @@ class SshSession:
 
 
 def read_channel(channel: paramiko.Channel, deadline: Deadline,
-                 cancel: threading.Event | None = None) -> CommandResult:
+                 cancel: threading.Event | None = None,
+                 answer: Answerer | None = None) -> CommandResult:
     """Drain stdout and stderr together (a full stderr window must not stall stdout),
-    capping both, until the remote exits or the deadline passes."""
+    capping both, until the remote exits or the deadline passes. With `answer`, stdin is
+    still open: the first stdout line goes to answer(), whose reply (if any) is sent
+    before stdin is closed; a reply of None leaves the line in stdout."""
     stdout = bytearray()
     stderr = bytearray()
     while True:
@@ -369,6 +378,14 @@ def read_channel(channel: paramiko.Channel, deadline: Deadline,
             if len(stdout) > MAX_STDOUT_BYTES:
                 raise TransportError("protocol", "output exceeded %d MiB: not a probe answer"
                                      % (MAX_STDOUT_BYTES >> 20))
+            if answer is not None and b"\n" in stdout:
+                line, _, rest = bytes(stdout).partition(b"\n")
+                reply = answer(line)
+                if reply is not None:
+                    channel.sendall(reply)
+                    stdout = bytearray(rest)
+                channel.shutdown_write()
+                answer = None
         if channel.recv_stderr_ready():
             chunk = channel.recv_stderr(1 << 16)
             if len(stderr) < MAX_STDERR_BYTES:
@@ -411,7 +428,8 @@ def run_local(command: str, payload: bytes, deadline: Deadline) -> CommandResult
 
 
 def run_on_host(host: Host, command: str, payload: bytes, settings: SshSettings,
-                deadline: Deadline, cancel: threading.Event | None = None) -> CommandResult:
+                deadline: Deadline, cancel: threading.Event | None = None,
+                answer: Answerer | None = None) -> CommandResult:
     """Run one command on a host with the payload on stdin; transient connection failures
     are retried (with backoff, inside the deadline), auth and host-key failures never."""
     if host.connection == "local":
@@ -422,7 +440,7 @@ def run_on_host(host: Host, command: str, payload: bytes, settings: SshSettings,
         session = None
         try:
             session = SshSession(endpoint, settings, deadline)
-            return session.run(command, payload, cancel)
+            return session.run(command, payload, cancel, answer)
         except TransportError as exc:
             attempt += 1
             backoff = settings.retry_backoff * (2 ** (attempt - 1))

@@ -3,4 +3,4 @@ under the host's Python 3.8+. They import only the standard library and each oth
 they can run where fleetcheck is not installed."""
 
 MODULES = ("files", "install", "lexer", "source", "patterns", "offsets", "signatures",
-           "integrity", "smoke", "main")
+           "integrity", "shared", "smoke", "main")

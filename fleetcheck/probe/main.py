@@ -11,12 +11,14 @@ from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, record_rows, verify_record)
+from fleetcheck.probe.shared import build_key, shipment, verify
 from fleetcheck.probe.signatures import run_signature
 
 PROBE_VERSION = 1
 
 
-def probe(plan):
+def probe(plan, ask=None):
+    """`ask(question) -> reply` reaches the controller mid-run (shared analysis)."""
     started = time.monotonic()
     facts = {"probe_version": PROBE_VERSION,
              "python": {"executable": sys.executable, "version": sys.version.split()[0]},
@@ -31,23 +33,51 @@ def probe(plan):
     facts["version_file"] = read_version_file(
         os.path.join(root, "vllm", "_version.py")) if root else None
     facts["signatures"] = {}
-    cache = {}
-    walks = {}
+    examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
     if code_root:
-        for signature in plan.get("signatures", []):
-            facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache,
-                                                                 walks)
+        examined = analyse(plan, install, code_root, facts, ask)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
     options = plan.get("integrity")
     if options:
-        facts["integrity"] = gather_integrity(plan, install, cache, options, deadline)
+        facts["integrity"] = gather_integrity(plan, install, examined, options, deadline)
     if plan.get("smoke"):
         from fleetcheck.probe.smoke import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
     return facts
 
 
-def gather_integrity(plan, install, cache, options, deadline):
+def analyse(plan, install, code_root, facts, ask):
+    """Fix signatures, or proof that this host holds the bytes its build's analysis read
+    (see shared.py). Returns the examined files' hashes for the integrity check."""
+    reply = {}
+    dists = install["dist_infos"]
+    if ask is not None and plan.get("share_analysis") and dists and \
+            not install.get("editable_source"):
+        build = build_key(dists[0]["path"])
+        if build:
+            reply = ask({"build": build, "code_root": code_root}) or {}
+    if reply.get("role") == "verify":
+        hashes, why = verify(code_root, reply)
+        if hashes is not None:
+            facts["signatures"] = None  # the controller fills in the build's analysis
+            facts["shared_analysis"] = {"build": reply.get("build"), "files": len(hashes),
+                                        "listings": len(reply["walks"])}
+            return dict((rel, hashes[rel]) for rel in reply.get("examined", [])
+                        if rel in hashes)
+        facts["shared_analysis"] = {"build": reply.get("build"), "mismatch": why}
+    cache = {}
+    walks = {}
+    for signature in plan.get("signatures", []):
+        facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache,
+                                                             walks)
+    if reply.get("role") == "lead":
+        facts["shared_read"] = shipment(cache, walks)
+    # (entries that could not be read are ProbeFileErrors, never examined)
+    return dict((entry.rel, entry.sha256) for entry in cache.values()
+                if getattr(entry, "examined", False))
+
+
+def gather_integrity(plan, install, examined, options, deadline):
     """Facts for the install-* checks (see integrity.py)."""
     site = install["site_packages"]
     dists = install["dist_infos"]
@@ -60,12 +90,9 @@ def gather_integrity(plan, install, cache, options, deadline):
         except ProbeFileError as exc:
             out["record"] = {"dist_info": os.path.basename(dists[0]["path"]), "error": str(exc)}
     if rows is not None and not editable:
-        examined = [entry for entry in cache.values() if getattr(entry, "examined", False)]
-        # (entries that could not be read are ProbeFileErrors, never examined)
-        hash_paths = set(entry.rel for entry in examined) | {"vllm/_version.py"}
-        known = dict((entry.rel, entry.sha256) for entry in examined)
+        hash_paths = set(examined) | {"vllm/_version.py"}
         out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,
-                                      options.get("deep"), known)
+                                      options.get("deep"), examined)
     if editable:
         out["editable"] = editable_tree(editable)
     touch = [p for p in (plan.get("venv"), site, editable) if p]
@@ -86,14 +113,24 @@ def gather_integrity(plan, install, cache, options, deadline):
 
 
 def main():
+    """The plan is one JSON line on stdin; stdin stays open for the controller's reply
+    to a question (one more JSON line), and is never read to its end."""
     stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
-    raw = stream.read()
-    plan = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+
+    def ask(question):
+        sys.stdout.write("fleetcheck-ask " + json.dumps(question) + "\n")
+        sys.stdout.flush()
+        line = stream.readline()
+        try:
+            return json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+        except ValueError:
+            return {}
+
     try:
-        facts = probe(plan)
+        raw = stream.readline()
+        plan = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+        facts = probe(plan, ask)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
     sys.stdout.write(json.dumps(facts, sort_keys=True))
     sys.stdout.flush()
-
-

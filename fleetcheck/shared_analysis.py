@@ -1,0 +1,232 @@
+"""The controller's side of shared analysis (see probe/shared.py): one lead host per
+build, the controller's own analysis of the bytes the lead shipped, and the reply that
+lets every other host of the build prove it holds those same bytes.
+
+Trust: a lead can only ship bytes. The controller analyses them itself and shares the
+result only if it equals the lead's own analysis; a follower's files must hash to the
+shipped bytes or it analyses its own. A lead that hangs costs its build's waiting hosts
+at most LEAD_WAIT_S once, then sharing ends for that build."""
+
+from __future__ import annotations
+
+import binascii
+import copy
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetcheck.probe.files import ProbeFileError
+from fleetcheck.probe.shared import listing_digest
+from fleetcheck.probe.signatures import run_signature
+from fleetcheck.transport import Deadline, TransportError
+
+QUESTION = b"fleetcheck-ask "
+LEAD_WAIT_S = 5.0
+MAX_UNPACKED_BYTES = 64 << 20
+MAX_PATH_CHARS = 4096
+BUILD_KEY = re.compile(r"^[0-9a-f]{64}$")
+ALONE = b'{"role": "alone"}\n'
+
+
+class ShipmentError(Exception):
+    """The lead's shipment cannot be the basis of a shared analysis."""
+
+
+@dataclass
+class Build:
+    lead: str
+    done: threading.Event = field(default_factory=threading.Event)
+    signatures: dict[str, Any] | None = None  # the controller's analysis, once shared
+    reply: bytes | None = None  # what the build's other hosts are asked to verify
+    closed: str | None = None  # why the build is not shared
+
+
+def parse_question(text: bytes) -> tuple[str, str] | None:
+    """(RECORD sha256, code root) from a host's question, or None when malformed."""
+    try:
+        question = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(question, dict):
+        return None
+    build, root = question.get("build"), question.get("code_root")
+    if not isinstance(build, str) or not BUILD_KEY.match(build) or \
+            not isinstance(root, str) or not root or len(root) > MAX_PATH_CHARS:
+        return None
+    return build, root
+
+
+def safe_relative(path: Any) -> bool:
+    if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\0" in path:
+        return False
+    parts = path.split("/")
+    return not path.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
+def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """Files and listings from a shipment (see probe/shared.py: shipment), refusing
+    anything but plain relative paths."""
+    import zlib  # only a lead's answer needs it
+    try:
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(binascii.a2b_base64(shipped), MAX_UNPACKED_BYTES)
+        if inflater.unconsumed_tail:
+            raise ShipmentError("shipment unpacks to more than %d MiB" % (MAX_UNPACKED_BYTES >> 20))
+        header_line, _, body = raw.partition(b"\n")
+        header = json.loads(header_line.decode("utf-8"))
+    except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise ShipmentError("unreadable shipment: %s" % exc)
+    names = header.get("files") if isinstance(header, dict) else None
+    walks = header.get("walks") if isinstance(header, dict) else None
+    if not isinstance(names, list) or not isinstance(walks, dict):
+        raise ShipmentError("shipment without files and listings")
+    files: dict[str, bytes] = {}
+    offset = 0
+    for item in names:
+        if not (isinstance(item, list) and len(item) == 2 and safe_relative(item[0]) and
+                isinstance(item[1], int) and 0 <= item[1] <= len(body) - offset):
+            raise ShipmentError("shipment names an unsafe path or a wrong size")
+        files[item[0]] = body[offset:offset + item[1]]
+        offset += item[1]
+    if offset != len(body):
+        raise ShipmentError("shipment holds bytes no file accounts for")
+    for base, listed in walks.items():
+        if (base and not safe_relative(base)) or not isinstance(listed, list) or \
+                not all(safe_relative(n) and n.startswith(base + "/" if base else "")
+                        for n in listed):
+            raise ShipmentError("shipment listing %s names an unsafe path" % base)
+    return files, walks
+
+
+def scratch_dir() -> str | None:
+    """tmpfs when there is one: laying out and removing ~200 files costs ~40 ms on disk."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def analyse_shipment(shipped: Any, signatures: list[dict[str, Any]],
+                     build: str) -> tuple[dict[str, Any], bytes]:
+    """The controller's own analysis of the shipped bytes (laid out in a scratch tree as
+    the lead saw them), and the verify reply: sha256 of every file this analysis read,
+    digest of every listing it walked, and the files a needle was found in."""
+    files, walks = unpack(shipped)
+    with tempfile.TemporaryDirectory(prefix="fleetcheck-build-", dir=scratch_dir()) as root:
+        try:
+            for rel in [n for names in walks.values() for n in names] + list(files):
+                path = os.path.join(root, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as handle:
+                    handle.write(files.get(rel, b""))
+        except OSError as exc:
+            raise ShipmentError("shipment cannot be laid out: %s" % exc.strerror)
+        cache: dict[str, Any] = {}
+        seen: dict[str, list[str]] = {}
+        facts = {s["id"]: run_signature(root, s, cache, seen)
+                 for s in json.loads(json.dumps(signatures))}  # as the probe gets them
+    hashes = {}
+    for rel, entry in cache.items():
+        if isinstance(entry, ProbeFileError) or rel not in files:
+            raise ShipmentError("the analysis reads %s, which the lead did not ship" % rel)
+        hashes[rel] = hashlib.sha256(entry.data).hexdigest()
+    reply = {"role": "verify", "build": build, "files": hashes,
+             "walks": {base: listing_digest(names) for base, names in seen.items()},
+             "examined": sorted(rel for rel, e in cache.items() if e.examined)}
+    return facts, json.dumps(reply).encode("utf-8") + b"\n"
+
+
+def same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+class SharedAnalysis:
+    """Per run: which host leads each build, and each build's shared analysis."""
+
+    def __init__(self, signatures: list[dict[str, Any]]):
+        self.signatures = signatures
+        self._lock = threading.Lock()
+        self._builds: dict[tuple[str, str], Build] = {}
+        self._asked: dict[str, tuple[str, str]] = {}
+
+    def answer(self, host: str, line: bytes, deadline: Deadline,
+               cancel: threading.Event | None = None) -> bytes | None:
+        """The reply to a host's question (None when the line is not one): lead, verify
+        (after waiting for the build's lead), or alone."""
+        if not line.startswith(QUESTION):
+            return None
+        key = parse_question(line[len(QUESTION):])
+        if key is None:
+            return ALONE
+        with self._lock:
+            self._asked[host] = key
+            build = self._builds.get(key)
+            if build is None or (build.lead == host and not build.done.is_set()):
+                self._builds[key] = Build(lead=host)
+                return b'{"role": "lead"}\n'
+        end = time.monotonic() + min(LEAD_WAIT_S, max(0.0, deadline.end - time.monotonic() - 5))
+        while not build.done.wait(0.05):
+            if time.monotonic() >= end or (cancel is not None and cancel.is_set()):
+                self._close(build, "lead host %s had not answered after %.1f s"
+                            % (build.lead, LEAD_WAIT_S))
+                break
+        return build.reply or ALONE
+
+    def complete(self, host: str, facts: dict[str, Any]) -> str | None:
+        """After a host's answer: a lead's shipment is analysed; a follower that verified
+        gets the build's analysis. Returns what to say about it in the results."""
+        shipped = facts.pop("shared_read", None)
+        with self._lock:
+            key = self._asked.get(host)
+            build = self._builds.get(key) if key else None
+        if build is None:
+            return None
+        if build.lead == host and not build.done.is_set():
+            self._learn(build, key[0], shipped, facts.get("signatures"))
+            return None
+        info = facts.get("shared_analysis") or {}
+        if facts.get("signatures") is None:
+            if build.signatures is None or "files" not in info:
+                raise TransportError("protocol", "probe sent no analysis and its build has "
+                                                 "none to share")
+            facts["signatures"] = copy.deepcopy(build.signatures)
+            return ("fix analysis shared with %s: %d files and %d directory listings "
+                    "verified identical on this host" % (build.lead, info["files"],
+                                                         info["listings"]))
+        if info.get("mismatch"):
+            return "fix analysis run on this host: %s" % info["mismatch"]
+        return None
+
+    def abandon(self, host: str) -> None:
+        """A host failed: if it led a build, the next host of that build leads instead."""
+        with self._lock:
+            key = self._asked.get(host)
+            build = self._builds.get(key) if key else None
+            if build is None or build.lead != host or build.done.is_set():
+                return
+            del self._builds[key]
+        self._close(build, "lead host %s failed" % host)
+
+    def _learn(self, build: Build, key: str, shipped: Any, lead_facts: Any) -> None:
+        try:
+            if not shipped:
+                raise ShipmentError("the lead shipped nothing")
+            signatures, reply = analyse_shipment(shipped, self.signatures, key)
+            if not same(signatures, lead_facts):
+                raise ShipmentError("the lead's own analysis differs from the controller's")
+            build.signatures, build.reply = signatures, reply
+        except ShipmentError as exc:
+            build.closed = str(exc)
+        except Exception as exc:  # hostile bytes must not take the controller down
+            build.closed = "cannot analyse the shipment: %s: %s" % (type(exc).__name__, exc)
+        finally:
+            build.done.set()
+
+    def _close(self, build: Build, why: str) -> None:
+        if not build.done.is_set():
+            build.closed = why
+            build.done.set()

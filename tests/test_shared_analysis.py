@@ -1,0 +1,228 @@
+"""One fix analysis per build, proved by sha256 on every other host of the build.
+
+Over real SSH: hosts holding the same real vllm 0.33.0 install share the lead's analysis;
+a host with the same RECORD but an edited fix file, or an extra file where the analysis
+looks, analyses its own files; every host's checks are exactly those of a run with
+--no-shared-analysis. Locally: the controller refuses what a lead cannot prove."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import run_fleetcheck, ssh_hosts
+from fleetcheck import shared_analysis
+from fleetcheck.playbook import load_playbook
+from fleetcheck.probe.shared import shipment, verify
+from fleetcheck.probe.signatures import run_signature
+from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, ShipmentError,
+                                        analyse_shipment, unpack)
+from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.transport import Deadline
+from test_integrity import linked_copy, rewrite
+from test_run_ssh import ENV, site_packages
+
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+FIXED_LINE = b'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
+UNFIXED_LINE = b'i for i in (dflash_config.get("target_layer_ids") or [])'
+
+
+def comparable(host: dict) -> list:
+    """A host's checks without timings (which differ run to run)."""
+    out = []
+    for check in host["checks"]:
+        details = {k: v for k, v in check["details"].items() if k != "elapsed_s"}
+        out.append([check["id"], check["status"], check["message"], check["evidence"],
+                    details])
+    return out
+
+
+@pytest.fixture(scope="module")
+def shared_runs(tmp_path_factory, real_venvs):
+    from fleetcheck.testhosts import LoopbackFleet
+    base = tmp_path_factory.mktemp("shared")
+    fixed = real_venvs["0.33.0"]
+    edited = linked_copy(fixed, str(base / "edited"))
+    path = os.path.join(site_packages(edited), RUNNER)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    assert FIXED_LINE in data
+    rewrite(path, data.replace(FIXED_LINE, UNFIXED_LINE))
+    extra = linked_copy(fixed, str(base / "extra"))
+    with open(os.path.join(site_packages(extra), "vllm/v1/worker/extra_runner.py"), "w") as f:
+        f.write("layer_ids = cfg.get('target_layer_ids')\n")
+    fleet = LoopbackFleet(str(base / "fleet"), first_octet=110)
+    try:
+        mounts = [("a1", fixed), ("a2", fixed), ("a3", fixed), ("edited", edited),
+                  ("extra", extra), ("old", real_venvs["0.20.1"])]
+        hosts = [fleet.add(name, mounts={ENV: source + ":ro"}) for name, source in mounts]
+        fleet.start()
+        inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, hosts)}}
+        common = ("--known-hosts", fleet.known_hosts, "--no-smoke")
+        runs = {}
+        for label, args in (("shared-j1", ("-j", "1")), ("own", ("-j", "1", "--no-shared-analysis")),
+                            ("shared-j6", ("-j", "6"))):
+            directory = base / label
+            directory.mkdir()
+            runs[label] = run_fleetcheck(directory, inventory, *common, *args)
+            assert runs[label].results is not None, runs[label].stderr
+        yield runs
+    finally:
+        fleet.stop()
+
+
+def test_hosts_of_one_build_share_the_lead_analysis(shared_runs):
+    run = shared_runs["shared-j1"]
+    assert run.host("a1")["analysis"] is None  # the lead analyses its own files
+    for name in ("a2", "a3"):
+        note = run.host(name)["analysis"]
+        assert note.startswith("fix analysis shared with a1: "), note
+        assert "files and" in note
+    assert run.host("old")["analysis"] is None  # another build: its own lead
+
+
+def test_a_host_whose_bytes_differ_analyses_its_own(shared_runs):
+    run = shared_runs["shared-j1"]
+    assert RUNNER + " differs from the build's" in run.host("edited")["analysis"]
+    assert "vllm/v1/worker" in run.host("extra")["analysis"]
+    assert "not the build's" in run.host("extra")["analysis"]
+    # and its own analysis sees its own edit: the unfixed line is the evidence
+    texts = [e["text"] for e in run.check("edited", "dflash-layer-offset")["evidence"]]
+    assert run.check("a1", "dflash-layer-offset")["status"] == "pass"
+    assert run.check("edited", "dflash-layer-offset")["status"] != "pass", texts
+    assert any("target_layer_ids" in t and "+ 1" not in t for t in texts), texts
+
+
+@pytest.mark.parametrize("label", ["shared-j1", "shared-j6"])
+def test_shared_results_equal_every_host_analysing_its_own(shared_runs, label):
+    own = shared_runs["own"]
+    run = shared_runs[label]
+    assert {h["name"]: comparable(h) for h in run.results["hosts"]} == \
+        {h["name"]: comparable(h) for h in own.results["hosts"]}
+    assert all(h["analysis"] is None for h in own.results["hosts"])
+    # in parallel any host may lead its build (an edited one too: then the others
+    # analyse their own files); whichever did, the checks above are the same
+    for host in run.results["hosts"]:
+        assert host["analysis"] is None or host["analysis"].startswith(
+            ("fix analysis shared with", "fix analysis run on this host: ")), host
+
+
+# --- the controller's side, on a synthetic install ---------------------------------
+
+
+def lead_answer(tmp_path, files=None):
+    """What a lead's probe sends: its own analysis and the bytes it read."""
+    root = write_install(str(tmp_path / "venv"), "0.33.0", files or FIXED)
+    signatures = load_playbook().probe_signatures()
+    cache, walks = {}, {}
+    facts = {s["id"]: run_signature(root, s, cache, walks)
+             for s in json.loads(json.dumps(signatures))}
+    return root, signatures, {"signatures": facts, "shared_read": shipment(cache, walks)}
+
+
+def question(build="ab" * 32, root="/opt/ml-env/site") -> bytes:
+    return QUESTION + json.dumps({"build": build, "code_root": root}).encode()
+
+
+def test_follower_verifies_against_the_controllers_own_analysis(tmp_path):
+    root, signatures, answer = lead_answer(tmp_path)
+    shared = SharedAnalysis(signatures)
+    deadline = Deadline(60)
+    assert shared.answer("lead", question(), deadline) == b'{"role": "lead"}\n'
+    lead_facts = json.loads(json.dumps(answer["signatures"]))
+    assert shared.complete("lead", answer) is None
+    reply = json.loads(shared.answer("follower", question(), deadline))
+    assert reply["role"] == "verify" and reply["files"] and reply["walks"]
+    hashes, why = verify(root, reply)
+    assert why is None and set(hashes) == set(reply["files"])
+    follower = {"signatures": None, "shared_analysis": {"files": len(hashes), "listings": 1}}
+    assert shared.complete("follower", follower).startswith("fix analysis shared with lead")
+    assert follower["signatures"] == lead_facts
+    # one byte changed in a file the analysis read: the proof fails, naming the file
+    rel = sorted(reply["files"])[0]
+    with open(os.path.join(root, rel), "ab") as handle:
+        handle.write(b"#")
+    assert verify(root, reply) == (None, "%s differs from the build's" % rel)
+
+
+def test_a_lead_whose_analysis_disagrees_with_its_bytes_is_not_shared(tmp_path):
+    _, signatures, answer = lead_answer(tmp_path)
+    for check in answer["signatures"].values():
+        check["findings"] = {}  # a lying (or broken) lead: "nothing found"
+    shared = SharedAnalysis(signatures)
+    shared.answer("lead", question(), Deadline(60))
+    shared.complete("lead", answer)
+    assert shared.answer("follower", question(), Deadline(60)) == ALONE
+
+
+def test_unsafe_or_inconsistent_shipments_are_refused(tmp_path):
+    import base64
+    import zlib
+
+    def pack(header, body=b""):
+        raw = json.dumps(header).encode() + b"\n" + body
+        return base64.b64encode(zlib.compress(raw)).decode()
+
+    for header, body in [({"files": [["../etc/passwd", 1]], "walks": {}}, b"x"),
+                         ({"files": [["/etc/passwd", 1]], "walks": {}}, b"x"),
+                         ({"files": [["vllm/a.py", 5]], "walks": {}}, b"x"),
+                         ({"files": [["vllm/a.py", 1]], "walks": {}}, b"xy"),
+                         ({"files": [], "walks": {"vllm": ["etc/passwd"]}}, b""),
+                         ({"files": [], "walks": {"vllm": ["vllm/../../x"]}}, b""),
+                         ({"walks": {}}, b"")]:
+        with pytest.raises(ShipmentError):
+            unpack(pack(header, body))
+    for junk in ("not base64 !", base64.b64encode(b"not zlib").decode(), 42):
+        with pytest.raises(ShipmentError):
+            unpack(junk)
+    bomb = base64.b64encode(zlib.compress(b"{}\n" + b"\0" * (65 << 20))).decode()
+    with pytest.raises(ShipmentError):
+        analyse_shipment(bomb, [], "ab" * 32)
+
+
+def test_questions_are_checked_and_other_lines_are_not_questions(tmp_path):
+    shared = SharedAnalysis([])
+    deadline = Deadline(60)
+    assert shared.answer("h", b"garbage", deadline) is None
+    assert shared.answer("h", QUESTION + b"{not json", deadline) == ALONE
+    assert shared.answer("h", question(build="xyz"), deadline) == ALONE
+    assert shared.answer("h", question(root=""), deadline) == ALONE
+
+
+def test_a_hung_lead_costs_its_build_one_wait(monkeypatch):
+    monkeypatch.setattr(shared_analysis, "LEAD_WAIT_S", 2.0)
+    shared = SharedAnalysis([])
+    deadline = Deadline(60)
+    assert shared.answer("lead", question(), deadline) == b'{"role": "lead"}\n'
+    started = time.monotonic()
+    assert shared.answer("first", question(), deadline) == ALONE  # waited, then alone
+    assert time.monotonic() - started >= 1.9
+    started = time.monotonic()
+    assert shared.answer("second", question(), deadline) == ALONE  # sharing ended: no wait
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_failed_lead_hands_over_and_wakes_its_waiters():
+    shared = SharedAnalysis([])
+    deadline = Deadline(60)
+    shared.answer("lead", question(), deadline)
+    replies = []
+    waiter = threading.Thread(target=lambda: replies.append(
+        shared.answer("waiting", question(), deadline)))
+    waiter.start()
+    time.sleep(0.2)
+    shared.abandon("lead")
+    waiter.join(5)
+    assert replies == [ALONE]
+    assert shared.answer("next", question(), deadline) == b'{"role": "lead"}\n'
+
+
+
+def test_the_report_says_whose_analysis_a_host_shares(shared_runs):
+    run = shared_runs["shared-j1"]
+    assert "fix analysis shared with a1: " in run.html
+    assert "gpu_model_runner.py differs from the build&#39;s" in run.html
