@@ -10,7 +10,6 @@ at most LEAD_WAIT_S once, then sharing ends for that build."""
 from __future__ import annotations
 
 import binascii
-import copy
 import hashlib
 import json
 import os
@@ -42,7 +41,7 @@ class ShipmentError(Exception):
 class Build:
     lead: str
     done: threading.Event = field(default_factory=threading.Event)
-    signatures: dict[str, Any] | None = None  # the controller's analysis, once shared
+    signatures: str | None = None  # the controller's analysis (JSON), once shared
     reply: bytes | None = None  # what the build's other hosts are asked to verify
     closed: str | None = None  # why the build is not shared
 
@@ -193,7 +192,7 @@ class SharedAnalysis:
             if build.signatures is None or "files" not in info:
                 raise TransportError("protocol", "probe sent no analysis and its build has "
                                                  "none to share")
-            facts["signatures"] = copy.deepcopy(build.signatures)
+            facts["signatures"] = json.loads(build.signatures)  # a fresh copy per host
             return ("fix analysis shared with %s: %d files and %d directory listings "
                     "verified identical on this host" % (build.lead, info["files"],
                                                          info["listings"]))
@@ -218,7 +217,7 @@ class SharedAnalysis:
             signatures, reply = analyse_shipment(shipped, self.signatures, key)
             if not same(signatures, lead_facts):
                 raise ShipmentError("the lead's own analysis differs from the controller's")
-            build.signatures, build.reply = signatures, reply
+            build.signatures, build.reply = json.dumps(signatures), reply
         except ShipmentError as exc:
             build.closed = str(exc)
         except Exception as exc:  # hostile bytes must not take the controller down
