@@ -1,6 +1,8 @@
 """The probe's own time on a real vLLM 0.33.0 install: no integrity, quick integrity
 (sizes for all, hashes for the files the checks read), deep (hash everything), and
-`sha256sum` over the same files as the baseline for deep.
+`sha256sum` over the same files as the baseline for deep; with shared analysis, a build's
+lead (analyses and ships what it read) and its followers (verify those bytes), and the
+controller's own analysis of the shipment.
 
     python3 benchmarks/probe_cost.py [--rounds 5] [--write]
 
@@ -12,6 +14,7 @@ not disk reads. Prints a table; --write puts it in benchmarks/RESULTS.md (sectio
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -26,6 +29,7 @@ from fleetcheck.inventory import Host  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
 from fleetcheck.remote import host_plan, probe_command, probe_payload  # noqa: E402
+from fleetcheck.shared_analysis import analyse_shipment  # noqa: E402
 from results_file import write_section  # noqa: E402
 
 
@@ -45,6 +49,27 @@ def probe_once(venv: str, integrity: dict | None) -> tuple[float, float]:
     elapsed = time.perf_counter() - started, children_cpu() - cpu
     assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
     return elapsed
+
+
+def shared_probe_once(venv: str, integrity: dict, role: str,
+                      reply: bytes | None = None) -> tuple[float, float, dict]:
+    """One probe run that asks the controller (as over SSH) and gets `role`: "lead"
+    (analyse and ship the bytes read) or "verify" (prove the build's bytes, `reply`)."""
+    host = Host(name="bench", address="bench", connection="local", venv=venv)
+    plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
+    plan["share_analysis"] = True
+    started, cpu = time.perf_counter(), children_cpu()
+    proc = subprocess.Popen(["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    proc.stdin.write(probe_payload(plan))
+    proc.stdin.flush()
+    assert proc.stdout.readline().startswith(b"fleetcheck-ask ")
+    proc.stdin.write(reply if role == "verify" else b'{"role": "lead"}\n')
+    proc.stdin.close()
+    out = proc.stdout.read()
+    proc.wait()
+    elapsed = time.perf_counter() - started, children_cpu() - cpu
+    return elapsed[0], elapsed[1], json.loads(out)
 
 
 def sha256sum_once(site: str, files: list[str]) -> tuple[float, float]:
@@ -86,6 +111,18 @@ def measure(rounds: int) -> list[str]:
             venv, {"deep": True, "import_check": False, "import_timeout": 20}),
         "sha256sum over the same files": lambda: sha256sum_once(site, files),
     }
+    quick = {"deep": False, "import_check": True, "import_timeout": 20}
+    lead = shared_probe_once(venv, quick, "lead")[2]
+    signatures, reply = analyse_shipment(lead["shared_read"], load_playbook().probe_signatures(),
+                                         "0" * 64)
+    variants["shared analysis, lead: quick integrity + ships what it read"] = \
+        lambda: shared_probe_once(venv, quick, "lead")[:2]
+    variants["shared analysis, follower: quick integrity + verifies the build's bytes"] = \
+        lambda: shared_probe_once(venv, quick, "verify", reply)[:2]
+    started = time.process_time()
+    for _ in range(rounds):
+        analyse_shipment(lead["shared_read"], load_playbook().probe_signatures(), "0" * 64)
+    controller = (time.process_time() - started) / rounds
     for run in variants.values():
         run()  # warm the page cache
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
@@ -105,6 +142,9 @@ def measure(rounds: int) -> list[str]:
                  "Deep hashing wall time (deep minus fixes-only) / sha256sum's: %.2fx. %d rounds, "
                  "interleaved, warm page cache." % (len(rows), len(files), size / 2**20, ratio,
                                                    rounds))
+    lines.append("Shared analysis: the lead ships %.1f MB (base64 of zlib); the controller's own "
+                 "analysis of it takes %.3f s CPU once per build." % (
+                     len(lead["shared_read"]) / 1e6, controller))
     return lines
 
 

@@ -18,9 +18,7 @@ from fleetcheck import __version__
 from fleetcheck.errors import InputError
 from fleetcheck.inventory import apply_limit, load_inventory
 from fleetcheck.playbook import load_playbook
-from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import render_html
-from fleetcheck.report.junit import write_junit
 from fleetcheck.report.terminal import Progress, neutral, render_summary
 from fleetcheck.results import RunResult, dump_json, load_json, merge_runs
 from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
@@ -149,6 +147,7 @@ def command_run(args: argparse.Namespace) -> int:
     dump_json(run, json_path)
     render_html(run, html_path)
     if args.junit_path:
+        from fleetcheck.report.junit import write_junit  # only --junit needs it
         write_junit(run, args.junit_path)
     render_summary(run, verbose=args.verbose)
     print("results: %s\nreport:  %s%s" % (json_path, html_path,
@@ -181,6 +180,7 @@ def command_report(args: argparse.Namespace) -> int:
     if args.html_path:
         render_html(run, args.html_path)
     if args.junit_path:
+        from fleetcheck.report.junit import write_junit  # only --junit needs it
         write_junit(run, args.junit_path)
     render_summary(run)
     for label, path in (("results", args.json_path), ("report", args.html_path),
@@ -191,6 +191,7 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 def command_diff(args: argparse.Namespace) -> int:
+    from fleetcheck.report.diff import diff_runs, diff_text  # only `diff` needs them
     result = diff_runs(load_results([args.old]), load_results([args.new]))
     if args.json:
         print(json.dumps(result, indent=1))

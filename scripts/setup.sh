@@ -17,7 +17,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "fleetcheck setup: please install as root: apt-get install ${need_apt[*]}" >&2
   fi
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test]' \
+    --config-settings editable_mode=compat  # a path entry, not an import hook: ~10 ms less start-up for every fleetcheck run
 if [ "${1:-}" != "--no-demo" ]; then
   python3 -m fleetcheck demo
 fi
