@@ -211,7 +211,10 @@ def test_ctrl_c_writes_incomplete_outputs_and_exits_130(tmp_path, fleet):
     proc = subprocess.Popen([sys.executable, "-m", "fleetcheck", "run", str(inventory),
                              "--known-hosts", fleet.known_hosts, "--timeout", "600",
                              "--json", str(out / "r.json"), "--html", str(out / "r.html")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a shell's background job inherits SIGINT ignored (as CI
+                            # launched from a script may be); Ctrl-C in a terminal is not
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the incremental JSON shows the quick host done
         try:
