@@ -12,7 +12,6 @@ from __future__ import annotations
 import binascii
 import hashlib
 import json
-import os
 import re
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.shared import listing_digest
 from fleetcheck.probe.signatures import run_signature
+from fleetcheck.probe.source import SourceFile
 from fleetcheck.transport import Deadline, TransportError
 
 QUESTION = b"fleetcheck-ask "
@@ -103,34 +103,22 @@ def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     return files, walks
 
 
-def scratch_dir() -> str | None:
-    """tmpfs when there is one: laying out and removing ~200 files costs ~40 ms on disk."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-
-
 def analyse_shipment(shipped: Any, signatures: list[dict[str, Any]],
                      build: str) -> tuple[dict[str, Any], bytes]:
-    """The controller's own analysis of the shipped bytes (laid out in a scratch tree as
-    the lead saw them), and the verify reply: sha256 of every file this analysis read,
-    digest of every listing it walked, and the files a needle was found in."""
+    """The controller's own analysis of the shipped bytes, and the verify reply: sha256 of
+    every shipped file, digest of every listing the analysis used, and the files a needle
+    was found in. The analysis reads from memory: its file cache and directory listings
+    start out holding the shipment, and its root is an empty directory, so a file or
+    listing the lead did not ship is an error, and no shipped byte touches the disk."""
     files, walks = unpack(shipped)
-    with tempfile.TemporaryDirectory(prefix="fleetcheck-build-", dir=scratch_dir()) as root:
-        try:
-            for rel in [n for names in walks.values() for n in names] + list(files):
-                path = os.path.join(root, rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as handle:
-                    handle.write(files.get(rel, b""))
-        except OSError as exc:
-            raise ShipmentError("shipment cannot be laid out: %s" % exc.strerror)
-        cache: dict[str, Any] = {}
-        seen: dict[str, list[str]] = {}
+    cache: dict[str, Any] = {rel: SourceFile(rel, data) for rel, data in files.items()}
+    seen: dict[str, list[str]] = {base: sorted(names) for base, names in walks.items()}
+    with tempfile.TemporaryDirectory(prefix="fleetcheck-build-") as root:
         facts = {s["id"]: run_signature(root, s, cache, seen)
                  for s in json.loads(json.dumps(signatures))}  # as the probe gets them
     hashes = {}
     for rel, entry in cache.items():
-        if isinstance(entry, ProbeFileError) or rel not in files:
+        if isinstance(entry, ProbeFileError):
             raise ShipmentError("the analysis reads %s, which the lead did not ship" % rel)
         hashes[rel] = hashlib.sha256(entry.data).hexdigest()
     reply = {"role": "verify", "build": build, "files": hashes,

@@ -226,3 +226,14 @@ def test_the_report_says_whose_analysis_a_host_shares(shared_runs):
     run = shared_runs["shared-j1"]
     assert "fix analysis shared with a1: " in run.html
     assert "gpu_model_runner.py differs from the build&#39;s" in run.html
+
+
+def test_a_shipment_missing_a_file_the_analysis_reads_is_refused(tmp_path):
+    root, signatures, _ = lead_answer(tmp_path)
+    cache, walks = {}, {}
+    for signature in json.loads(json.dumps(signatures)):
+        run_signature(root, signature, cache, walks)
+    examined = sorted(rel for rel, entry in cache.items() if entry.examined)
+    del cache[examined[0]]  # a lead that leaves out a file holding a needle
+    with pytest.raises(ShipmentError, match="did not ship"):
+        analyse_shipment(shipment(cache, walks), signatures, "ab" * 32)
