@@ -20,7 +20,8 @@ from fleetcheck.checks.smoke import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+from fleetcheck.remote import (decode_answer, host_plan, printable, probe_command,
+                               probe_payload)
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
@@ -112,9 +113,16 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
         answer = run_on_host(host, probe_command(host), probe_payload(plan),
                              options.settings, deadline, cancel, asked)
         facts = decode_answer(answer, host)
-        if shared is not None:
-            note = shared.complete(host.name, facts)
-        info, checks, numbers = judge_host(playbook, smoke, facts)
+        try:
+            if shared is not None:
+                note = shared.complete(host.name, facts)
+            info, checks, numbers = judge_host(playbook, smoke, facts)
+        except TransportError:
+            raise
+        except Exception as exc:  # JSON from the host, but not of the probe's shape
+            raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
+                                 "facts (%s: %s)" % (type(exc).__name__, printable(
+                                     str(exc).encode("utf-8", "replace"))))
     except TransportError as exc:
         if shared is not None:
             shared.abandon(host.name)

@@ -170,22 +170,22 @@ class SharedAnalysis:
         with self._lock:
             key = self._asked.get(host)
             build = self._builds.get(key) if key else None
-        if build is None:
-            return None
-        if build.lead == host and not build.done.is_set():
+        if build is not None and build.lead == host and not build.done.is_set():
             self._learn(build, key[0], shipped, facts.get("signatures"))
             return None
-        info = facts.get("shared_analysis") or {}
+        info = facts.get("shared_analysis")
+        info = info if isinstance(info, dict) else {}
         if facts.get("signatures") is None:
-            if build.signatures is None or "files" not in info:
+            counts = (info.get("files"), info.get("listings"))
+            if build is None or build.signatures is None or build.reply is None or \
+                    not all(isinstance(n, int) for n in counts):
                 raise TransportError("protocol", "probe sent no analysis and its build has "
                                                  "none to share")
             facts["signatures"] = json.loads(build.signatures)  # a fresh copy per host
             return ("fix analysis shared with %s: %d files and %d directory listings "
-                    "verified identical on this host" % (build.lead, info["files"],
-                                                         info["listings"]))
+                    "verified identical on this host" % ((build.lead,) + counts))
         if info.get("mismatch"):
-            return "fix analysis run on this host: %s" % info["mismatch"]
+            return "fix analysis run on this host: %s" % str(info["mismatch"])[:300]
         return None
 
     def abandon(self, host: str) -> None:

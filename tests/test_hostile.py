@@ -143,6 +143,11 @@ def hostile(tmp_path_factory):
         "flood": add("flood", sshd_options={"ForceCommand": "head -c 300000000 /dev/zero"}),
         "garbage": add("garbage", sshd_options={
             "ForceCommand": "printf '<b>not json</b>\\033[2J\\n'"}),
+        "wrong-shape": add("wrong-shape", sshd_options={
+            "ForceCommand": """printf '{"probe_version": 1, "install": "x", "signatures": 5}'"""}),
+        "forged-share": add("forged-share", sshd_options={
+            "ForceCommand": """printf '{"probe_version": 1, "signatures": null, """
+                            """"shared_analysis": {"files": 1, "listings": 1}}'"""}),
         "no-python": add("no-python", sshd_options={
             "ForceCommand": 'env PATH=/nonexistent /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
         "no-venv": add("no-venv"),
@@ -206,7 +211,7 @@ def error_of(run: CliRun, host: str) -> dict:
 def test_every_host_is_in_the_report_with_a_state(hostile):
     assert hostile.results["complete"] is True
     names = [h["name"] for h in hostile.results["hosts"]]
-    assert len(names) == 20 and len(set(names)) == 20
+    assert len(names) == 22 and len(set(names)) == 22
     for name in names:
         assert name in hostile.html
     assert hostile.code == 1  # the fifo host has a failing install check
@@ -231,6 +236,8 @@ def test_healthy_and_readonly_hosts_pass(hostile):
     ("hang", "timeout", "deadline of 5s"),
     ("flood", "protocol", "exceeded 8 MiB"),
     ("garbage", "protocol", "not the probe's JSON"),
+    ("wrong-shape", "protocol", "not shaped like the probe's facts"),
+    ("forged-share", "protocol", "none to share"),
     ("no-python", "probe", "no Python interpreter"),
     ("disconnect", "protocol", ""),
     ("killed", "protocol", ""),
