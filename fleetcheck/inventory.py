@@ -14,7 +14,6 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from fleetcheck.errors import InputError
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.smoke import SmokeOptions, validate_smoke

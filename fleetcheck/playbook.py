@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from fleetcheck.errors import InputError
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern

@@ -117,19 +117,20 @@ def main():
     to a question (one more JSON line), and is never read to its end."""
     stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
 
+    def read_json_line():
+        line = stream.readline()
+        return json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+
     def ask(question):
         sys.stdout.write("fleetcheck-ask " + json.dumps(question) + "\n")
         sys.stdout.flush()
-        line = stream.readline()
         try:
-            return json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+            return read_json_line()
         except ValueError:
             return {}
 
     try:
-        raw = stream.readline()
-        plan = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-        facts = probe(plan, ask)
+        facts = probe(read_json_line(), ask)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
     sys.stdout.write(json.dumps(facts, sort_keys=True))

@@ -63,8 +63,8 @@ def verify(root, expected):
             data = read_bytes(os.path.join(root, rel))
         except ProbeFileError as exc:
             return None, str(exc)
-        digest = hashlib.sha256(data).digest()
-        if binascii.hexlify(digest).decode("ascii") != want:
+        digest = hashlib.sha256(data)
+        if digest.hexdigest() != want:
             return None, "%s differs from the build's" % rel
-        hashes[rel] = digest
+        hashes[rel] = digest.digest()
     return hashes, None
