@@ -13,6 +13,7 @@ import marshal
 import os
 import re
 import shlex
+import threading
 import zlib
 from functools import lru_cache
 from typing import Any
@@ -42,8 +43,19 @@ BOOTSTRAP = (
     "sys.modules['fleetcheck.probe.main'].main()\n")
 
 
-@lru_cache(maxsize=2)
+_BUNDLE_LOCK = threading.Lock()
+
+
 def probe_bundle(with_smoke: bool = False) -> bytes:
+    """Built once per run: every worker thread asks for it at the same moment, and
+    lru_cache alone would let each of those concurrent misses compile it again (~20 ms
+    of controller CPU each)."""
+    with _BUNDLE_LOCK:
+        return build_probe_bundle(with_smoke)
+
+
+@lru_cache(maxsize=2)
+def build_probe_bundle(with_smoke: bool) -> bytes:
     """The probe modules in dependency order, compiled (marshal, for hosts whose Python
     matches ours) and as source (for the others). The smoke module, and the HTTP stack it
     imports, travels only when a smoke load is planned."""

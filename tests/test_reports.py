@@ -235,3 +235,40 @@ def test_ctrl_c_writes_incomplete_outputs_and_exits_130(tmp_path, fleet):
     assert results["hosts"][1]["error"]["kind"] == "interrupted"
     html = (out / "r.html").read_text()
     assert "RUN INCOMPLETE" in html and "stuck-0, stuck-1" in html
+
+
+def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
+    """Hosts of one bad build share one evidence entry that names them; a host whose
+    finding differs (another line) keeps an entry of its own; nothing is dropped."""
+    import io
+
+    from fleetcheck.report.terminal import Progress, render_summary
+    from fleetcheck.results import Evidence
+
+    run = make_run(100, hostile=False)
+    broken = [h for h in run.hosts if h.checks[0].status == "fail"]
+    assert len(broken) >= 8
+    same = Evidence("vllm/v1/worker/gpu_model_runner.py", 4965, "layer_ids = x")
+    for host in broken:
+        host.checks[0].evidence = [same]
+        host.checks[0].message = "one layer off"
+    broken[-1].checks[0].evidence = [Evidence(same.file, 4999, same.text)]
+    out = io.StringIO()
+    render_summary(run, stream=out)
+    text = out.getvalue()
+    entries = [line for line in text.splitlines() if " dflash-layer-offset fail: " in line]
+    assert len(entries) == 2, text
+    group = len(broken) - 1
+    named = ", ".join(h.name for h in broken[:5])
+    assert entries[0].startswith("  " + named + " and %d more (%d hosts)" % (group - 5, group))
+    assert entries[1].startswith("  %s dflash-layer-offset" % broken[-1].name)
+    assert text.count("gpu_model_runner.py:4965: layer_ids = x") == 1
+    assert text.count("gpu_model_runner.py:4999: layer_ids = x") == 1
+
+    stream = io.StringIO()  # not a terminal: one plain line per finished host
+    progress = Progress(2, stream)
+    progress.finished(run.hosts[0])
+    progress.finished(run.hosts[7])
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "[1/2] %s %s" % (run.hosts[0].name, run.hosts[0].status)
+    assert lines[1].startswith("[2/2] %s unreachable: unreachable: " % run.hosts[7].name)
