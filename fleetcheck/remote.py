@@ -23,24 +23,27 @@ from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.transport import CommandResult, TransportError
 
 # stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
-# zlib-compressed marshalled code objects (used when the host's Python has the controller's bytecode magic:
-# no compiling on every host), the same modules as JSON [[name, source], ...] (compiled
-# otherwise), then the plan. Each module is registered under its fleetcheck.probe.* name,
-# so the modules import each other as they do locally; then fleetcheck.probe.main runs.
+# zlib-compressed marshalled code objects (used when the host's Python has the controller's
+# bytecode magic: no compiling on every host), the same modules as JSON [[name, source], ...]
+# (compiled otherwise), then the plan. A finder first on sys.meta_path serves the modules
+# under their fleetcheck.probe.* names, so they import each other as they do locally, and
+# each runs only when first imported: a host that verifies its build's bytes never pays
+# for the analysis modules (nor the re and ast imports they need).
 BOOTSTRAP = (
-    "import sys,types,marshal,zlib,_frozen_importlib_external as e\n"
+    "import sys,marshal,zlib,_frozen_importlib as i,_frozen_importlib_external as e\n"
     "b=sys.stdin.buffer;h=b.readline().split()\n"
     "m=zlib.decompress(b.read(int(h[1])));s=zlib.decompress(b.read(int(h[2])))\n"
-    "if h[0].decode()==e.MAGIC_NUMBER.hex():mods=marshal.loads(m)\n"
+    "if h[0].decode()==e.MAGIC_NUMBER.hex():c=dict(marshal.loads(m))\n"
     "else:\n"
-    " import json;mods=[(n,compile(c,n,'exec')) for n,c in json.loads(s.decode())]\n"
-    "for p in ('fleetcheck','fleetcheck.probe'):\n"
-    " m=types.ModuleType(p);m.__path__=[];sys.modules[p]=m\n"
-    "for name,code in mods:\n"
-    " m=types.ModuleType(name);sys.modules[name]=m\n"
-    " setattr(sys.modules[name.rpartition('.')[0]],name.rpartition('.')[2],m)\n"
-    " exec(code,m.__dict__)\n"
-    "sys.modules['fleetcheck.probe.main'].main()\n")
+    " import json;c=dict((n,compile(t,n,'exec')) for n,t in json.loads(s.decode()))\n"
+    "class L:\n"
+    " def find_spec(n,p=None,t=None):\n"
+    "  if n in c or n in('fleetcheck','fleetcheck.probe'):"
+    "return i.ModuleSpec(n,L,is_package=n not in c)\n"
+    " def create_module(s):return None\n"
+    " def exec_module(m):exec(c.get(m.__name__,''),m.__dict__)\n"
+    "sys.meta_path.insert(0,L)\n"
+    "import fleetcheck.probe.main as p;p.main()\n")
 
 
 _BUNDLE_LOCK = threading.Lock()

@@ -118,5 +118,5 @@ def test_metadata_disagreements_are_named():
     ("vllm", False), ("~orch", False), ("llm", False), ("~llmx", False),
 ])
 def test_pip_stash_names(name, stash):
-    from fleetcheck.probe.install import PIP_STASH
-    assert bool(PIP_STASH.match(name)) is stash
+    from fleetcheck.probe.install import is_pip_stash
+    assert is_pip_stash(name) is stash

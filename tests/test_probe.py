@@ -284,3 +284,123 @@ def test_whole_word_needle_skips_longer_names_but_not_attribute_uses():
     source = SourceFile("m.py", text.encode())
     assert source.hit_lines("use_eagle", whole_word=True) == [2, 4]
     assert source.hit_lines("use_eagle") == [1, 2, 4, 5]
+
+
+JSON_VALUES = [
+    {"b": [1, 2.5, -3, 1e300, True, False, None], "a": "é \u2028 \x00 \"q\" \\ \ud83d\ude00"},
+    [], {}, "", 0, -0.0, 12345678901234567890, float("inf"), {"nested": [{"x": [[]]}]},
+]
+
+
+@pytest.mark.parametrize("value", JSON_VALUES)
+def test_probe_json_without_the_json_package_agrees_with_it(value):
+    """The probe encodes and decodes with _json directly (json's import costs every host
+    ~8 ms); what it writes and reads must be exactly what the json package does."""
+    import json
+    from fleetcheck.probe import jsonlite
+    assert jsonlite.CODEC is not None  # this Python has _json: the fast path is tested
+    for sort_keys in (False, True):
+        text = jsonlite.dumps(value, sort_keys=sort_keys)
+        assert text == json.dumps(value, sort_keys=sort_keys)
+        assert json.dumps(jsonlite.loads(text)) == json.dumps(json.loads(text))
+    assert jsonlite.loads(" \n%s\r\n" % json.dumps(value)) == json.loads(json.dumps(value))
+    assert jsonlite.loads(json.dumps(value).encode("utf-8")) == json.loads(json.dumps(value))
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", "[1,]", "{\"a\" 1}", "1 2", "nul", "\"\x01\"",
+                                  "[1] x", "{'a': 1}"])
+def test_probe_json_rejects_what_json_rejects(text):
+    import json
+    from fleetcheck.probe import jsonlite
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        jsonlite.loads(text)
+
+
+def test_probe_json_falls_back_to_the_json_package(monkeypatch):
+    from fleetcheck.probe import jsonlite
+    monkeypatch.setattr(jsonlite, "_json", None)
+    assert jsonlite.make_codec() is None
+    monkeypatch.setattr(jsonlite, "CODEC", None)
+    assert jsonlite.dumps({"b": 1, "a": [None]}, sort_keys=True) == '{"a": [null], "b": 1}'
+    assert jsonlite.loads('{"a": [null]}') == {"a": [None]}
+    with pytest.raises(ValueError):
+        jsonlite.loads("{")
+
+
+@pytest.mark.parametrize("source", [
+    "__version__ = version = '0.33.0'\n__version_tuple__ = version_tuple = (0, 33, 0)\n"
+    "__commit_id__ = commit_id = 'g4ba787ec9'\n",
+    "version: str\n__version__ = version = '0.1.dev1+gabc'\n"
+    "__version_tuple__ = version_tuple = (0, 1, 'dev1', 'gabc')\ncommit_id = None\n",
+    "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    VERSION_TUPLE = tuple\n"
+    "__version__ = '1.0'\n__version_tuple__ = [1, -0, -2.5]\n__commit_id__ = f'{1}'\n",
+    "__version__ = os.environ['X']\n__commit_id__ = ('a', ('b',))\n",
+    "__version__ = = 1\n",
+])
+def test_version_file_read_as_ast_literal_eval_reads_it(tmp_path, source):
+    """_version.py is parsed with _ast and a small literal evaluator (the ast module costs
+    every host ~10 ms to import): the same facts as ast.literal_eval gives."""
+    import ast
+    from fleetcheck.probe.install import VERSION_NAMES, read_version_file
+    path = tmp_path / "_version.py"
+    path.write_text(source)
+    facts = read_version_file(str(path))
+    expected = {"version": None, "version_tuple": None, "commit_id": None}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        assert facts["error"] and facts["version"] is None
+        return
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in VERSION_NAMES:
+                    field = VERSION_NAMES[target.id]
+                    if expected[field] is None:
+                        expected[field] = list(value) if isinstance(value, tuple) else value
+    assert {k: facts[k] for k in expected} == expected and facts["error"] is None
+
+
+@pytest.mark.parametrize("name", ["vllm-0.33.0.dist-info", "VLLM-0.1.DIST-INFO", "vllm-.dist-info",
+                                  "vllm-0.1-py3.dist-info", "vllm-0.1.dist-info.bak", "vllm",
+                                  "xvllm-0.1.dist-info", "vllm-0.1.egg-info", "vllm-x.dist-info"])
+def test_dist_info_names_as_the_regex_matched_them(name):
+    import re
+    from fleetcheck.probe.install import is_vllm_dist_info
+    assert is_vllm_dist_info(name) is bool(re.match(r"(?i)^vllm-[^-]+\.dist-info$", name))
+
+
+@pytest.mark.parametrize("name", ["pip", "pip3", "pip3.12", "pipx", "pip-3", "uv", "uvx", "cmake",
+                                  "ninja", "setup.py", "setupxpy", "ccache", "python3", ""])
+def test_install_tool_names_as_the_regex_matched_them(name):
+    import re
+    from fleetcheck.probe.integrity import is_install_tool
+    expected = bool(re.match(r"^(pip[0-9.]*|uv|cmake|ninja|setup\.py|ccache)$", name))
+    assert is_install_tool(name) is expected
+
+
+def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
+    """The bootstrap executes a probe module only when it is first imported: the lean path
+    (a host that verifies its build's bytes) imports no analysis module, and none of the
+    stdlib modules whose import is ~20 ms of a slow host's start-up."""
+    import subprocess
+    import sys
+    from fleetcheck.remote import BOOTSTRAP, probe_bundle
+    bundle = probe_bundle()
+    boot = BOOTSTRAP.replace(
+        "import fleetcheck.probe.main as p;p.main()\n",
+        "import fleetcheck.probe.main,fleetcheck.probe.shared,fleetcheck.probe.integrity\n"
+        "print(sorted(m for m in sys.modules if m.startswith('fleetcheck') or "
+        "m in ('re','json','ast','enum')))\n")
+    out = subprocess.run([sys.executable, "-S", "-I", "-B", "-c", boot], input=bundle,
+                         capture_output=True, check=True).stdout.decode()
+    assert eval(out) == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.files",
+                         "fleetcheck.probe.install", "fleetcheck.probe.integrity",
+                         "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
+                         "fleetcheck.probe.shared"]

@@ -1,13 +1,14 @@
 """Where vLLM is installed on the host and what its metadata says: site-packages found
 from the venv's layout (never by asking a possibly broken interpreter), the vllm
-dist-info(s), and vllm/_version.py read with ast (importing it would import vllm)."""
+dist-info(s), and vllm/_version.py parsed, never imported (that would import vllm).
+Runs on every host, so it imports neither re nor json nor ast (~20 ms of start-up CPU
+together on a slow host): the parsers they wrap are used directly."""
 
-import ast
-import json
+import _ast
 import os
-import re
 import sys
 
+from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_text
 
 
@@ -69,7 +70,7 @@ def read_dist_info(path):
     direct_url_path = os.path.join(path, "direct_url.json")
     if os.path.lexists(direct_url_path):
         try:
-            info["direct_url"] = json.loads(read_text(direct_url_path))
+            info["direct_url"] = jsonlite.loads(read_text(direct_url_path))
         except (ProbeFileError, ValueError) as exc:
             info["errors"].append("direct_url.json: %s" % exc)
     return info
@@ -77,7 +78,24 @@ def read_dist_info(path):
 
 # pip moves a package it replaces to an adjacent name: "~" + leading chars + the rest of
 # the name ("~llm", "~-lm", "~llm-0.20.1.dist-info"); a killed install leaves it behind.
-PIP_STASH = re.compile(r"^~[-~.=%0-9]*(llm|lm)([-.].*)?$", re.IGNORECASE)
+PIP_STASH = r"^~[-~.=%0-9]*(llm|lm)([-.].*)?$"
+
+
+def is_pip_stash(name):
+    """PIP_STASH, case-insensitive; re is imported only when a name starts with "~"."""
+    if not name.startswith("~"):
+        return False
+    import re
+    return re.match(PIP_STASH, name, re.IGNORECASE) is not None
+
+
+def is_vllm_dist_info(name):
+    """vllm-<version>.dist-info, in any case (the version holds no "-")."""
+    lower = name.lower()
+    version = lower[len("vllm-"):-len(".dist-info")]
+    return lower.startswith("vllm-") and lower.endswith(".dist-info") and \
+        len(lower) > len("vllm-.dist-info") and "-" not in version
+
 
 VERSION_NAMES = {
     "__version__": "version", "version": "version",
@@ -87,29 +105,44 @@ VERSION_NAMES = {
 
 
 def read_version_file(path):
-    """Values of vllm/_version.py, read with ast (importing it would import vllm)."""
+    """Values of vllm/_version.py, parsed (importing it would import vllm)."""
     facts = {"path": path, "exists": os.path.lexists(path), "version": None,
              "version_tuple": None, "commit_id": None, "error": None}
     if not facts["exists"]:
         return facts
     try:
-        tree = ast.parse(read_text(path), path)
+        tree = compile(read_text(path), path, "exec", _ast.PyCF_ONLY_AST)
     except (ProbeFileError, SyntaxError, ValueError) as exc:
         facts["error"] = str(exc)
         return facts
     for node in tree.body:
-        if not isinstance(node, ast.Assign):
+        if not isinstance(node, _ast.Assign):
             continue
         try:
-            value = ast.literal_eval(node.value)
+            value = literal(node.value)
         except ValueError:
             continue
         for target in node.targets:
-            if isinstance(target, ast.Name) and target.id in VERSION_NAMES:
+            if isinstance(target, _ast.Name) and target.id in VERSION_NAMES:
                 field = VERSION_NAMES[target.id]
                 if facts[field] is None:
                     facts[field] = list(value) if isinstance(value, tuple) else value
     return facts
+
+
+def literal(node):
+    """The value of a constant, or a tuple/list of them (what a _version.py assigns); the
+    subset of ast.literal_eval it needs, since the ast module costs ~10 ms to import."""
+    if isinstance(node, _ast.Constant):
+        return node.value
+    if isinstance(node, (_ast.Tuple, _ast.List)):
+        items = [literal(item) for item in node.elts]
+        return tuple(items) if isinstance(node, _ast.Tuple) else items
+    if isinstance(node, _ast.UnaryOp) and isinstance(node.op, _ast.USub) and \
+            isinstance(node.operand, _ast.Constant) and \
+            isinstance(node.operand.value, (int, float)):
+        return -node.operand.value
+    raise ValueError("not a literal")
 
 
 def locate_install(plan):
@@ -122,13 +155,13 @@ def locate_install(plan):
         except OSError as exc:
             facts.setdefault("errors", []).append("%s: %s" % (site, exc.strerror or exc))
             continue
-        dists = sorted(n for n in names if re.match(r"(?i)^vllm-[^-]+\.dist-info$", n))
+        dists = sorted(n for n in names if is_vllm_dist_info(n))
         has_package = "vllm" in names
         if dists or has_package:
             facts["site_packages"] = site
             facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in dists]
             facts["package_dir"] = os.path.join(site, "vllm") if has_package else None
-            facts["stash_dirs"] = sorted(n for n in names if PIP_STASH.match(n))
+            facts["stash_dirs"] = sorted(n for n in names if is_pip_stash(n))
             break
     if facts["site_packages"] is None and candidates:
         facts["site_packages"] = candidates[0]
@@ -157,6 +190,7 @@ def editable_source(dist_infos):
 def file_url_path(url):
     """The local path of a file:// URL, percent-decoded as UTF-8 (what urllib's
     unquote(urlparse(url).path) gives, without importing urllib on every host)."""
+    import re  # only editable installs get here
     rest = url[len("file://"):]
     if not rest.startswith("/"):  # file://host/path
         rest = "/" + rest.partition("/")[2]

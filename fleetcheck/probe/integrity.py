@@ -5,7 +5,6 @@ for everything in deep mode), an editable install's source tree, installs still 
 
 import binascii
 import os
-import re
 import select
 import sys
 import time
@@ -14,7 +13,13 @@ from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 
 MAX_LISTED = 20
 SIGKILL = 9  # POSIX; the signal module is not imported for one constant
-INSTALL_TOOLS = re.compile(r"^(pip[0-9.]*|uv|cmake|ninja|setup\.py|ccache)$")
+INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
+
+
+def is_install_tool(name):
+    """The program names of installs and builds (no re: every host pays its import)."""
+    return name in INSTALL_TOOLS or (name.startswith("pip") and
+                                     not name[3:].strip("0123456789."))
 
 
 def record_rows(dist_info):
@@ -172,7 +177,7 @@ def installs_running(touch_paths):
             continue
         names = [os.path.basename(a) for a in argv[:2]]
         module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
-        is_tool = any(INSTALL_TOOLS.match(n) for n in names) or module in ("pip", "uv") or \
+        is_tool = any(is_install_tool(n) for n in names) or module in ("pip", "uv") or \
             any(os.path.basename(a) == "setup.py" for a in argv[:4])
         if not is_tool:
             continue

@@ -2,17 +2,16 @@
 print one JSON document. Never imports vllm, never writes; any probe bug still answers
 in JSON rather than with a traceback."""
 
-import json
 import os
 import sys
 import time
 
+from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, record_rows, verify_record)
 from fleetcheck.probe.shared import build_key, shipment, verify
-from fleetcheck.probe.signatures import run_signature
 
 PROBE_VERSION = 1
 
@@ -65,6 +64,9 @@ def analyse(plan, install, code_root, facts, ask):
             return dict((rel, hashes[rel]) for rel in reply.get("examined", [])
                         if rel in hashes)
         facts["shared_analysis"] = {"build": reply.get("build"), "mismatch": why}
+    # imported here: a host that verifies its build's bytes never loads the analysis
+    # modules (the bootstrap executes a module when it is first imported)
+    from fleetcheck.probe.signatures import run_signature
     cache = {}
     walks = {}
     for signature in plan.get("signatures", []):
@@ -119,10 +121,10 @@ def main():
 
     def read_json_line():
         line = stream.readline()
-        return json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+        return jsonlite.loads(line)
 
     def ask(question):
-        sys.stdout.write("fleetcheck-ask " + json.dumps(question) + "\n")
+        sys.stdout.write("fleetcheck-ask " + jsonlite.dumps(question) + "\n")
         sys.stdout.flush()
         try:
             return read_json_line()
@@ -133,5 +135,5 @@ def main():
         facts = probe(read_json_line(), ask)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
-    sys.stdout.write(json.dumps(facts, sort_keys=True))
+    sys.stdout.write(jsonlite.dumps(facts, sort_keys=True))
     sys.stdout.flush()

@@ -9,10 +9,10 @@ bytes, and a follower's own files must hash to exactly those bytes."""
 
 import binascii
 import hashlib
-import json
 import os
 import zlib
 
+from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes, walk_files
 
 # compressed; the controller refuses answers over 8 MiB, and a bigger read set is
@@ -44,7 +44,7 @@ def shipment(cache, walks):
             return None
         names.append([rel, len(entry.data)])
         blobs.append(entry.data)
-    header = json.dumps({"files": names, "walks": walks}).encode("utf-8") + b"\n"
+    header = jsonlite.dumps({"files": names, "walks": walks}).encode("utf-8") + b"\n"
     packed = zlib.compress(header + b"".join(blobs), 1)
     if len(packed) > MAX_SHIPPED_BYTES:
         return None
