@@ -20,7 +20,9 @@ The hosts' sshd and probe work shares the same 2 cores, so wall time weighs tota
 Hosts see Debian's stock root .bashrc; --machine-bashrc keeps this machine's (pyenv init,
 ~0.13 s CPU per SSH session for every tool: the conditions the issue's reference figures
 were measured in).
-ansible-core and pyinfra are installed into their own venvs under ~/.cache/fleetcheck/bench.
+Every Python tool runs from a venv of its own under ~/.cache/fleetcheck/bench: ansible-core,
+pyinfra, and fleetcheck (editable: this checkout) whose venv also runs paramiko-true and
+Fabric (fleetcheck depends on both).
 """
 
 from __future__ import annotations
@@ -67,6 +69,21 @@ def tool_venv(name: str, package: str) -> str:
     return binary
 
 
+def fleetcheck_python() -> str:
+    """The Python that runs fleetcheck, paramiko-true and Fabric: a venv of its own with
+    fleetcheck installed editable (so it runs this checkout) and its dependencies, as
+    pyinfra and Ansible run from theirs. The machine's own Python here processes a
+    sandbox-written .pth file that imports certifi at every start (~25 ms CPU per process),
+    which neither a user's install nor the other tools' venvs have."""
+    venv = os.path.join(BENCH_VENVS, "fleetcheck")
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(os.path.join(venv, "bin", "fleetcheck")):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "-e", ROOT,
+                        "--config-settings", "editable_mode=compat"], check=True)
+    return python
+
+
 def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
     """Wall, user+sys CPU of the whole process tree, and peak RSS (GNU time)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
@@ -85,6 +102,7 @@ class Bench:
                  machine_bashrc: bool = False):
         self.workdir = workdir
         self.parallel = parallel
+        self.python = fleetcheck_python()
         venvs = [real_install("0.20.1"), real_install("0.33.0")]
         self.fleet = LoopbackFleet(os.path.join(workdir, "fleet"), first_octet=1 + hosts // 250,
                                    stock_bashrc=not machine_bashrc)
@@ -125,7 +143,7 @@ class Bench:
 
     def fleetcheck(self, *extra: str) -> dict:
         out = os.path.join(self.workdir, "out")
-        result = timed([sys.executable, "-m", "fleetcheck", "run", self.inventory,
+        result = timed([self.python, "-m", "fleetcheck", "run", self.inventory,
                         "--known-hosts", self.known, "-j", str(self.parallel), "--no-smoke",
                         "--timeout", "120", "--json", out + ".json", "--html", out + ".html",
                         *extra], cwd=ROOT)
@@ -172,7 +190,7 @@ class Bench:
                   "connect_kwargs={'key_filename':sys.argv[1]})\n"
                   "r=g.run(sys.argv[2],hide=True,warn=True)\n"
                   "sys.exit(0 if len(r.succeeded)==len(sys.argv[3:]) else 1)\n")
-        result = timed([sys.executable, "-c", script, self.key, GREPS] + self.addresses)
+        result = timed([self.python, "-c", script, self.key, GREPS] + self.addresses)
         return result
 
     def paramiko_true(self) -> dict:
@@ -182,7 +200,7 @@ class Bench:
                   " c.connect(a,username='root',pkey=key,look_for_keys=False,allow_agent=False)\n"
                   " _,o,_=c.exec_command('true');o.channel.recv_exit_status();c.close()\n"
                   "with ThreadPoolExecutor(int(sys.argv[3])) as p: list(p.map(one,sys.argv[4:]))\n")
-        result = timed([sys.executable, "-c", script, self.key, self.known, str(self.parallel)]
+        result = timed([self.python, "-c", script, self.key, self.known, str(self.parallel)]
                        + self.addresses)
         return result
 
