@@ -85,6 +85,9 @@ def failure_kind(host: HostResult) -> str:
     return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status
 
 
+EVIDENCE_HOSTS_NAMED = 5  # a shared finding names this many hosts, then counts the rest
+
+
 def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
     """Evidence under the table: for checks that did not pass, or for all with -v. Hosts
     whose finding is the same (check, status, message, evidence) share one entry that names
@@ -114,8 +117,6 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
     out.rstrip()
     console.print(out)
 
-
-EVIDENCE_HOSTS_NAMED = 5
 HOST_COLUMN_MAX = 40
 
 
