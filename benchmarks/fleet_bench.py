@@ -59,13 +59,15 @@ GREPS = ("cd /opt/ml-env/lib/python3*/site-packages && "
          "cat vllm/_version.py")
 
 
-def tool_venv(name: str, package: str) -> str:
-    """A venv of its own for a baseline tool (installed once, cached)."""
+def tool_venv(name: str, *install: str) -> str:
+    """A venv of its own for a tool, with `pip install <install>` (once, cached); the
+    path of its `name` program."""
     venv = os.path.join(BENCH_VENVS, name)
     binary = os.path.join(venv, "bin", name)
     if not os.path.exists(binary):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", package], check=True)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", *install],
+                       check=True)
     return binary
 
 
@@ -75,13 +77,8 @@ def fleetcheck_python() -> str:
     pyinfra and Ansible run from theirs. The machine's own Python here processes a
     sandbox-written .pth file that imports certifi at every start (~25 ms CPU per process),
     which neither a user's install nor the other tools' venvs have."""
-    venv = os.path.join(BENCH_VENVS, "fleetcheck")
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(os.path.join(venv, "bin", "fleetcheck")):
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "-e", ROOT,
-                        "--config-settings", "editable_mode=compat"], check=True)
-    return python
+    binary = tool_venv("fleetcheck", "-e", ROOT, "--config-settings", "editable_mode=compat")
+    return os.path.join(os.path.dirname(binary), "python")
 
 
 def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
