@@ -22,6 +22,9 @@ SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 # `pyenv init` (~0.13 s CPU per SSH session, for every tool), which a GPU host would not have
 # and which on one machine competes with the controller for the same cores.
 STOCK_ROOT_BASHRC = "/usr/share/base-files/dot.bashrc"
+# The second octet of every loopback address a fleet hands out (127.N.x.y): several test
+# runs on one machine (worktrees, CI beside a session) then never fight over an address.
+LOOPBACK_NET = int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
 
 
 def missing_requirements() -> list[str]:
@@ -81,7 +84,7 @@ class LoopbackFleet:
         os.makedirs("/run/sshd", exist_ok=True)
 
     def next_address(self) -> str:
-        address = "127.0.%d.%d" % (self.third_octet, self.next_index)
+        address = "127.%d.%d.%d" % (LOOPBACK_NET, self.third_octet, self.next_index)
         self.next_index += 1
         if self.next_index > 254:
             self.third_octet += 1

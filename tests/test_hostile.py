@@ -23,7 +23,7 @@ import yaml
 
 from conftest import CliRun, ssh_hosts
 from fleetcheck.synthetic import FIXED, write_install
-from fleetcheck.testhosts import LoopbackFleet, free_loopback_port, keygen
+from fleetcheck.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
 
 ENV = "/opt/ml-env"
 TIMEOUT = 5
@@ -253,7 +253,7 @@ def test_fault_kinds(hostile, host, kind, words):
 
 def test_auth_error_names_user_and_key(hostile):
     message = error_of(hostile, "wrong-key")["message"]
-    assert "wrong_key" in message and "127.0.70." in message
+    assert "wrong_key" in message and "127.%d.70." % LOOPBACK_NET in message
 
 
 def test_output_of_a_hostile_host_is_neutral_in_messages(hostile):
