@@ -19,9 +19,13 @@ from fleetcheck.smoke import SmokeOptions, validate_smoke
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
-                "key-offset": {"files", "key"}}
+                "key-offset": {"files", "key"},
+                "value-source": {"files", "call", "argument", "sources"}}
+OPTIONAL_KEYS = {"key-offset": {"container"}}
+KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")
 OUTCOME_STATUSES = {"pass", "warn", "fail"}
 CHECK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
     if kind not in FINDER_KINDS:
         raise InputError(source, fwhere, "kind", "must be one of %s" % ", ".join(
             sorted(FINDER_KINDS)))
-    allowed = FINDER_KINDS[kind] | {"kind"}
+    allowed = FINDER_KINDS[kind] | OPTIONAL_KEYS.get(kind, set()) | {"kind"}
     for key in raw:
         if key not in allowed:
             raise InputError(source, fwhere, str(key), "unknown key for kind %s" % kind)
@@ -119,10 +123,31 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
         if not isinstance(raw["text"], str) or not re.search(r"\w", raw["text"]):
             raise InputError(source, fwhere, "text", "must be a string with a word in it")
         finder["text"] = raw["text"]
+    elif kind == "key-offset":
+        for key in ("key", "container"):
+            if key in raw and (not isinstance(raw[key], str) or not IDENTIFIER.match(raw[key])):
+                raise InputError(source, fwhere, key, "must be a Python identifier")
+            if key in raw:
+                finder[key] = raw[key]
     else:
-        if not isinstance(raw["key"], str) or not raw["key"]:
-            raise InputError(source, fwhere, "key", "must be a non-empty string")
-        finder["key"] = raw["key"]
+        for key in ("call", "argument"):
+            if not isinstance(raw[key], str) or not IDENTIFIER.match(raw[key]):
+                raise InputError(source, fwhere, key, "must be a Python identifier")
+            finder[key] = raw[key]
+        sources = raw["sources"]
+        if not isinstance(sources, dict) or not sources:
+            raise InputError(source, fwhere, "sources", "must map labels to lists of names")
+        finder["sources"] = {}
+        for label, names in sources.items():
+            label = str(label)
+            if label in ("constant", "?") or not CHECK_ID.match(label):
+                raise InputError(source, fwhere, "sources.%s" % label, "labels are lowercase "
+                                 "words other than 'constant'")
+            names = list(_str_list(source, fwhere, "sources.%s" % label, names))
+            if not names or not all(IDENTIFIER.match(n) for n in names):
+                raise InputError(source, fwhere, "sources.%s" % label,
+                                 "must list the key, attribute or method names it stands for")
+            finder["sources"][label] = names
     return finder
 
 
@@ -130,7 +155,10 @@ def finding_names(finders: dict[str, dict[str, Any]]) -> set[str]:
     names = set()
     for name, finder in finders.items():
         if finder["kind"] == "key-offset":
-            names.update({name + ":0", name + ":1", name + ":2+"})
+            names.update(name + suffix for suffix in KEY_OFFSET_FINDINGS)
+        elif finder["kind"] == "value-source":
+            names.update(name + ":" + label for label in
+                         list(finder["sources"]) + ["constant", "?"])
         else:
             names.add(name)
     return names

@@ -24,6 +24,7 @@ class Evidence:
     file: str | None
     line: int | None
     text: str
+    step: str | None = None  # a dataflow path's step: read, call, +1, return, source, ...
 
 
 @dataclass
@@ -120,6 +121,13 @@ class RunResult:
                 "summary": self.summary(), "not_finished": self.not_finished}
 
 
+def evidence_dict(item: Evidence) -> dict[str, Any]:
+    out = {"file": item.file, "line": item.line, "text": item.text}
+    if item.step is not None:
+        out["step"] = item.step
+    return out
+
+
 def host_dict(host: HostResult) -> dict[str, Any]:
     """A host as JSON data; written by hand because dataclasses.asdict deep-copies every
     value, which cost more than the SSH work per host at fleet scale."""
@@ -130,8 +138,7 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "duration_s": host.duration_s,
             "vllm": vars(host.vllm).copy() if host.vllm else None,
             "checks": [{"id": c.id, "title": c.title, "status": c.status, "message": c.message,
-                        "evidence": [{"file": e.file, "line": e.line, "text": e.text}
-                                     for e in c.evidence],
+                        "evidence": [evidence_dict(e) for e in c.evidence],
                         "details": c.details} for c in host.checks],
             "smoke": host.smoke, "analysis": host.analysis}
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.probe.files import ProbeFileError
+from fleetcheck.probe.files import MissingFile, ProbeFileError
 from fleetcheck.probe.shared import listing_digest
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.probe.source import SourceFile
@@ -67,9 +67,9 @@ def safe_relative(path: Any) -> bool:
     return not path.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
-def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]]]:
-    """Files and listings from a shipment (see probe/shared.py: shipment), refusing
-    anything but plain relative paths."""
+def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]], list[str]]:
+    """Files, listings and absent files from a shipment (see probe/shared.py: shipment),
+    refusing anything but plain relative paths."""
     import zlib  # only a lead's answer needs it
     try:
         inflater = zlib.decompressobj()
@@ -82,7 +82,9 @@ def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]]]:
         raise ShipmentError("unreadable shipment: %s" % exc)
     names = header.get("files") if isinstance(header, dict) else None
     walks = header.get("walks") if isinstance(header, dict) else None
-    if not isinstance(names, list) or not isinstance(walks, dict):
+    absent = header.get("absent", []) if isinstance(header, dict) else None
+    if not isinstance(names, list) or not isinstance(walks, dict) or \
+            not isinstance(absent, list) or not all(safe_relative(a) for a in absent):
         raise ShipmentError("shipment without files and listings")
     files: dict[str, bytes] = {}
     offset = 0
@@ -99,7 +101,9 @@ def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]]]:
                 not all(safe_relative(n) and n.startswith(base + "/" if base else "")
                         for n in listed):
             raise ShipmentError("shipment listing %s names an unsafe path" % base)
-    return files, walks
+    if set(absent) & set(files):
+        raise ShipmentError("shipment names a file both shipped and absent")
+    return files, walks, absent
 
 
 def analyse_shipment(shipped: Any, signatures: list[dict[str, Any]],
@@ -109,20 +113,25 @@ def analyse_shipment(shipped: Any, signatures: list[dict[str, Any]],
     was found in. The analysis reads from memory: its file cache and directory listings
     start out holding the shipment, and its root is an empty directory, so a file or
     listing the lead did not ship is an error, and no shipped byte touches the disk."""
-    files, walks = unpack(shipped)
+    files, walks, absent = unpack(shipped)
     cache: dict[str, Any] = {rel: SourceFile(rel, data) for rel, data in files.items()}
+    missing = {rel: MissingFile(rel) for rel in absent}
+    cache.update(missing)
     seen: dict[str, list[str]] = {base: sorted(names) for base, names in walks.items()}
     with tempfile.TemporaryDirectory(prefix="fleetcheck-build-") as root:
         facts = {s["id"]: run_signature(root, s, cache, seen)
                  for s in json.loads(json.dumps(signatures))}  # as the probe gets them
     hashes = {}
     for rel, entry in cache.items():
+        if missing.get(rel) is entry:
+            continue
         if isinstance(entry, ProbeFileError):
             raise ShipmentError("the analysis reads %s, which the lead did not ship" % rel)
         hashes[rel] = hashlib.sha256(entry.data).hexdigest()
-    reply = {"role": "verify", "build": build, "files": hashes,
+    reply = {"role": "verify", "build": build, "files": hashes, "absent": sorted(missing),
              "walks": {base: listing_digest(names) for base, names in seen.items()},
-             "examined": sorted(rel for rel, e in cache.items() if e.examined)}
+             "examined": sorted(rel for rel, e in cache.items()
+                                if getattr(e, "examined", False))}
     return facts, json.dumps(reply).encode("utf-8") + b"\n"
 
 

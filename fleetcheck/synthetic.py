@@ -87,12 +87,16 @@ FIXED = {
                 return self.needs_eagle_block_drop() and not self.disable_eagle_block_drop
         ''',
     "vllm/v1/core/sched/scheduler.py": '''
+        from vllm.v1.core.kv_cache_manager import KVCacheManager
+
         class Scheduler:
             def __init__(self, speculative_config):
                 self.use_eagle = False
+                self.use_eagle_block_drop = False
                 if speculative_config:
                     self.use_eagle = speculative_config.use_eagle()
-                    self.drop_last_block = speculative_config.use_eagle_block_drop()
+                    self.use_eagle_block_drop = speculative_config.use_eagle_block_drop()
+                self.kv_cache_manager = KVCacheManager(use_eagle=self.use_eagle_block_drop)
         ''',
 }
 
@@ -122,12 +126,15 @@ UNFIXED.update({
                 return self.method in ("eagle", "eagle3", "mtp", "dflash")
         ''',
     "vllm/v1/core/sched/scheduler.py": '''
+        from vllm.v1.core.kv_cache_manager import KVCacheManager
+
         class Scheduler:
             def __init__(self, speculative_config):
                 self.use_eagle = False
                 if speculative_config:
                     if speculative_config.use_eagle():
                         self.use_eagle = True
+                self.kv_cache_manager = KVCacheManager(use_eagle=self.use_eagle)
         ''',
 })
 

@@ -53,7 +53,7 @@ def test_packaged_playbook_is_the_repository_one():
 
 @pytest.mark.parametrize("mutate, needles", [
     (lambda p: p["checks"][0]["outcomes"][0].update(when=["nope"]), ["unknown finding 'nope'"]),
-    (lambda p: p["checks"][1]["find"]["per_layer_window"].update(kind="regex"), ["field 'kind'"]),
+    (lambda p: p["checks"][1]["find"]["pr_layer_types"].update(kind="regex"), ["field 'kind'"]),
     (lambda p: p["checks"][2].update(id="Bad Id"), ["field 'id'"]),
     (lambda p: p["checks"][0]["find"]["layer_ids"].update(files=["/etc/passwd"]),
      ["inside site-packages"]),
@@ -72,7 +72,7 @@ def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
 
 def test_a_pattern_without_anything_to_search_for_is_refused(tmp_path):
     data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
-    data["checks"][1]["find"]["per_layer_window"]["patterns"] = ["( ... ) = $x"]
+    data["checks"][1]["find"]["pr_layer_types"]["patterns"] = ["( ... ) = $x"]
     path = tmp_path / "pb.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match="no name or word to search for"):

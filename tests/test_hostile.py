@@ -113,8 +113,8 @@ def hostile(tmp_path_factory):
     files = dict(FIXED)
     files["vllm/v1/worker/gpu_model_runner.py"] = "import os\n"
     files["vllm/v1/worker/<b>moved</b>.py"] = (
-        "def ids(cfg):  # <img src=x onerror=alert(2)>\n"
-        "    return [i + 1 for i in cfg['target_layer_ids']]  # <img src=x onerror=alert(2)>\n")
+        "def ids(dflash_config):  # <img src=x onerror=alert(2)>\n"
+        "    return [i + 1 for i in dflash_config['target_layer_ids']]  # <img src=x onerror=alert(2)>\n")
     write_install(markup_env, MARKUP_VERSION, files)
     wrong_key = str(tmp / "wrong_key")
     keygen(wrong_key)

@@ -13,21 +13,11 @@ import time
 import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
-from test_run_ssh import ENV, site_packages
+from probe_helpers import linked_copy, rewrite, site_packages
+from test_run_ssh import ENV
 
 INSTALL_IDS = ("install-record", "install-leftovers", "install-metadata", "install-import",
                "install-in-progress")
-
-
-def linked_copy(source: str, target: str) -> str:
-    shutil.copytree(source, target, symlinks=True, copy_function=os.link)
-    return target
-
-
-def rewrite(path: str, data: bytes) -> None:
-    os.unlink(path)
-    with open(path, "wb") as handle:
-        handle.write(data)
 
 
 def evidence_files(check: dict) -> list[str]:

@@ -80,10 +80,15 @@ def test_layer_offset_missing_or_doubled_fails(tmp_path, body, expected):
 
 
 def test_layer_offset_moved_to_another_file_keeps_verdict(tmp_path):
+    """The +1 moved into a helper of another module: followed there, and the evidence
+    names the helper's line."""
     moved = dict(FIXED)
-    moved[RUNNER] = "from vllm.v1.worker.dflash_layers import aux_ids\n"
+    moved[RUNNER] = ("from vllm.v1.worker.spec.dflash_layers import aux_ids\n\n"
+                     "def aux_layers(hf_config):\n"
+                     "    dflash_config = getattr(hf_config, 'dflash_config', None) or {}\n"
+                     "    return tuple(aux_ids(dflash_config.get('target_layer_ids')))\n")
     moved["vllm/v1/worker/spec/dflash_layers.py"] = (
-        "def aux_ids(cfg):\n    return [n + 1 for n in cfg['target_layer_ids']]\n")
+        "def aux_ids(ids):\n    return [n + 1 for n in ids]\n")
     facts = probe_tree(tree(tmp_path, moved))
     hits = findings(facts, "dflash-layer-offset")["layer_ids:1"]
     assert hits[0]["file"] == "vllm/v1/worker/spec/dflash_layers.py"
@@ -119,6 +124,12 @@ def test_swa_pr_branch_form_passes(tmp_path):
 
         def _get_dflash_layer_types(config):
             return list(config.layer_types)
+
+        class DFlashAttention:
+            def __init__(self, config, idx):
+                layer_types = _get_dflash_layer_types(config)
+                window = config.sliding_window if layer_types[idx] == "sliding_attention" else None
+                self.attn = Attention(config.num_heads, per_layer_sliding_window=window)
         '''
     files["vllm/transformers_utils/configs/speculators/algos.py"] = '''
         def update(cfg, src):

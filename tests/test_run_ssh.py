@@ -66,6 +66,9 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
     assert {e["file"] for e in offset_new} == {
         "vllm/v1/worker/gpu_model_runner.py",
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
+    # each path's read is DFlash's own (dflash_config), never DSpark's hf_config read
+    reads = [e for e in offset_new if e.get("step") in ("read", "+1")]
+    assert len(reads) >= 2 and all("dflash_config" in e["text"] for e in reads), offset_new
     offset_old = run.check("gpu-old", "dflash-layer-offset")["evidence"][0]
     assert offset_old["file"] == "vllm/v1/worker/gpu_model_runner.py"
     assert 'dflash_config.get("target_layer_ids")' in offset_old["text"]

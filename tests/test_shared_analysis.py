@@ -23,7 +23,7 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.synthetic import FIXED, write_install
 from fleetcheck.transport import Deadline
-from test_integrity import linked_copy, rewrite
+from probe_helpers import linked_copy, rewrite
 from test_run_ssh import ENV, site_packages
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
@@ -237,3 +237,29 @@ def test_a_shipment_missing_a_file_the_analysis_reads_is_refused(tmp_path):
     del cache[examined[0]]  # a lead that leaves out a file holding a needle
     with pytest.raises(ShipmentError, match="did not ship"):
         analyse_shipment(shipment(cache, walks), signatures, "ab" * 32)
+
+
+def test_a_followed_helper_ships_and_the_modules_it_was_not_in_ship_as_absent(tmp_path):
+    """Following a helper reads its module (tried as a/b.py, then a/b/__init__.py): the
+    controller's analysis of the shipment is the lead's, and a follower proves the tried
+    paths are still absent."""
+    files = dict(FIXED)
+    files["vllm/v1/worker/gpu_model_runner.py"] = (
+        "from vllm.helpers.ids import shift\n"
+        "def aux(hf_config):\n"
+        "    return shift(hf_config.dflash_config['target_layer_ids'])\n")
+    files["vllm/helpers/ids/__init__.py"] = "def shift(ids):\n    return [i + 1 for i in ids]\n"
+    root, signatures, answer = lead_answer(tmp_path, files)
+    assert answer["signatures"]["dflash-layer-offset"]["findings"].keys() == {"layer_ids:1"}
+    shared = SharedAnalysis(signatures)
+    deadline = Deadline(60)
+    shared.answer("lead", question(), deadline)
+    assert shared.complete("lead", answer) is None
+    reply = json.loads(shared.answer("follower", question(), deadline))
+    assert reply["role"] == "verify", "the controller's analysis differs from the lead's"
+    assert "vllm/helpers/ids.py" in reply["absent"]
+    assert "vllm/helpers/ids/__init__.py" in reply["files"]
+    assert verify(root, reply)[1] is None
+    with open(os.path.join(root, "vllm/helpers/ids.py"), "w") as handle:
+        handle.write("def shift(ids):\n    return ids\n")
+    assert verify(root, reply) == (None, "vllm/helpers/ids.py exists here, not in the build")

@@ -12,7 +12,7 @@ from fleetcheck.checks.version import no_install_reason, version_suggests
 from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
 
-MAX_EVIDENCE = 8
+MAX_EVIDENCE = 14
 
 
 def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
@@ -24,13 +24,31 @@ def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
 
 
 def evidence_for(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) -> list[Evidence]:
+    """The lines the outcome was decided on. A dataflow finding is a path: its deciding
+    step first (the +N, the read without one, the call a window reaches, where a trail was
+    lost), then the path's other steps in order."""
     names = list(outcome.evidence or outcome.when)
     out: list[Evidence] = []
     for name in names:
         for hit in findings.get(name, []):
             out.append(Evidence(file=hit.get("file"), line=hit.get("line"),
-                                text=str(hit.get("text", ""))))
+                                text=str(hit.get("text", "")), step=hit.get("step")))
+            for step in hit.get("trail") or []:
+                if (step.get("file"), step.get("line")) != (hit.get("file"), hit.get("line")):
+                    out.append(Evidence(file=step.get("file"), line=step.get("line"),
+                                        text=str(step.get("text", "")), step=step.get("step")))
     return out[:MAX_EVIDENCE]
+
+
+def lost_trails(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Why each flow the outcome rests on could not be followed, in the probe's words."""
+    whys: list[str] = []
+    for name in outcome.evidence or outcome.when:
+        for hit in findings.get(name, []):
+            why = hit.get("why")
+            if isinstance(why, str) and why not in whys:
+                whys.append(why)
+    return whys
 
 
 def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> CheckResult:
@@ -46,6 +64,9 @@ def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> Ch
     details["findings"] = sorted(findings)
     details["modules"] = signature.get("modules") or {}
     status, message = outcome.status, outcome.message
+    whys = lost_trails(outcome, findings)
+    if whys:
+        message += " " + "; ".join(whys[:3]) + "."
     if not evidence:
         searched = (signature.get("files_searched") or {}).values()
         count = max((entry["count"] for entry in searched), default=0)

@@ -15,10 +15,21 @@ class ProbeFileError(Exception):
     """A file the plan needs cannot be read as a regular text file."""
 
 
+class MissingFile(ProbeFileError):
+    """The file is not there. Named by its path relative to the code root, so the
+    controller's analysis of a shipment says the same words as the host's."""
+
+    def __init__(self, rel):
+        ProbeFileError.__init__(self, "%s: No such file or directory" % rel)
+        self.rel = rel
+
+
 def read_bytes(path, limit=MAX_FILE_BYTES):
     """Read a regular file without ever blocking: FIFOs and devices are refused, not opened."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise MissingFile(path)
     except OSError as exc:
         raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
     try:

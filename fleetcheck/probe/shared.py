@@ -13,7 +13,7 @@ import os
 import zlib
 
 from fleetcheck.probe import jsonlite
-from fleetcheck.probe.files import ProbeFileError, read_bytes, walk_files
+from fleetcheck.probe.files import MissingFile, ProbeFileError, read_bytes, walk_files
 
 # compressed; the controller refuses answers over 8 MiB, and a bigger read set is
 # analysed on each host rather than shipped
@@ -35,16 +35,23 @@ def listing_digest(names):
 def shipment(cache, walks):
     """The files an analysis read and the listings it walked, for the controller:
     base64(zlib(one JSON line naming the files and their sizes, then their bytes)).
-    None when a read failed (an unreadable file is this host's own state, not the
-    build's) or when the read set is too big to ship."""
+    Files the analysis looked for and did not find (a helper's module tried as
+    `a/b.py`, then `a/b/__init__.py`) ship as absent. None when a read failed (an
+    unreadable file is this host's own state, not the build's) or when the read set is
+    too big to ship."""
     names = []
     blobs = []
+    absent = []
     for rel, entry in cache.items():
+        if isinstance(entry, MissingFile):
+            absent.append(rel)
+            continue
         if isinstance(entry, ProbeFileError):
             return None
         names.append([rel, len(entry.data)])
         blobs.append(entry.data)
-    header = jsonlite.dumps({"files": names, "walks": walks}).encode("utf-8") + b"\n"
+    header = jsonlite.dumps({"files": names, "walks": walks,
+                             "absent": absent}).encode("utf-8") + b"\n"
     packed = zlib.compress(header + b"".join(blobs), 1)
     if len(packed) > MAX_SHIPPED_BYTES:
         return None
@@ -57,6 +64,9 @@ def verify(root, expected):
     for base, digest in sorted(expected["walks"].items()):
         if listing_digest(sorted(walk_files(root, base))) != digest:
             return None, "the files under %s are not the build's" % base
+    for rel in expected.get("absent") or []:
+        if os.path.lexists(os.path.join(root, rel)):
+            return None, "%s exists here, not in the build" % rel
     hashes = {}
     for rel, want in sorted(expected["files"].items()):
         try:

@@ -5,9 +5,10 @@ needle on raw bytes first, and only the windows around a needle are lexed or par
 import os
 import re
 
-from fleetcheck.probe.files import ProbeFileError, expand_globs, read_bytes
+from fleetcheck.probe.codebase import Codebase
+from fleetcheck.probe.dataflow import Analysis
+from fleetcheck.probe.files import MissingFile, ProbeFileError, expand_globs, read_bytes
 from fleetcheck.probe.lexer import compile_pattern
-from fleetcheck.probe.offsets import OffsetTracker
 from fleetcheck.probe.patterns import MAX_GAP_TOKENS, find_pattern, find_string
 from fleetcheck.probe.source import SourceFile
 
@@ -65,7 +66,18 @@ def finder_needles(finder):
     if finder["kind"] == "string":
         words = re.findall(r"\w+", finder["text"])
         return [max(words, key=len) if words else None]
+    if finder["kind"] == "value-source":
+        return [finder["argument"]]
     return [finder["key"]]
+
+
+def offset_label(name, offset):
+    """The finding a key-offset hit is filed under: NAME:0, :1, :2+, :<0 or :?."""
+    if offset == "?":
+        return name + ":?"
+    if offset < 0:
+        return name + ":<0"
+    return "%s:%d" % (name, offset) if offset < 2 else name + ":2+"
 
 
 def pattern_reach(pattern, needle):
@@ -97,18 +109,59 @@ def load_source(root, rel, cache):
     if entry is None:
         try:
             entry = SourceFile(rel, read_bytes(os.path.join(root, rel)))
+        except MissingFile:
+            entry = MissingFile(rel)  # shipped as "absent", proved absent by followers
         except ProbeFileError as exc:
             entry = exc
         cache[rel] = entry
     return entry
 
 
+def run_dataflow(root, finder, files, cache):
+    """key-offset and value-source: flows from the functions around the needle, through
+    helpers read (and cached, so they ship) only when a flow reaches them."""
+    codebase = Codebase(lambda rel: load_source(root, rel, cache))
+    if finder["kind"] == "key-offset":
+        analysis = Analysis(codebase, "offset", key=finder["key"],
+                            container=finder.get("container"))
+    else:
+        sources = {}
+        for label, names in sorted(finder["sources"].items()):
+            for name in names:
+                sources.setdefault(name, label)
+        analysis = Analysis(codebase, "source", sources=sources)
+    errors = []
+    for rel in files:
+        source = load_source(root, rel, cache)
+        if isinstance(source, ProbeFileError):
+            errors.append(str(source))
+            continue
+        if not source.contains(finder["needles"][0]):
+            continue
+        source.examined = True
+        try:
+            if finder["kind"] == "key-offset":
+                analysis.offset_roots(source)
+            else:
+                analysis.source_roots(source, finder["call"], finder["argument"])
+        except (SyntaxError, ValueError, RecursionError) as exc:
+            errors.append("%s: cannot parse: %s" % (rel, exc))
+    for rel in analysis.examined:
+        entry = cache.get(rel)
+        if entry is not None and not isinstance(entry, ProbeFileError):
+            entry.examined = True
+    hits = analysis.finish() if finder["kind"] == "key-offset" else analysis.findings
+    return hits, errors
+
+
 def run_finder(root, finder, files, cache):
     """Evidence hits for one finder over its files, and the errors that kept it from
     reading some of them."""
+    kind = finder["kind"]
+    if kind in ("key-offset", "value-source"):
+        return run_dataflow(root, finder, files, cache)
     hits = []
     errors = []
-    kind = finder["kind"]
     for rel in files:
         source = load_source(root, rel, cache)
         if isinstance(source, ProbeFileError):
@@ -118,12 +171,6 @@ def run_finder(root, finder, files, cache):
         if not wanted:
             continue
         source.examined = True
-        if kind == "key-offset":
-            try:
-                hits.extend(OffsetTracker(finder["key"]).scan(source))
-            except (SyntaxError, ValueError) as exc:
-                errors.append("%s: cannot parse: %s" % (rel, exc))
-            continue
         for index, needle in enumerate(finder["needles"]):
             if needle not in wanted:
                 continue
@@ -169,19 +216,20 @@ def run_signature(root, signature, cache, walks):
             finder["compiled"] = [compile_pattern(p) for p in finder["patterns"]]
         finder["needles"] = finder_needles(finder)
         finder["whole_words"] = finder_whole_words(finder)
-        if finder["kind"] != "key-offset":
+        if finder["kind"] in ("pattern", "string"):
             finder["reach"] = finder_reach(finder)
         files = expand_globs(root, patterns, walks)
         # a count and a few names: the full lists (hundreds of paths per finder) cost
         # every host and the controller more than they tell
         facts["files_searched"][name] = {"count": len(files), "first": files[:6]}
         hits, errors = run_finder(root, finder, files, cache)
-        if finder["kind"] == "key-offset":
-            by_offset = {}
+        if finder["kind"] in ("key-offset", "value-source"):
+            by_label = {}
             for hit in hits:
-                label = "%s:%d" % (name, hit["offset"]) if hit["offset"] < 2 else name + ":2+"
-                by_offset.setdefault(label, []).append(hit)
-            for label, label_hits in by_offset.items():
+                label = offset_label(name, hit["offset"]) if "offset" in hit else \
+                    "%s:%s" % (name, hit["source"])
+                by_label.setdefault(label, []).append(hit)
+            for label, label_hits in sorted(by_label.items()):
                 facts["findings"][label] = label_hits[:MAX_EVIDENCE_PER_FINDING]
         elif hits:
             facts["findings"][name] = hits[:MAX_EVIDENCE_PER_FINDING]

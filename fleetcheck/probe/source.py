@@ -29,6 +29,7 @@ class SourceFile(object):
         self._lines = None
         self._starts = None
         self._tokens = {}
+        self._tree = None
         self.examined = False  # a needle was found here: the file is hashed against RECORD
 
     @property
@@ -123,12 +124,53 @@ class SourceFile(object):
             indent = level
         return None
 
+    def parsed_function(self, line):
+        """(first line, parsed def node) of the def on `line`: the block cut out by
+        indentation when it parses alone, else found in the whole file (parsed once)."""
+        import ast  # only the dataflow finders get here
+        text = self.lines[line - 1]
+        first, block = self._function_from(line - 1, len(text) - len(text.lstrip()))
+        try:
+            node = ast.parse(block, self.rel).body[0]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return first, node
+        except (SyntaxError, ValueError, IndexError):
+            pass
+        if self._tree is None:
+            try:
+                self._tree = ast.parse(self.text, self.rel)
+            except (SyntaxError, ValueError):
+                self._tree = False
+        for node in ast.walk(self._tree) if self._tree else ():
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    node.lineno == line:
+                return 1, node
+        return first, None
+
+    def enclosing_class(self, line):
+        """Name of the class whose body holds `line` (by indentation), or None."""
+        lines = self.lines
+        indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+        for index in range(line - 2, -1, -1):
+            stripped = lines[index].lstrip()
+            if not stripped or stripped[0] in "#)]}@":
+                continue
+            level = len(lines[index]) - len(stripped)
+            if level >= indent:
+                continue
+            if stripped.startswith("class ") or stripped.startswith("class\t"):
+                return stripped[6:].split("(")[0].split(":")[0].strip()
+            if level == 0:
+                return None
+            indent = level
+        return None
+
     def _function_from(self, index, level):
         lines = self.lines
         end = index + 1
         while end < len(lines):
             stripped = lines[end].lstrip()
-            if stripped and not stripped.startswith("#") and \
+            if stripped and not stripped.startswith(("#", ")", "]", "}")) and \
                     len(lines[end]) - len(stripped) <= level:
                 break
             end += 1

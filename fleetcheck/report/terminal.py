@@ -86,6 +86,7 @@ def failure_kind(host: HostResult) -> str:
 
 
 EVIDENCE_HOSTS_NAMED = 5  # a shared finding names this many hosts, then counts the rest
+EVIDENCE_SHOWN = 6  # lines of evidence per finding (a dataflow path has a few steps)
 
 
 def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
@@ -99,7 +100,8 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
             if check.status in ("skip",) or (check.status == "pass" and not verbose):
                 continue
             key = (check.id, check.status, check.message,
-                   tuple((item.file, item.line, item.text) for item in check.evidence[:3]))
+                   tuple((item.file, item.line, item.text, item.step)
+                         for item in check.evidence[:EVIDENCE_SHOWN]))
             groups.setdefault(key, []).append(host.name)
     if not groups:
         return
@@ -111,9 +113,11 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
         out.append("  %s %s " % (shown, check_id))
         out.append(status, style=STYLE[status])
         out.append(": " + neutral(message) + "\n")
-        for file, line, text in evidence:
-            where = "%s:%s: " % (file, line) if file else ""
-            out.append("      " + neutral(where + text) + "\n")
+        for file, line, text, step in evidence:
+            where = ("%s:%s: " % (file, line) if line is not None else "%s: " % file) \
+                if file else ""
+            label = "[%s] " % step if step else ""
+            out.append("      " + neutral(where + label + text) + "\n")
     out.rstrip()
     console.print(out)
 

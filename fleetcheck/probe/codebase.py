@@ -1,0 +1,285 @@
+"""Where a name used in vLLM's code is defined: the function or class a call reaches, in
+the same module, in a `vllm.*` module it imports (any import form, aliases, re-exports),
+or as a method of a class. Only the function a flow reaches is cut out of its file and
+parsed (a 250 KB runner file holds hundreds), so following a helper costs what it covers.
+Files are read through the finders' shared cache, so a build's analysis ships them."""
+
+import ast
+import re
+
+from fleetcheck.probe.files import ProbeFileError
+
+IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+[\w.])",
+                         re.MULTILINE)
+CLASS_LINE = r"^([ \t]*)class[ \t]+%s\b"
+DEF_LINE = r"^([ \t]*)(?:async[ \t]+)?def[ \t]+%s[ \t]*\("
+MAX_REEXPORT_DEPTH = 3
+
+
+class FunctionRef(object):
+    """A function cut out of its file: `node` is its parsed def, lines are the file's."""
+
+    def __init__(self, rel, name, node, line_offset, cls=None, static=False):
+        self.rel = rel
+        self.name = name
+        self.node = node
+        self.line_offset = line_offset
+        self.cls = cls  # (rel, class name) of the class it is a method of
+        self.static = static
+
+    @property
+    def key(self):
+        return (self.rel, self.cls[1] if self.cls else None, self.name, self.node.lineno +
+                self.line_offset)
+
+    def params(self):
+        """Parameter names in call order, `self`/`cls` dropped for methods."""
+        args = self.node.args
+        names = [a.arg for a in getattr(args, "posonlyargs", [])] + [a.arg for a in args.args]
+        if self.cls is not None and not self.static and names:
+            names = names[1:]
+        return names
+
+    def defaults(self):
+        """Parameter name -> default expression node."""
+        args = self.node.args
+        positional = [a.arg for a in getattr(args, "posonlyargs", [])] + \
+            [a.arg for a in args.args]
+        out = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+            if default is not None:
+                out[arg.arg] = default
+        return out
+
+
+class Codebase(object):
+    """Lookups in the install's tree, memoised for one analysis."""
+
+    def __init__(self, load):
+        self.load = load  # rel -> SourceFile or ProbeFileError (the finders' cache)
+        self._imports = {}
+        self._functions = {}
+
+    def source(self, rel):
+        entry = self.load(rel)
+        return None if isinstance(entry, ProbeFileError) else entry
+
+    # -- modules --------------------------------------------------------------------
+    def module_file(self, dotted):
+        """vllm.a.b -> vllm/a/b.py or vllm/a/b/__init__.py, when it is in the tree."""
+        if not dotted or not (dotted == "vllm" or dotted.startswith("vllm.")):
+            return None
+        base = dotted.replace(".", "/")
+        for rel in (base + ".py", base + "/__init__.py"):
+            if self.source(rel) is not None:
+                return rel
+        return None
+
+    def imports(self, rel):
+        """Local name -> (module, attribute or None) for every import in the file (module
+        level or inside functions), relative imports resolved against its package."""
+        if rel in self._imports:
+            return self._imports[rel]
+        found = {}
+        source = self.source(rel)
+        if source is not None:
+            package = rel[:-len("/__init__.py")] if rel.endswith("/__init__.py") else \
+                rel.rsplit("/", 1)[0]
+            package = package.replace("/", ".")
+            for statement in import_statements(source.text):
+                for name, target in import_bindings(statement, package):
+                    found.setdefault(name, target)
+        self._imports[rel] = found
+        return found
+
+    # -- definitions ----------------------------------------------------------------
+    def function(self, rel, name, cls=None):
+        """The def of `name` at module level of `rel`, or in class `cls` of `rel`."""
+        key = (rel, cls, name)
+        if key not in self._functions:
+            self._functions[key] = self._find_function(rel, name, cls)
+        return self._functions[key]
+
+    def _find_function(self, rel, name, cls):
+        source = self.source(rel)
+        if source is None or not source.contains(name):
+            return None
+        if cls is None:
+            span, indent = (1, len(source.lines)), ""
+        else:
+            block = self.class_block(rel, cls)
+            if block is None:
+                return None
+            span, indent = (block[0] + 1, block[1]), block[2]
+        pattern = re.compile(DEF_LINE % re.escape(name))
+        for line in source.hit_lines(name, True):
+            if not span[0] <= line <= span[1]:
+                continue
+            match = pattern.match(source.lines[line - 1])
+            if match is None or (cls is None and match.group(1)) or \
+                    (cls is not None and match.group(1) != indent):
+                continue
+            first, node = source.parsed_function(line)
+            if node is None:
+                return None
+            static = decorated(source.lines, line, "staticmethod")
+            return FunctionRef(rel, name, node, first - 1,
+                               (rel, cls) if cls is not None else None, static)
+        return None
+
+    def class_block(self, rel, cls):
+        """(class line, last line, indent of its body) of a class defined in `rel`."""
+        source = self.source(rel)
+        if source is None:
+            return None
+        pattern = re.compile(CLASS_LINE % re.escape(cls))
+        for line in source.hit_lines(cls, True):
+            match = pattern.match(source.lines[line - 1])
+            if match is None:
+                continue
+            level = len(match.group(1))
+            last, body_indent = line, None
+            for index in range(line, len(source.lines)):
+                text = source.lines[index]
+                stripped = text.lstrip()
+                if not stripped or stripped.startswith("#"):
+                    continue
+                depth = len(text) - len(stripped)
+                if depth <= level and not stripped.startswith((")", "]")):
+                    break
+                if body_indent is None and stripped.startswith(("def ", "async ", "@",
+                                                                 "class ")):
+                    body_indent = text[:depth]
+                last = index + 1
+            return line, last, body_indent if body_indent is not None else " " * (level + 4)
+        return None
+
+    def class_bases(self, rel, cls):
+        """(rel, class name) of the bases of a class that are defined in the tree."""
+        block = self.class_block(rel, cls)
+        if block is None:
+            return []
+        source = self.source(rel)
+        header = []
+        for text in source.lines[block[0] - 1:block[1]]:
+            header.append(text.strip())
+            if text.rstrip().endswith(":"):
+                break
+        try:
+            node = ast.parse(" ".join(header) + " pass").body[0]
+        except (SyntaxError, ValueError, IndexError):
+            return []
+        out = []
+        for base in getattr(node, "bases", []):
+            if isinstance(base, ast.Name):
+                found = self.resolve(rel, base.id)
+                if found and found[0] == "class":
+                    out.append(found[1:])
+        return out
+
+    def method(self, rel, cls, name, depth=0):
+        """A method of a class or of its bases in the tree."""
+        found = self.function(rel, name, cls)
+        if found is not None or depth >= MAX_REEXPORT_DEPTH:
+            return found
+        for base_rel, base in self.class_bases(rel, cls):
+            found = self.method(base_rel, base, name, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def resolve(self, rel, name, depth=0):
+        """What a bare name means in `rel`: ("function", ref), ("class", rel, name),
+        ("module", dotted), or None when it is not defined in the tree."""
+        ref = self.function(rel, name)
+        if ref is not None:
+            return ("function", ref)
+        if self.class_block(rel, name) is not None:
+            return ("class", rel, name)
+        target = self.imports(rel).get(name)
+        if target is None or depth >= MAX_REEXPORT_DEPTH:
+            return None
+        module, attribute = target
+        if attribute is None:
+            return ("module", module) if self.module_file(module) else None
+        submodule = module + "." + attribute
+        if self.module_file(submodule) is not None and \
+                self.module_file(module) != self.module_file(submodule):
+            return ("module", submodule)
+        where = self.module_file(module)
+        if where is None:
+            return None
+        return self.resolve(where, attribute, depth + 1)
+
+    def module_constant(self, rel, name):
+        """(value, line) of a module-level `NAME = <literal>` in `rel`, or None."""
+        source = self.source(rel)
+        if source is None or not source.contains(name):
+            return None
+        pattern = re.compile(r"^%s[ \t]*(?::[^=\n]*)?=[ \t]*([^\n]+)$" % re.escape(name),
+                             re.MULTILINE)
+        match = pattern.search(source.text)
+        if match is None:
+            return None
+        try:
+            value = ast.literal_eval(match.group(1).split("  #")[0].strip())
+        except (SyntaxError, ValueError):
+            return None
+        return value, source.line_of(match.start())
+
+    def resolve_in_module(self, dotted, name):
+        where = self.module_file(dotted)
+        return self.resolve(where, name) if where else None
+
+
+def decorated(lines, line, name):
+    """Is the def on `line` decorated with @name?"""
+    index = line - 2
+    while index >= 0 and lines[index].lstrip().startswith("@"):
+        if lines[index].strip().lstrip("@").split("(")[0].strip() == name:
+            return True
+        index -= 1
+    return False
+
+
+def import_statements(text):
+    """Each import statement of the file as its own source text (parenthesised and
+    backslash-continued ones joined), found without parsing the file."""
+    out = []
+    for match in IMPORT_LINE.finditer(text):
+        end = text.find("\n", match.start())
+        end = len(text) if end < 0 else end
+        statement = text[match.start():end]
+        while (statement.count("(") > statement.count(")") or
+               statement.rstrip().endswith("\\")) and end < len(text):
+            nxt = text.find("\n", end + 1)
+            nxt = len(text) if nxt < 0 else nxt
+            statement += "\n" + text[end + 1:nxt]
+            end = nxt
+        out.append(statement.strip())
+    return out
+
+
+def import_bindings(statement, package):
+    """(local name, (module, attribute or None)) for one import statement."""
+    try:
+        node = ast.parse(statement).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return []
+    out = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                out.append((alias.asname, (alias.name, None)))
+            else:
+                out.append((alias.name.split(".")[0], (alias.name.split(".")[0], None)))
+                out.append((alias.name, (alias.name, None)))
+    elif isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        if node.level:
+            parts = package.split(".")
+            parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
+            module = ".".join(parts + ([module] if module else []))
+        for alias in node.names:
+            out.append((alias.asname or alias.name, (module, alias.name)))
+    return out

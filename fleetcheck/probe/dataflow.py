@@ -1,0 +1,899 @@
+"""Dataflow over vLLM's code, for what a grep cannot prove.
+
+key-offset: the constant added to the ids read under a key of a named container
+(`dflash_config["target_layer_ids"]`, not DSpark's `hf_config.target_layer_ids`) on their
+way out of the function that reads them: through names, comprehensions, map(lambda),
+`array + n`, append loops, and into helpers (same module, `vllm.*` imports, methods) and
+back, with a step of evidence at each. A flow that cannot be followed is a finding of its
+own (`:?`), never silence.
+
+value-source: what reaches one argument of a call (Attention's per_layer_sliding_window,
+the KV cache manager's block-drop flag): a read of a named config key or method, a
+constant, or something that cannot be traced. Flow-sensitive (a later assignment replaces
+an earlier one; branches merge), through tuple unpacking, helpers of the module, and back
+from a parameter to the module's call sites.
+
+Values are frozensets of atoms (tuples). Steps of evidence are (file, line, step, text).
+"""
+
+import ast
+
+from fleetcheck.probe.codebase import Codebase, FunctionRef
+from fleetcheck.probe.patterns import evidence_text
+
+MAX_CALL_DEPTH = 4
+MAX_CALLER_DEPTH = 3
+MAX_FINDINGS = 40
+EMPTY = frozenset()
+PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
+PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "tolist",
+                        "clone", "astype"}
+# builtins whose result says something about their arguments but carries no ids
+OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", "hash",
+             "any", "all", "min", "max", "sum", "int", "float", "range", "issubclass",
+             "callable", "hasattr", "format", "abs", "round"}
+LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+               "info_once", "debug_once", "warning_once"}
+MUTATORS = {"append", "extend", "insert", "add", "update"}
+
+
+def step_of(codebase, rel, line, end, kind):
+    source = codebase.source(rel)
+    text = evidence_text(source.lines, line, end) if source is not None else ""
+    return (rel, line, kind, text)
+
+
+def add_step(atom, step):
+    """An ids-carrying atom with one more step on its trail."""
+    if atom[0] in ("ids", "elem"):
+        return (atom[0], atom[1], atom[2] + (step,))
+    if atom[0] == "lost":
+        return (atom[0], atom[1], atom[2] + (step,), atom[3])
+    return atom
+
+
+def carries_ids(value):
+    return any(atom[0] in ("ids", "elem", "lost", "container") or
+               (atom[0] == "tuple" and any(carries_ids(v) for v in atom[1]))
+               for atom in value)
+
+
+def as_collection(value):
+    """Elements gathered into a list/tuple: elem atoms become ids atoms."""
+    return frozenset(("ids",) + atom[1:] if atom[0] == "elem" else atom for atom in value)
+
+
+def as_elements(value):
+    """What iterating over a value yields: the elements of ids, the items of tuples."""
+    out = set()
+    for atom in value:
+        if atom[0] == "ids":
+            out.add(("elem",) + atom[1:])
+        elif atom[0] == "tuple":
+            for item in atom[1]:
+                out |= item
+        else:
+            out.add(atom)
+    return frozenset(out)
+
+
+def const_int(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
+            not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def const_str(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def subscript_index(node):
+    index = node.slice
+    if isinstance(index, getattr(ast, "Index", ())):  # Python 3.8 wraps it
+        index = index.value
+    return index
+
+
+def callee_name(func):
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def dotted_name(node):
+    """a.b.c for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class Capture(object):
+    """Record the value of one argument wherever a call to `call` is evaluated (on a
+    given line, when `line` is set)."""
+
+    def __init__(self, call, keyword, position=None, line=None):
+        self.call = call
+        self.keyword = keyword
+        self.position = position
+        self.line = line
+        self.values = []  # (value, step, the flow it was seen in)
+
+
+class Analysis(object):
+    """One finder's dataflow over the tree; `findings` collects what it proves."""
+
+    def __init__(self, codebase, mode, key=None, container=None, sources=None):
+        self.codebase = codebase
+        self.mode = mode  # "offset" or "source"
+        self.key = key
+        self.container = container
+        self.sources = sources or {}  # name -> label
+        self.findings = []
+        self.memo = {}
+        self.examined = set()
+
+    # -- key-offset -------------------------------------------------------------------
+    def offset_roots(self, source):
+        """One flow per function around the key's occurrences in a file."""
+        seen = set()
+        for line in source.hit_lines(self.key):
+            block = source.enclosing_function(line)
+            if block is None or block[0] in seen:
+                continue
+            seen.add(block[0])
+            first, node = source.parsed_function(block[0])
+            if node is None:
+                raise ValueError("cannot parse the function at line %d" % block[0])
+            cls = source.enclosing_class(block[0])
+            ref = FunctionRef(source.rel, node.name, node, first - 1,
+                              (source.rel, cls) if cls else None)
+            self.examined.add(source.rel)
+            flow = Flow(self, ref, self.entry_env(ref), 0, (ref.key,))
+            flow.run()
+
+    def end(self, value, step, stored=None):
+        """Ids leaving a flow (returned, stored, or lost in a call): a finding each.
+        `stored` names where ids were stored for other code to read (not followed)."""
+        for atom in value:
+            if atom[0] == "tuple":
+                for item in atom[1]:
+                    self.end(item, step, stored)
+            elif atom[0] in ("ids", "elem"):
+                trail = atom[2] + ((step,) if step[:2] != atom[2][-1][:2] else ())
+                if stored:
+                    self.add_finding("?", trail, "ids (%+d so far) are %s at %s:%d and read "
+                                     "elsewhere, which is not followed"
+                                     % (atom[1], stored, step[0], step[1]), stored=True)
+                else:
+                    self.add_finding(atom[1], trail)
+            elif atom[0] == "lost":
+                self.add_finding("?", atom[2], atom[3])
+
+    def finish(self):
+        """Ids stored on an object are only a loss when their read reaches no other end
+        of the flow (a value kept on self and also returned is judged by the return)."""
+        ended = set((f["trail"][0]["file"], f["trail"][0]["line"]) for f in self.findings
+                    if not f.get("stored"))
+        self.findings = [f for f in self.findings if not f.get("stored") or
+                         (f["trail"][0]["file"], f["trail"][0]["line"]) not in ended]
+        for finding in self.findings:
+            finding.pop("stored", None)
+        return self.findings
+
+    def add_finding(self, offset, trail, why=None, stored=False):
+        if len(self.findings) >= MAX_FINDINGS:
+            return
+        if offset == "?":
+            decisive = trail[-1]
+        else:
+            shifts = [s for s in trail if s[2].startswith(("+", "-"))]
+            decisive = shifts[-1] if shifts else trail[0]
+        entry = {"offset": offset, "file": decisive[0], "line": decisive[1],
+                 "text": decisive[3], "step": decisive[2],
+                 "trail": [{"file": s[0], "line": s[1], "step": s[2], "text": s[3]}
+                           for s in trail]}
+        if why:
+            entry["why"] = why
+        if stored:
+            entry["stored"] = True
+        if entry not in self.findings:
+            self.findings.append(entry)
+
+    # -- value-source -----------------------------------------------------------------
+    def source_roots(self, source, call, keyword):
+        """Flows over the functions holding `call(..., keyword=...)`; a finding per call."""
+        seen = set()
+        for line in source.hit_lines(keyword, True):
+            block = source.enclosing_function(line)
+            if block is None or block[0] in seen:
+                continue
+            seen.add(block[0])
+            first, node = source.parsed_function(block[0])
+            if node is None:
+                raise ValueError("cannot parse the function at line %d" % block[0])
+            cls = source.enclosing_class(block[0])
+            ref = FunctionRef(source.rel, node.name, node, first - 1,
+                              (source.rel, cls) if cls else None)
+            self.examined.add(source.rel)
+            capture = Capture(call, keyword)
+            Flow(self, ref, self.entry_env(ref), 0, (ref.key,), [capture]).run()
+            for value, sink, _ in capture.values:
+                self.classify(self.through_callers(value, 0), sink)
+
+    def through_callers(self, value, depth):
+        """Parameters replaced by what the module's call sites pass for them."""
+        out = set()
+        for atom in value:
+            if atom[0] == "tuple":
+                out.add(("tuple", tuple(frozenset(self.through_callers(v, depth))
+                                        for v in atom[1])))
+                continue
+            if atom[0] != "param":
+                out.add(atom)
+                continue
+            _, ref, name, position = atom
+            passed = self.passed_by_callers(ref, name, position) \
+                if depth < MAX_CALLER_DEPTH else []
+            if not passed:
+                out.add(("unk", "parameter %s of %s() gets no value from a call in %s"
+                         % (name, ref.name, ref.rel),
+                         step_of(self.codebase, ref.rel, ref.node.lineno + ref.line_offset,
+                                 ref.node.lineno + ref.line_offset, "parameter")))
+            for item in passed:
+                out |= self.through_callers(item, depth + 1)
+        return frozenset(out)
+
+    def passed_by_callers(self, ref, name, position):
+        """The values call sites in the function's module pass for one parameter."""
+        source = self.codebase.source(ref.rel)
+        constructor = ref.name == "__init__" and ref.cls is not None
+        called = ref.cls[1] if constructor else ref.name
+        out = []
+        seen = set()
+        def_line = ref.node.lineno + ref.line_offset
+        for line in source.hit_lines(called, True):
+            if line == def_line:
+                continue
+            block = source.enclosing_function(line)
+            if block is None or block[0] in seen:
+                continue
+            seen.add(block[0])
+            first, node = source.parsed_function(block[0])
+            if node is None:
+                continue
+            cls = source.enclosing_class(block[0])
+            site = FunctionRef(source.rel, node.name, node, first - 1,
+                               (source.rel, cls) if cls else None)
+            capture = Capture(called, name, position)
+            Flow(self, site, self.entry_env(site), 0, (site.key,), [capture]).run()
+            out.extend(value for value, _, _ in capture.values)
+        if not out:
+            return out
+        default = ref.defaults().get(name)
+        if any(value is None for value in out):
+            out = [v for v in out if v is not None]
+            out.append(Flow(self, ref, {}, 0, ()).eval(default, {}) if default is not None
+                       else frozenset([("unk", "no value for %s" % name,
+                                        step_of(self.codebase, ref.rel, def_line, def_line,
+                                                "parameter"))]))
+        return out
+
+    def classify(self, value, sink):
+        labels = {}
+        constants = []
+        unknown = []
+        for atom in value:
+            if atom[0] == "src":
+                labels.setdefault(atom[1], []).append(atom[2])
+            elif atom[0] == "const":
+                constants.append(atom[2])
+            elif atom[0] == "unk":
+                unknown.append((atom[1], atom[2]))
+            elif atom[0] == "tuple":
+                unknown.append(("a tuple", sink))
+        for label, steps in sorted(labels.items()):
+            self.add_source_finding(label, sink, sorted(set(steps))[:3])
+        if not labels and constants and not unknown:
+            self.add_source_finding("constant", sink, sorted(set(constants))[:3])
+        for why, step in sorted(set(unknown))[:2]:
+            self.add_source_finding("?", sink, [step], why)
+
+    def add_source_finding(self, label, sink, steps, why=None):
+        entry = {"source": label, "file": sink[0], "line": sink[1], "text": sink[3],
+                 "step": "call",
+                 "trail": [{"file": s[0], "line": s[1], "step": s[2], "text": s[3]}
+                           for s in [sink] + [s for s in steps if s != sink]]}
+        if why:
+            entry["why"] = why
+        if entry not in self.findings and len(self.findings) < MAX_FINDINGS:
+            self.findings.append(entry)
+
+    def entry_env(self, ref):
+        if self.mode == "offset":
+            return {}
+        return dict((name, frozenset([("param", ref, name, index)]))
+                    for index, name in enumerate(ref.params()))
+
+
+class Flow(object):
+    """Abstract execution of one function: names (and self.attributes) to values."""
+
+    def __init__(self, analysis, fn, env, depth, stack, captures=()):
+        self.a = analysis
+        self.fn = fn
+        self.entry = env
+        self.depth = depth
+        self.stack = stack
+        self.captures = captures
+        self.returns = set()
+        self.local_defs = {}
+        self.control = []
+        self.lambdas = []
+        self.source = analysis.codebase.source(fn.rel)
+
+    # -- helpers ------------------------------------------------------------------
+    def line(self, node):
+        return node.lineno + self.fn.line_offset
+
+    def step(self, node, kind):
+        first = self.line(node)
+        last = getattr(node, "end_lineno", node.lineno) + self.fn.line_offset
+        text = evidence_text(self.source.lines, first, last) if self.source else ""
+        return (self.fn.rel, first, kind, text)
+
+    def unknown(self, node, why):
+        if self.a.mode == "offset":
+            return EMPTY
+        return frozenset([("unk", why, self.step(node, "untraced"))])
+
+    def run(self):
+        self.exec_block(self.fn.node.body, dict(self.entry))
+        return frozenset(self.returns)
+
+    # -- statements ---------------------------------------------------------------
+    def exec_block(self, statements, env):
+        for statement in statements:
+            if env is None:
+                return None
+            env = self.exec_statement(statement, env)
+        return env
+
+    def exec_statement(self, node, env):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.local_defs[node.name] = FunctionRef(self.fn.rel, node.name, node,
+                                                     self.fn.line_offset)
+            return env
+        if isinstance(node, ast.Return):
+            value = self.eval(node.value, env) if node.value is not None else \
+                self.constant(node, None)
+            if self.depth == 0 and self.a.mode == "offset":
+                self.a.end(value, self.step(node, "return"))
+            if self.a.mode == "source" and self.control and value:
+                value = value | frozenset().union(*self.control)
+            self.returns |= value
+            return None
+        if isinstance(node, ast.Raise):
+            return None
+        if isinstance(node, ast.Assign):
+            value = self.eval(node.value, env)
+            for target in node.targets:
+                self.assign(target, value, env, node)
+            return env
+        if isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value, env), env, node)
+            return env
+        if isinstance(node, ast.AugAssign):
+            current = self.eval(node.target, env) if not isinstance(node.target, ast.Attribute) \
+                or dotted_name(node.target) in env else EMPTY
+            value = self.binop(node, current, node.op, node.value, env)
+            self.assign(node.target, value, env, node)
+            return env
+        if isinstance(node, ast.Expr):
+            value = self.eval(node.value, env)
+            if self.a.mode == "offset":
+                lost = frozenset(atom for atom in value if atom[0] == "lost")
+                if lost:
+                    self.a.end(lost, self.step(node, "lost"))
+            return env
+        if isinstance(node, ast.If):
+            test = self.eval(node.test, env)
+            self.control.append(frozenset(a for a in test if a[0] == "src"))
+            body = self.exec_block(node.body, dict(env))
+            other = self.exec_block(node.orelse, dict(env))
+            self.control.pop()
+            return merge(body, other)
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            return self.exec_loop(node, env)
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                value = self.eval(item.context_expr, env)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, value, env, node)
+            return self.exec_block(node.body, env)
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            body = self.exec_block(node.body, dict(env))
+            after = merge(body, env)
+            branches = [self.exec_block(node.orelse, dict(body)) if body is not None else None]
+            for handler in node.handlers:
+                branches.append(self.exec_block(handler.body, dict(after)))
+            result = None
+            for branch in branches:
+                result = merge(result, branch)
+            if node.finalbody:
+                result = self.exec_block(node.finalbody, result if result is not None
+                                         else dict(after))
+            return result
+        if type(node).__name__ == "Match":
+            self.eval(node.subject, env)
+            result = dict(env)
+            for case in node.cases:
+                result = merge(result, self.exec_block(case.body, dict(env)))
+            return result
+        return env
+
+    def exec_loop(self, node, env):
+        """Twice through the body, so a value built in one pass reaches the next."""
+        current = dict(env)
+        for _ in range(2):
+            inner = dict(current)
+            if isinstance(node, ast.While):
+                self.eval(node.test, inner)
+            else:
+                self.assign(node.target, as_elements(self.eval(node.iter, inner)), inner, node)
+            out = self.exec_block(node.body, inner)
+            current = merge(current, out)
+        return merge(current, self.exec_block(node.orelse, dict(current)))
+
+    def assign(self, target, value, env, node):
+        if self.a.mode == "source" and self.control and value:
+            extra = frozenset().union(*self.control)
+            value = value | extra
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            count = len(target.elts)
+            parts = [set() for _ in range(count)]
+            for atom in value:
+                if atom[0] == "tuple" and len(atom[1]) == count:
+                    for index in range(count):
+                        parts[index] |= atom[1][index]
+                elif atom[0] == "ids":
+                    for part in parts:
+                        part.add(("elem",) + atom[1:])
+                else:
+                    for part in parts:
+                        part.add(atom)
+            for element, part in zip(target.elts, parts):
+                self.assign(element, frozenset(part), env, node)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, as_collection(value), env, node)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            name = dotted_name(target) if isinstance(target, ast.Attribute) else None
+            if name is not None:
+                env[name] = value
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
+                    target.value.id in env:
+                env[target.value.id] = env[target.value.id] | as_collection(value)
+            if self.a.mode == "offset" and carries_ids(value):
+                self.a.end(frozenset(a for a in value if a[0] != "container"),
+                           self.step(node, "stored"),
+                           "stored on %s" % name if name else "stored in a subscript")
+
+    # -- expressions --------------------------------------------------------------
+    def constant(self, node, value):
+        if self.a.mode == "offset":
+            return EMPTY
+        return frozenset([("const", repr(value)[:40], self.step(node, "constant"))])
+
+    def eval(self, node, env):
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child, env)
+            return self.unknown(node, "%s expression" % type(node).__name__)
+        return method(node, env)
+
+    def eval_Constant(self, node, env):
+        return self.constant(node, node.value)
+
+    def eval_JoinedStr(self, node, env):
+        for value in node.values:
+            self.eval(value, env)
+        return self.constant(node, "f-string")
+
+    def eval_FormattedValue(self, node, env):
+        self.eval(node.value, env)
+        return EMPTY
+
+    def eval_Name(self, node, env):
+        if node.id in env:
+            return env[node.id]
+        if self.a.mode == "offset" and node.id == self.a.container:
+            return frozenset([("container",)])
+        if self.a.mode == "source":
+            found = self.a.codebase.module_constant(self.fn.rel, node.id)
+            if found is not None:
+                return frozenset([("const", repr(found[0])[:40],
+                                   step_of(self.a.codebase, self.fn.rel, found[1], found[1],
+                                           "constant"))])
+        return self.unknown(node, "%s is not assigned in %s()" % (node.id, self.fn.name))
+
+    def key_read(self, node, base, name):
+        """A read of a named key/attribute: the container, the ids, or a source."""
+        if self.a.mode == "offset":
+            if name == self.a.key and (self.a.container is None or
+                                       ("container",) in base):
+                return frozenset([("ids", 0, (self.step(node, "read"),))])
+            if self.a.container is not None and name == self.a.container:
+                return frozenset([("container",)])
+            return None
+        label = self.a.sources.get(name)
+        if label is not None:
+            return frozenset([("src", label, self.step(node, "source"))])
+        return None
+
+    def eval_Attribute(self, node, env):
+        name = dotted_name(node)
+        if name is not None and name in env:
+            return env[name]
+        base = self.eval(node.value, env)
+        found = self.key_read(node, base, node.attr)
+        if found is not None:
+            return found
+        if self.a.mode == "source" and name and name.startswith("self."):
+            return self.unknown(node, "%s is set outside %s()" % (name, self.fn.name))
+        return self.unknown(node, "attribute .%s" % node.attr)
+
+    def eval_Subscript(self, node, env):
+        base = self.eval(node.value, env)
+        index = subscript_index(node)
+        key = const_str(index)
+        if key is not None:
+            found = self.key_read(node, base, key)
+            if found is not None:
+                return found
+        else:
+            self.eval(index, env)
+        position = const_int(index)
+        out = set()
+        for atom in base:
+            if atom[0] == "ids":
+                out.add(atom if isinstance(index, ast.Slice) else ("elem",) + atom[1:])
+            elif atom[0] == "tuple" and position is not None and -len(atom[1]) <= position \
+                    < len(atom[1]):
+                out |= atom[1][position]
+            elif self.a.mode == "source" and atom[0] in ("src", "unk", "param"):
+                out.add(atom)
+        if not out:
+            return self.unknown(node, "a subscript")
+        return frozenset(out)
+
+    def eval_BoolOp(self, node, env):
+        out = set()
+        for value in node.values:
+            out |= self.eval(value, env)
+        return frozenset(out)
+
+    def eval_IfExp(self, node, env):
+        test = self.eval(node.test, env)
+        body = self.eval(node.body, env) | self.eval(node.orelse, env)
+        if self.a.mode == "source" and body:
+            body = body | frozenset(a for a in test if a[0] == "src")
+        return body
+
+    def eval_Compare(self, node, env):
+        values = [self.eval(node.left, env)] + [self.eval(c, env) for c in node.comparators]
+        if self.a.mode == "offset":
+            return EMPTY
+        return frozenset(a for v in values for a in v if a[0] == "src") or \
+            self.constant(node, "comparison")
+
+    def eval_UnaryOp(self, node, env):
+        value = self.eval(node.operand, env)
+        if self.a.mode == "offset":
+            return self.lose(value, node, "ids negated or inverted at %s:%d" %
+                             (self.fn.rel, self.line(node))) if carries_ids(value) else EMPTY
+        return value
+
+    def eval_BinOp(self, node, env):
+        return self.binop(node, self.eval(node.left, env), node.op, node.right, env,
+                          left_node=node.left)
+
+    def binop(self, node, left, op, right_node, env, left_node=None):
+        right = self.eval(right_node, env)
+        if self.a.mode == "source":
+            return left | right
+        if isinstance(op, (ast.Add, ast.Sub)):
+            sign = 1 if isinstance(op, ast.Add) else -1
+            # ids + n, n + ids, ids - n (never n - ids)
+            sides = [(left, right_node)] + ([(right, left_node)] if sign == 1 else [])
+            for ids, other_node in sides:
+                amount = const_int(other_node) if other_node is not None else None
+                carried = [a for a in ids if a[0] in ("ids", "elem")]
+                if carried and amount is not None:
+                    step = self.step(node, "%+d" % (sign * amount))
+                    return frozenset((a[0], a[1] + sign * amount, a[2] + (step,))
+                                     for a in carried)
+            if isinstance(op, ast.Add) and any(a[0] == "ids" for a in left) and \
+                    any(a[0] == "ids" for a in right):
+                return left | right  # list concatenation
+        if carries_ids(left) or carries_ids(right):
+            return self.lose(left | right, node, "ids combined with a value that is not a "
+                             "constant at %s:%d" % (self.fn.rel, self.line(node)))
+        return EMPTY
+
+    def lose(self, value, node, why):
+        step = self.step(node, "lost")
+        return frozenset(("lost", a[1], a[2] + (step,), why) for a in value
+                         if a[0] in ("ids", "elem")) | \
+            frozenset(a for a in value if a[0] == "lost")
+
+    def eval_Tuple(self, node, env):
+        items = tuple(self.eval(e, env) for e in node.elts)
+        if self.a.mode == "offset" and all(not carries_ids(i) for i in items):
+            return EMPTY
+        return frozenset([("tuple", items)])
+
+    def eval_List(self, node, env):
+        out = set()
+        for element in node.elts:
+            out |= as_collection(self.eval(element, env))
+        return frozenset(out) or self.constant(node, [])
+
+    eval_Set = eval_List
+
+    def eval_Dict(self, node, env):
+        for value in node.keys + node.values:
+            if value is not None:
+                self.eval(value, env)
+        return self.constant(node, {}) if not node.keys else self.unknown(node, "a dict")
+
+    def eval_Starred(self, node, env):
+        return self.eval(node.value, env)
+
+    def eval_NamedExpr(self, node, env):
+        value = self.eval(node.value, env)
+        self.assign(node.target, value, env, node)
+        return value
+
+    def eval_Lambda(self, node, env):
+        self.lambdas.append((node, dict(env)))
+        return frozenset([("lambda", len(self.lambdas) - 1)])
+
+    def comprehension(self, node, env, element):
+        if len(node.generators) != 1:
+            return self.unknown(node, "a nested comprehension")
+        generator = node.generators[0]
+        inner = dict(env)
+        self.assign(generator.target, as_elements(self.eval(generator.iter, env)), inner, node)
+        for condition in generator.ifs:
+            self.eval(condition, inner)
+        value = self.eval(element, inner)
+        return as_collection(value)
+
+    def eval_ListComp(self, node, env):
+        return self.comprehension(node, env, node.elt)
+
+    eval_SetComp = eval_ListComp
+    eval_GeneratorExp = eval_ListComp
+
+    def eval_DictComp(self, node, env):
+        self.comprehension(node, env, node.value)
+        return self.unknown(node, "a dict comprehension")
+
+    def apply_lambda(self, index, argument, node):
+        lam, env = self.lambdas[index]
+        params = [a.arg for a in lam.args.args]
+        inner = dict(env)
+        if params:
+            inner[params[0]] = argument
+        return self.eval(lam.body, inner)
+
+    def eval_Call(self, node, env):
+        func = node.func
+        args = [self.eval(a, env) for a in node.args]
+        keywords = {}
+        for keyword in node.keywords:
+            value = self.eval(keyword.value, env)
+            if keyword.arg is not None:
+                keywords[keyword.arg] = value
+        name = callee_name(func)
+        for capture in self.captures:
+            if name == capture.call and (capture.line is None or capture.line == self.line(node)):
+                if capture.keyword in keywords:
+                    capture.values.append((keywords[capture.keyword], self.step(node, "call"),
+                                           self))
+                elif capture.position is not None and capture.position < len(node.args) and \
+                        not any(isinstance(a, ast.Starred) for a in node.args):
+                    capture.values.append((args[capture.position], self.step(node, "call"),
+                                           self))
+                elif capture.position is not None:
+                    capture.values.append((None, self.step(node, "call"), self))
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
+            attribute = const_str(node.args[1])
+            if attribute is not None:
+                found = self.key_read(node, args[0], attribute)
+                if found is not None:
+                    return found
+            return self.unknown(node, "getattr()")
+        if isinstance(func, ast.Attribute) and func.attr == "get" and node.args:
+            key = const_str(node.args[0])
+            base = self.eval(func.value, env)
+            if key is not None:
+                found = self.key_read(node, base, key)
+                if found is not None:
+                    if self.a.mode == "source" and len(args) > 1:
+                        return found | args[1]
+                    return found
+        if self.a.mode == "source" and name in self.a.sources:
+            return frozenset([("src", self.a.sources[name], self.step(node, "source"))])
+        if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
+            return as_collection(args[0])
+        if isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS:
+            if args and not isinstance(func.value, ast.Name) or \
+                    (args and func.attr in ("array", "asarray", "tensor", "as_tensor")):
+                return as_collection(args[0])
+            return self.eval(func.value, env)
+        if isinstance(func, ast.Name) and func.id == "map" and len(args) == 2:
+            lambdas = [a for a in args[0] if a[0] == "lambda"]
+            if lambdas:
+                elements = as_elements(args[1])
+                out = set()
+                for atom in lambdas:
+                    out |= as_collection(self.apply_lambda(atom[1], elements, node))
+                return frozenset(out)
+        if isinstance(func, ast.Name) and func.id in OBSERVERS:
+            if self.a.mode == "source":
+                out = frozenset(a for v in args for a in v if a[0] == "src")
+                return out or self.constant(node, func.id + "()")
+            return EMPTY
+        if isinstance(func, ast.Attribute) and func.attr in LOG_METHODS and \
+                "log" in (dotted_name(func.value) or "").lower():
+            return EMPTY
+        if isinstance(func, ast.Attribute) and func.attr in MUTATORS and \
+                isinstance(func.value, ast.Name):
+            added = set()
+            for value in args:
+                added |= (value if func.attr == "extend" else as_collection(value))
+            env[func.value.id] = env.get(func.value.id, EMPTY) | frozenset(added)
+            return EMPTY
+        lambdas = [a for a in env.get(name, EMPTY) if a[0] == "lambda"] \
+            if isinstance(func, ast.Name) else []
+        if lambdas and args:
+            out = set()
+            for atom in lambdas:
+                out |= self.apply_lambda(atom[1], args[0], node)
+            return frozenset(out)
+        relevant = self.a.mode == "source" or any(carries_ids(v) for v in
+                                                    args + list(keywords.values()))
+        if not relevant:
+            return EMPTY
+        ref, why = self.resolve_callee(func)
+        if ref is not None:
+            return self.follow(ref, node, args, keywords)
+        what = "%s()" % (dotted_name(func) or name or "a computed function")
+        if self.a.mode == "source":
+            return self.unknown(node, "%s could not be followed%s" % (what, why))
+        step = self.step(node, "lost")
+        return frozenset(("lost", a[1], a[2] + (step,), "ids flow into %s at %s:%d, which "
+                          "could not be followed%s" % (what, self.fn.rel, self.line(node), why))
+                         for value in args + list(keywords.values()) for a in value
+                         if a[0] in ("ids", "elem")) | frozenset(
+            a for value in args + list(keywords.values()) for a in value if a[0] == "lost")
+
+    def resolve_callee(self, func):
+        """(FunctionRef, "") for a function of the tree, or (None, why not)."""
+        codebase = self.a.codebase
+        local_only = self.a.mode == "source"  # helpers of the module
+        if isinstance(func, ast.Name):
+            if func.id in self.local_defs:
+                return self.local_defs[func.id], ""
+            found = codebase.function(self.fn.rel, func.id)
+            if found is None and not local_only:
+                resolved = codebase.resolve(self.fn.rel, func.id)
+                found = resolved[1] if resolved and resolved[0] == "function" else None
+                if resolved and resolved[0] == "class":
+                    return None, " (a class: the ids are kept in an instance)"
+            return (found, "") if found else (None, " (not defined in the tree)")
+        if not isinstance(func, ast.Attribute):
+            return None, " (a computed callee)"
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and self.fn.cls:
+            found = codebase.method(self.fn.cls[0], self.fn.cls[1], func.attr)
+            return (found, "") if found else (None, " (no such method in the tree)")
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and \
+                base.func.id == "super" and self.fn.cls:
+            for base_rel, base_cls in codebase.class_bases(*self.fn.cls):
+                found = codebase.method(base_rel, base_cls, func.attr)
+                if found:
+                    return found, ""
+            return None, " (the base class is not in the tree)"
+        prefix = dotted_name(base)
+        if prefix is None:
+            return None, ""
+        if codebase.class_block(self.fn.rel, prefix) is not None:
+            found = codebase.method(self.fn.rel, prefix, func.attr)
+            return (found, "") if found else (None, "")
+        if local_only:
+            return None, ""
+        resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
+        if resolved and resolved[0] == "module":
+            module = resolved[1]
+            imported = codebase.imports(self.fn.rel).get(prefix)
+            if imported is not None and imported[1] is None:
+                module = imported[0]
+            elif "." in prefix:
+                module = module + "." + prefix.split(".", 1)[1]
+            target = codebase.resolve_in_module(module, func.attr)
+            if target and target[0] == "function":
+                return target[1], ""
+            return None, " (not defined in %s)" % module
+        if resolved and resolved[0] == "class":
+            found = codebase.method(resolved[1], resolved[2], func.attr)
+            return (found, "") if found else (None, "")
+        return None, ""
+
+    def follow(self, ref, node, args, keywords):
+        """Into a helper with the argument values, and its return value back out."""
+        if self.depth >= MAX_CALL_DEPTH or ref.key in self.stack:
+            why = "depth limit" if self.depth >= MAX_CALL_DEPTH else "recursion"
+            if self.a.mode == "source":
+                return self.unknown(node, "%s() not followed (%s)" % (ref.name, why))
+            return self.lose(frozenset(a for v in args + list(keywords.values()) for a in v),
+                             node, "ids flow into %s() at %s:%d, not followed (%s)"
+                             % (ref.name, self.fn.rel, self.line(node), why))
+        step = self.step(node, "call")
+        if self.a.mode == "offset":
+            args = [frozenset(add_step(a, step) for a in v) for v in args]
+            keywords = dict((k, frozenset(add_step(a, step) for a in v))
+                            for k, v in keywords.items())
+        params = ref.params()
+        defaults = ref.defaults()
+        env = {}
+        for index, name in enumerate(params):
+            if index < len(args):
+                env[name] = args[index]
+            elif name in keywords:
+                env[name] = keywords[name]
+            elif name in defaults:
+                env[name] = self.eval(defaults[name], {})
+            else:
+                env[name] = EMPTY
+        key = (ref.key, tuple(sorted(env.items(), key=lambda item: item[0])))
+        if key not in self.a.memo:
+            self.a.examined.add(ref.rel)
+            self.a.memo[key] = EMPTY  # a cycle through the memo sees nothing
+            flow = Flow(self.a, ref, env, self.depth + 1, self.stack + (ref.key,))
+            result = flow.run()
+            if self.a.mode == "source" and not result:
+                result = self.constant(node, None)
+            self.a.memo[key] = result
+        return self.a.memo[key]
+
+
+def merge(first, second):
+    """Where two paths join: a name holds what either path left in it."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    out = dict(first)
+    for name, value in second.items():
+        out[name] = out[name] | value if name in out else value
+    return out
+
+
+def make_codebase(load):
+    return Codebase(load)
