@@ -320,3 +320,42 @@ def test_real_install_whose_value_no_longer_reaches_the_call_fails(tmp_path, rea
     assert result.status == "fail", result.message
     assert label in findings(facts, check_id)
     assert result.evidence[0].file == rel
+
+
+DFLASH_UTILS = ("def resolve(config, idx):\n"
+                "    window = None\n"
+                "    if config.layer_types[idx] == 'sliding_attention':\n"
+                "        window = config.sliding_window\n"
+                "    return window, True\n\n"
+                "def resolve_none(config, idx):\n"
+                "    return None, True\n")
+
+
+@pytest.mark.parametrize("helper, status", [("resolve", "pass"), ("resolve_none", "fail")])
+def test_swa_window_from_a_helper_of_another_module_unpacked_from_a_tuple(tmp_path, helper,
+                                                                         status):
+    """The other module is read only because the window reaches Attention."""
+    body = ("from vllm.attention import Attention\n"
+            "from vllm.model_executor.models.dflash_utils import %s as resolve_layer\n\n"
+            "class DFlashDecoderLayer:\n"
+            "    def __init__(self, config, idx):\n"
+            "        window, causal = resolve_layer(config, idx)\n"
+            "        self.attn = Attention(1, per_layer_sliding_window=window)\n" % helper)
+    facts, result = judged(tmp_path, {DRAFTER: body,
+                                      "vllm/model_executor/models/dflash_utils.py": DFLASH_UTILS},
+                           "dflash-swa")
+    assert result.status == status, result.message
+    assert ("vllm/model_executor/models/dflash_utils.py", 4 if status == "pass" else 8) in \
+        lines_of(result)
+
+
+def test_swa_window_kept_on_self_in_the_same_function_is_followed(tmp_path):
+    body = drafter("        self.self_attn = DFlashAttention(config, idx, "
+                   "sliding_window=_window_for(config, idx))\n").replace(
+        "        self.attn = Attention(config.num_heads, config.head_dim,\n"
+        "                              per_layer_sliding_window=sliding_window)",
+        "        self.sliding_window = sliding_window\n"
+        "        self.attn = Attention(config.num_heads, config.head_dim,\n"
+        "                              per_layer_sliding_window=self.sliding_window)")
+    facts, result = judged(tmp_path, {DRAFTER: body}, "dflash-swa")
+    assert result.status == "pass", result.message

@@ -77,6 +77,16 @@ def as_elements(value):
     return frozenset(out)
 
 
+def is_deferred(atom):
+    """An untraced call result that may still be followed (see Analysis.expand)."""
+    return atom[0] == "unk" and len(atom) > 3
+
+
+def project(atom, index):
+    """The deferred call's result, element `index` of it (tuple unpacking, x[i])."""
+    return atom[:4] + ((atom[4] if len(atom) > 4 else ()) + (index,),)
+
+
 def const_int(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
             not isinstance(node.value, bool):
@@ -228,7 +238,7 @@ class Analysis(object):
             capture = Capture(call, keyword)
             Flow(self, ref, self.entry_env(ref), 0, (ref.key,), [capture]).run()
             for value, sink, _ in capture.values:
-                self.classify(self.through_callers(value, 0), sink)
+                self.classify(self.expand(self.through_callers(value, 0), 0), sink)
 
     def through_callers(self, value, depth):
         """Parameters replaced by what the module's call sites pass for them."""
@@ -251,6 +261,31 @@ class Analysis(object):
                                  ref.node.lineno + ref.line_offset, "parameter")))
             for item in passed:
                 out |= self.through_callers(item, depth + 1)
+        return frozenset(out)
+
+    def expand(self, value, depth):
+        """Calls of helpers outside the module whose result reaches the call, followed
+        now (their modules read only now), to what they return."""
+        out = set()
+        for atom in value:
+            if atom[0] != "unk" or len(atom) < 4 or depth >= MAX_CALL_DEPTH:
+                out.add(atom[:3] if atom[0] == "unk" else atom)
+                continue
+            flow, func, node, args, keywords = atom[3]
+            ref, why = flow.resolve_callee(func)
+            if ref is None:
+                out.add(atom[:3])
+                continue
+            result = flow.follow(ref, node, list(args), dict(keywords))
+            for index in atom[4] if len(atom) > 4 else ():
+                picked = set()
+                for item in result:
+                    if item[0] == "tuple" and -len(item[1]) <= index < len(item[1]):
+                        picked |= item[1][index]
+                    else:
+                        picked.add(item)
+                result = frozenset(picked)
+            out |= self.expand(self.through_callers(result, depth), depth + 1)
         return frozenset(out)
 
     def passed_by_callers(self, ref, name, position):
@@ -471,6 +506,9 @@ class Flow(object):
                 elif atom[0] == "ids":
                     for part in parts:
                         part.add(("elem",) + atom[1:])
+                elif is_deferred(atom):
+                    for index, part in enumerate(parts):
+                        part.add(project(atom, index))
                 else:
                     for part in parts:
                         part.add(atom)
@@ -574,6 +612,8 @@ class Flow(object):
             elif atom[0] == "tuple" and position is not None and -len(atom[1]) <= position \
                     < len(atom[1]):
                 out |= atom[1][position]
+            elif is_deferred(atom) and position is not None:
+                out.add(project(atom, position))
             elif self.a.mode == "source" and atom[0] in ("src", "unk", "param"):
                 out.add(atom)
         if not out:
@@ -780,12 +820,17 @@ class Flow(object):
                                                     args + list(keywords.values()))
         if not relevant:
             return EMPTY
-        ref, why = self.resolve_callee(func)
+        ref, why = self.resolve_callee(func, local_only=self.a.mode == "source")
         if ref is not None:
             return self.follow(ref, node, args, keywords)
         what = "%s()" % (dotted_name(func) or name or "a computed function")
         if self.a.mode == "source":
-            return self.unknown(node, "%s could not be followed%s" % (what, why))
+            # a helper of another module is looked up only if its value reaches the call
+            # (Analysis.expand): the calls that build a layer are many, and their modules
+            # are not read for nothing
+            deferred = (self, func, node, tuple(args), tuple(sorted(keywords.items())))
+            return frozenset([("unk", "%s could not be followed%s" % (what, why),
+                               self.step(node, "untraced"), deferred)])
         step = self.step(node, "lost")
         return frozenset(("lost", a[1], a[2] + (step,), "ids flow into %s at %s:%d, which "
                           "could not be followed%s" % (what, self.fn.rel, self.line(node), why))
@@ -793,10 +838,10 @@ class Flow(object):
                          if a[0] in ("ids", "elem")) | frozenset(
             a for value in args + list(keywords.values()) for a in value if a[0] == "lost")
 
-    def resolve_callee(self, func):
-        """(FunctionRef, "") for a function of the tree, or (None, why not)."""
+    def resolve_callee(self, func, local_only=False):
+        """(FunctionRef, "") for a function of the tree, or (None, why not). local_only:
+        only the module's own functions and methods (nothing else is read)."""
         codebase = self.a.codebase
-        local_only = self.a.mode == "source"  # helpers of the module
         if isinstance(func, ast.Name):
             if func.id in self.local_defs:
                 return self.local_defs[func.id], ""
