@@ -44,11 +44,6 @@ class BuildExpectation:
     def is_set(self) -> bool:
         return bool(self.version or self.commit or (self.same_build and self.same_build.value))
 
-    def cohort(self) -> tuple[str, str]:
-        """Hosts expected on the same version and commit form one group for same_build."""
-        return (str(self.version.value) if self.version else "",
-                self.commit.value if self.commit else "")
-
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in PLAYBOOK_KEYS:

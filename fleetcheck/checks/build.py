@@ -57,11 +57,11 @@ def judge_build(expectation: BuildExpectation, facts: dict[str, Any]) -> CheckRe
         else:
             ok, why = version_matches(spec.value, version)
         details["version_ok"] = ok
-        line = "version: expected %s (from %s), found %s (from %s)%s" % (
-            spec.value, spec.source, version_text or "none", version_source or "-",
-            "" if ok else ": " + (why or "does not match"))
-        details["matched" if ok else "problems"].append(line)
-        evidence.append(Evidence(file=version_source or None, line=None, text=line))
+        short = "version %s %s %s%s" % (version_text or "none", "matches" if ok else "is not",
+                                        spec.value, " (%s)" % why if why else "")
+        record(details, evidence, ok, short, "version: expected %s (from %s), found %s%s" % (
+            spec.value, spec.source, version_text or "none",
+            " (from %s)" % version_source if version_source else ""))
     if expectation.commit is not None:
         prefix = expectation.commit
         if not installed:
@@ -74,15 +74,26 @@ def judge_build(expectation: BuildExpectation, facts: dict[str, Any]) -> CheckRe
         details["commit_ok"] = ok
         where = commit_file or ("the version's +g<sha>" if commit_source == "version"
                                 else commit_source)
-        line = "commit: expected %s (from %s), found %s (from %s)%s" % (
-            prefix.value, prefix.source, commit or "none", where or "-",
-            ("" if why is None else " (%s)" % why) if ok else ": " + (why or "does not match"))
-        details["matched" if ok else "problems"].append(line)
-        evidence.append(Evidence(file=commit_file, line=None, text=line))
+        if commit is None:
+            short = "%s (expected %s)" % (NO_COMMIT, prefix.value)
+        else:
+            short = "commit %s %s %s%s" % (commit, "matches" if ok else "is not", prefix.value,
+                                           " (%s)" % why if why else "")
+        record(details, evidence, ok, short, "commit: expected %s (from %s), found %s%s" % (
+            prefix.value, prefix.source, commit or "none",
+            " (from %s)" % where if where else ": " + (why or "")))
     check = CheckResult(id=CHECK_ID, title=TITLE, status="pass", message="",
                         evidence=evidence, details=details)
     settle(check)
     return check
+
+
+def record(details: dict[str, Any], evidence: list[Evidence], ok: bool, short: str,
+           side_by_side: str) -> None:
+    """One judged aspect: a short phrase for the message, and the expected and found values
+    with their sources as evidence."""
+    details["matched" if ok else "problems"].append(short)
+    evidence.append(Evidence(file=None, line=None, text=side_by_side))
 
 
 def skipped(reason: str) -> CheckResult:
@@ -151,27 +162,32 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                        "majority": build_label(majority) if majority else None}
             if majority is None:
                 ok = False
-                line = ("same_build (from %s): %s hold %d different builds with no majority "
-                        "(%s); this host: %s" % (source, group, len(ranked), ", ".join(
-                            "%d x %s" % (n, build_label(k)) for k, n in ranked),
-                            build_label(mine)))
+                short = "same_build: %d different builds among %s, none the majority" % (
+                    len(ranked), group)
+                line = "%d different builds, no majority: %s; this host: %s" % (
+                    len(ranked), ", ".join("%d x %s" % (n, build_label(k)) for k, n in ranked),
+                    build_label(mine))
             elif mine == majority:
                 ok = True
-                line = "same_build (from %s): the majority build of %s (%d of %d hosts: %s)%s" \
-                    % (source, group, counts[majority], len(members), build_label(majority),
-                       "; differing: %s" % ", ".join(differing) if differing else "")
+                short = "same build as the majority of %s%s" % (
+                    group, " (differing: %s)" % ", ".join(differing) if differing else "")
+                line = "the majority build of %s (%d of %d hosts): %s%s" % (
+                    group, counts[majority], len(members), build_label(majority),
+                    "; differing: %s" % ", ".join(differing) if differing else "")
             else:
                 ok = False
                 diff = [name for name, a, b in zip(("version", "commit", "RECORD sha256"),
                                                    mine, majority) if a != b]
-                line = ("same_build (from %s): holds %s, not the majority build of %s (%d of %d "
-                        "hosts: %s); differs in %s; hosts off it: %s" % (
-                            source, build_label(mine), group, counts[majority], len(members),
+                short = "same_build: not the majority build of %s (differs in %s)" % (
+                    group, ", ".join(diff))
+                line = ("holds %s; the majority build of %s (%d of %d hosts) is %s; differs "
+                        "in %s; hosts off it: %s" % (
+                            build_label(mine), group, counts[majority], len(members),
                             build_label(majority), ", ".join(diff), ", ".join(differing)))
             summary["ok"] = ok
             check.details["same_build"] = summary
-            check.details["matched" if ok else "problems"].append(line)
-            check.evidence.append(Evidence(file=None, line=None, text=line))
+            record(check.details, check.evidence, ok, short,
+                   "same_build (from %s): %s" % (source, line))
             settle(check)
             host.status = host_status(host.checks, None)
 

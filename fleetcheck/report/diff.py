@@ -70,7 +70,9 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     if move is not None and after is not None:
         out.note("expected build", "off" if move == "onto" else "on",
                  "on" if move == "onto" else "off", worse=move == "off",
-                 moved="moved %s the expected build" % move, message=after.message)
+                 moved="moved %s the expected build" % move,
+                 message="; ".join(after.details.get("problems" if move == "off" else "matched")
+                                   or [after.message]))
     a, b = integrity_counts(old), integrity_counts(new)
     if a != b:
         out.note("integrity findings", a, b, worse=sum(b.values()) > sum(a.values()))
