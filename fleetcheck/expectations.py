@@ -26,6 +26,18 @@ PLAYBOOK_KEYS = ("version", "commit", "same_build")
 
 
 @dataclass(frozen=True)
+class VersionSpec:
+    """A PEP 440 specifier as the user wrote it (shown) and as packaging parsed it (matched:
+    packaging's own str() reorders the clauses)."""
+
+    text: str
+    specifiers: "SpecifierSet"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Expected:
     """One expected value and where it was given (shown next to every verdict)."""
 
@@ -54,7 +66,7 @@ class BuildExpectation:
         return out
 
 
-def parse_specifier(text: Any, source: str, where: str | None, field: str) -> SpecifierSet:
+def parse_specifier(text: Any, source: str, where: str | None, field: str) -> VersionSpec:
     """A PEP 440 specifier, refused (exit 2) when it is not one; a bare version gets a hint."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
@@ -72,7 +84,7 @@ def parse_specifier(text: Any, source: str, where: str | None, field: str) -> Sp
             pass
         raise InputError(source, where, field, "not a PEP 440 version specifier: %s%s"
                          % (exc, hint))
-    return spec
+    return VersionSpec(text.strip(), spec)
 
 
 def parse_commit(text: Any, source: str, where: str | None, field: str) -> str:
@@ -194,16 +206,16 @@ def found_version(facts_versions: list[tuple[str | None, str]]) -> tuple[Version
     return None, "", ""
 
 
-def version_matches(spec: SpecifierSet, version: Version) -> tuple[bool, str | None]:
+def version_matches(spec: VersionSpec, version: Version) -> tuple[bool, str | None]:
     """PEP 440 matching with packaging. Pre-releases (rc, dev) match only a specifier that
     names one: a gate asking for '>=0.33' should not pass an unannounced 0.34.0rc1 (this is
     stricter than PEP 440's rule for already installed versions, on purpose, and explicit
     so it does not depend on the packaging release). Local labels (+cu129, +g<sha>) are
     ignored unless the specifier has one, as PEP 440 says. Returns (ok, why not)."""
-    prereleases = bool(spec.prereleases)
-    if spec.contains(version, prereleases=prereleases):
+    specifiers = spec.specifiers
+    if specifiers.contains(version, prereleases=bool(specifiers.prereleases)):
         return True, None
-    if version.is_prerelease and spec.contains(version, prereleases=True):
+    if version.is_prerelease and specifiers.contains(version, prereleases=True):
         return False, ("%s is a pre-release; a specifier that names one (e.g. '>=%s') "
                        "accepts it" % (version, version))
     return False, None

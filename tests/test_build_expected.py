@@ -158,11 +158,15 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
         "prod": ({"fleetcheck_expect_version": "==0.33.0",
                   "fleetcheck_expect_commit": "4ba787e"},
                  [hosts["prod-1"], hosts["prod-old"], hosts["prod-nocommit"]])})
+    dead = fleet.next_address()
+    inv["all"]["children"]["prod"]["hosts"]["prod-down"] = {
+        "ansible_host": dead, "port": free_loopback_port(dead), "key": fleet.client_key}
     run = run_fleetcheck(tmp_path, inv, "--known-hosts", fleet.known_hosts, "-j", "5",
                          "--junit", str(tmp_path / "junit.xml"))
     assert run.code == 1, run.stderr
     assert statuses(run) == {"canary-1": "pass", "canary-2": "fail", "prod-1": "pass",
-                             "prod-old": "fail", "prod-nocommit": "fail"}
+                             "prod-old": "fail", "prod-nocommit": "fail", "prod-down": "skip"}
+    assert run.host("prod-down")["status"] == "unreachable"
     canary = run.check("canary-1", CHECK)
     assert run.host("canary-1")["vllm"]["commit"] == DEV_SHA
     assert ("commit: expected 3cfc8f8b7 (from inventory %s: fleetcheck_expect_commit), found "
@@ -200,6 +204,7 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
     assert cases["canary-2"].find("failure") is not None
     assert cases["canary-1"].find("failure") is None
     assert "this build records no commit" in cases["prod-nocommit"].find("failure").text
+    assert cases["prod-down"].find("error") is not None  # a CI gate cannot miss it
     assert "build-expected" in run.stdout
 
     # the gate as CI runs it: only hosts on their expected builds -> exit 0
@@ -249,9 +254,9 @@ def test_same_build_across_three_hosts_one_rebuilt(tmp_path, gate_fleet):
     rebuilt = run.check("prod-rebuilt", CHECK)
     assert rebuilt["message"] == (
         "off the expected build: same_build: not the majority build of the hosts expected on "
-        "version <0.34,>=0.33 (differs in RECORD sha256)")
+        "version >=0.33,<0.34 (differs in RECORD sha256)")
     assert ("same_build (from playbook %s: expect.same_build): holds 0.33.0 @ 4ba787ec9, RECORD "
-            "sha256 %s; the majority build of the hosts expected on version <0.34,>=0.33 (2 of "
+            "sha256 %s; the majority build of the hosts expected on version >=0.33,<0.34 (2 of "
             "3 hosts) is 0.33.0 @ 4ba787ec9, RECORD sha256 %s; differs in RECORD sha256; hosts "
             "off it: prod-rebuilt" % (playbook, records["prod-rebuilt"][:12],
                                       records["prod-1"][:12])) in evidence(rebuilt)
