@@ -24,6 +24,7 @@ from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.testhosts import free_loopback_port
 
 ENV = "/opt/ml-env"
+NEXT = "/opt/ml-next"  # where a rollout puts the new build, next to the old one
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
 CHECK = "build-expected"
@@ -130,10 +131,11 @@ def inventory(fleet, groups: dict[str, tuple[dict, list]]) -> dict:
 def gate_fleet(tmp_path_factory, builds):
     from fleetcheck.testhosts import LoopbackFleet
     fleet = LoopbackFleet(str(tmp_path_factory.mktemp("gate-fleet")), first_octet=130)
-    hosts = {name: fleet.add(name, mounts={ENV: builds[build]}) for name, build in (
-        ("canary-1", "dev"), ("canary-2", "0.33.0"), ("prod-1", "0.33.0"),
-        ("prod-2", "0.33.0"), ("prod-old", "0.20.1"), ("prod-nocommit", "no-commit"),
-        ("prod-rebuilt", "rebuilt"))}
+    layout = (("canary-1", "dev"), ("canary-2", "0.33.0"), ("prod-1", "0.33.0"),
+              ("prod-2", "0.33.0"), ("prod-old", "0.20.1"), ("prod-nocommit", "no-commit"),
+              ("prod-rebuilt", "rebuilt"))
+    hosts = {name: fleet.add(name, mounts={ENV: builds[build], NEXT: builds["dev"]})
+             for name, build in layout}
     fleet.start()
     try:
         yield fleet, hosts
@@ -143,6 +145,13 @@ def gate_fleet(tmp_path_factory, builds):
 
 def evidence(check: dict) -> str:
     return "\n".join(e["text"] for e in check["evidence"])
+
+
+def fleetcheck_diff(tmp_path, old) -> subprocess.CompletedProcess:
+    """`fleetcheck diff OLD <the last run's results>`."""
+    return subprocess.run([sys.executable, "-m", "fleetcheck", "diff", str(old),
+                           str(tmp_path / "out" / "results.json")], capture_output=True,
+                          text=True, cwd=str(tmp_path))
 
 
 def statuses(run) -> dict[str, str]:
@@ -212,18 +221,34 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
                         "--limit", "canary-1,prod-1")
     assert ok.code == 0, ok.stdout
 
-    # the command line wins over the inventory; a version no host holds is a warning; and
-    # `fleetcheck diff` says which hosts moved onto and off the expected build
-    cli = run_fleetcheck(tmp_path, inv, "--known-hosts", fleet.known_hosts, "--limit", "canary",
-                         "--expect-version", "==0.33.0", "--expect-commit", "4ba787ec9")
-    assert statuses(cli) == {"canary-1": "fail", "canary-2": "pass"}
-    assert "(from --expect-version)" in evidence(cli.check("canary-2", CHECK))
-    diff = subprocess.run([sys.executable, "-m", "fleetcheck", "diff", str(first),
-                           str(tmp_path / "out" / "results.json")], capture_output=True,
-                          text=True, cwd=str(tmp_path))
+    # a rollout step switches canary-2 and (by mistake) prod-1 to the new build's venv:
+    # `fleetcheck diff` says who moved onto and who moved off the expected build
+    inv["all"]["children"]["canary"]["hosts"]["canary-2"]["venv"] = NEXT
+    inv["all"]["children"]["prod"]["hosts"]["prod-1"]["venv"] = NEXT
+    rolled = run_fleetcheck(tmp_path, inv, "--known-hosts", fleet.known_hosts,
+                            "--limit", "canary-2,prod-1")
+    assert statuses(rolled) == {"canary-2": "pass", "prod-1": "fail"}
+    diff = fleetcheck_diff(tmp_path, first)
     assert diff.returncode == 1, diff.stdout
-    assert "moved off the expected build: version %s is not ==0.33.0" % DEV in diff.stdout
-    assert "moved onto the expected build: version 0.33.0 matches ==0.33.0" in diff.stdout
+    assert diff.stdout.count("moved ") == 2, diff.stdout
+    assert ("prod-1  WORSE" in diff.stdout and "moved off the expected build: version %s is "
+            "not ==0.33.0; commit %s is not 4ba787e  (worse)" % (DEV, DEV_SHA)) in diff.stdout
+    assert "moved onto the expected build: version %s matches ==%s" % (DEV, DEV) in diff.stdout
+
+    # the command line wins over the inventory; when only the expectation changed, diff
+    # says so rather than claim the host moved
+    cli = run_fleetcheck(tmp_path, inv, "--known-hosts", fleet.known_hosts, "--limit",
+                         "canary-1", "--expect-version", "==0.33.0", "--expect-commit",
+                         "4ba787ec9")
+    assert statuses(cli) == {"canary-1": "fail"}
+    assert "version: expected ==0.33.0 (from --expect-version)" in evidence(
+        cli.check("canary-1", CHECK))
+    diff = fleetcheck_diff(tmp_path, first)
+    assert ("now off the expected build, which changed from version ==%s, commit 3cfc8f8b7 to "
+            "version ==0.33.0, commit 4ba787ec9" % DEV) in diff.stdout, diff.stdout
+
+    # a version no host holds is a warning in the summary
+    del inv["all"]["children"]["prod"]["hosts"]["prod-1"]["venv"]  # back on 0.33.0
     nobody = run_fleetcheck(tmp_path, inv, "--known-hosts", fleet.known_hosts,
                             "--limit", "prod-1", "--expect-version", ">=0.34")
     assert nobody.code == 1

@@ -114,6 +114,22 @@ def settle(check: CheckResult) -> None:
         check.message = "only same_build is expected: compared once every host has finished"
 
 
+def expected_label(check: CheckResult) -> str:
+    """What a host was expected to run, in the words of its build-expected check."""
+    expected = check.details.get("expected") or {}
+    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
+             if name in expected]
+    if (expected.get("same_build") or {}).get("value"):
+        parts.append("same build as its group")
+    return ", ".join(parts)
+
+
+def names(hosts: list[str], shown: int = 10) -> str:
+    """A list of host names that stays readable at fleet scale."""
+    more = len(hosts) - shown
+    return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
+
+
 def build_label(key: tuple[str | None, str | None, str | None]) -> str:
     version, commit, record = key
     return "%s @ %s, RECORD sha256 %s" % (version or "no version", commit or "no commit",
@@ -170,10 +186,10 @@ def apply_same_build(hosts: list[HostResult]) -> None:
             elif mine == majority:
                 ok = True
                 short = "same build as the majority of %s%s" % (
-                    group, " (differing: %s)" % ", ".join(differing) if differing else "")
+                    group, " (differing: %s)" % names(differing) if differing else "")
                 line = "the majority build of %s (%d of %d hosts): %s%s" % (
                     group, counts[majority], len(members), build_label(majority),
-                    "; differing: %s" % ", ".join(differing) if differing else "")
+                    "; differing: %s" % names(differing) if differing else "")
             else:
                 ok = False
                 diff = [name for name, a, b in zip(("version", "commit", "RECORD sha256"),
@@ -183,7 +199,7 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                 line = ("holds %s; the majority build of %s (%d of %d hosts) is %s; differs "
                         "in %s; hosts off it: %s" % (
                             build_label(mine), group, counts[majority], len(members),
-                            build_label(majority), ", ".join(diff), ", ".join(differing)))
+                            build_label(majority), ", ".join(diff), names(differing)))
             summary["ok"] = ok
             check.details["same_build"] = summary
             record(check.details, check.evidence, ok, short,
@@ -212,11 +228,9 @@ def expectation_warnings(hosts: list[HostResult]) -> list[str]:
                 if check.details[name + "_ok"]:
                     matched.add(key)
     out = []
-    for key, names in applies.items():
+    for key, hosts in applies.items():
         if key not in matched:
             name, value, source = key
-            shown = ", ".join(names[:5]) + (" and %d more" % (len(names) - 5)
-                                            if len(names) > 5 else "")
             out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
-                       "to: %s" % (name, value, source, len(names), shown))
+                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
     return out

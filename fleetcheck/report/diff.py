@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetcheck.checks.build import build_key, expected_label
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.results import CheckResult, HostResult, RunResult
 
@@ -66,11 +67,17 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     for check_id in old_checks.keys() - {c.id for c in new.checks}:
         out.note("check " + check_id, old_checks[check_id].status, None)
     after = next((c for c in new.checks if c.id == BUILD_CHECK_ID), None)
-    move = expected_build_move(old_checks.get(BUILD_CHECK_ID), after)
-    if move is not None and after is not None:
+    was = old_checks.get(BUILD_CHECK_ID)
+    move = expected_build_move(was, after)
+    if move is not None and after is not None and was is not None:
+        moved = "moved %s the expected build" % move
+        if build_key(old) == build_key(new) and expected_label(was) != expected_label(after):
+            # the host did not change: the expectation did
+            moved = "%s the expected build, which changed from %s to %s" % (
+                "now on" if move == "onto" else "now off", expected_label(was) or "-",
+                expected_label(after) or "-")
         out.note("expected build", "off" if move == "onto" else "on",
-                 "on" if move == "onto" else "off", worse=move == "off",
-                 moved="moved %s the expected build" % move,
+                 "on" if move == "onto" else "off", worse=move == "off", moved=moved,
                  message="; ".join(after.details.get("problems" if move == "off" else "matched")
                                    or [after.message]))
     a, b = integrity_counts(old), integrity_counts(new)

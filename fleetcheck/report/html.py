@@ -9,10 +9,11 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 
+from fleetcheck.checks.build import expected_label
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import CONTROL, SYMBOL
-from fleetcheck.results import CheckResult, HostResult, RunResult
+from fleetcheck.results import HostResult, RunResult
 
 def visible_controls(value: object) -> object:
     """Control characters a host sent are shown as \\xNN, never passed into the page."""
@@ -38,16 +39,6 @@ _ENV = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True),
                    trim_blocks=True, lstrip_blocks=True, finalize=visible_controls,
                    bytecode_cache=template_cache())
-
-
-def expected_label(check: CheckResult) -> str:
-    """What a host was expected to run, in the words of its build-expected check."""
-    expected = check.details.get("expected") or {}
-    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
-             if name in expected]
-    if (expected.get("same_build") or {}).get("value"):
-        parts.append("same build as its group")
-    return ", ".join(parts)
 
 
 def drift_groups(run: RunResult) -> list[dict[str, Any]]:
