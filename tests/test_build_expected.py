@@ -259,7 +259,7 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
     assert html.escape(warning, quote=False) in nobody.html
 
 
-def test_same_build_across_three_hosts_one_rebuilt(tmp_path, gate_fleet):
+def test_same_build_across_three_hosts_one_rebuilt(tmp_path, gate_fleet, builds):
     """Same version, same commit, different files: only RECORD's sha256 tells them apart."""
     fleet, hosts = gate_fleet
     playbook = tmp_path / "gate.yaml"
@@ -275,7 +275,10 @@ def test_same_build_across_three_hosts_one_rebuilt(tmp_path, gate_fleet):
     assert statuses(run) == {"prod-1": "pass", "prod-rebuilt": "fail", "prod-2": "pass"}
     records = {h["name"]: h["vllm"]["record_sha256"] for h in run.results["hosts"]}
     assert records["prod-1"] == records["prod-2"] != records["prod-rebuilt"]
-    assert all(len(r) == 64 for r in records.values())
+    record = os.path.join(site_packages(builds["0.33.0"]), "vllm-0.33.0.dist-info", "RECORD")
+    with open(record, "rb") as handle:  # what `sha256sum RECORD` on the host says
+        assert records["prod-1"] == hashlib.sha256(handle.read()).hexdigest()
+    assert "RECORD sha256 %s" % records["prod-rebuilt"] in run.html
     rebuilt = run.check("prod-rebuilt", CHECK)
     assert rebuilt["message"] == (
         "off the expected build: same_build: not the majority build of the hosts expected on "
