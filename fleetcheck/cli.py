@@ -16,6 +16,7 @@ from datetime import datetime
 
 from fleetcheck import __version__
 from fleetcheck.errors import InputError
+from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import apply_limit, load_inventory
 from fleetcheck.playbook import load_playbook
 from fleetcheck.report.html import render_html
@@ -83,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="retries of transient connection failures (default 1)")
 
     run.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
+    run.add_argument("--expect-version", metavar="SPEC",
+                     help="PEP 440 specifier every host must match, e.g. '==0.33.0' "
+                          "(overrides playbook expect: and fleetcheck_expect_version)")
+    run.add_argument("--expect-commit", metavar="PREFIX",
+                     help="commit prefix (7+ hex digits) every host's build must record "
+                          "(overrides playbook expect: and fleetcheck_expect_commit)")
+    run.add_argument("--expect-same-build", action="store_true",
+                     help="hosts expected on one build must hold the same (version, commit, "
+                          "RECORD sha256)")
 
     report = sub.add_parser("report", help="re-render (and merge) saved results")
     report.add_argument("results", nargs="+", help="results JSON file(s); several are merged")
@@ -133,8 +143,11 @@ def command_run(args: argparse.Namespace) -> int:
         raise InputError(args.known_hosts, None, "--known-hosts", str(exc))
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries))
+    expected = resolve(hosts, playbook.expect, CommandLine(
+        args.expect_version, args.expect_commit, args.expect_same_build), args.inventory)
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
-                         smoke=args.smoke, share_analysis=not args.no_shared_analysis)
+                         smoke=args.smoke, share_analysis=not args.no_shared_analysis,
+                         expected=expected)
     report_dir = None
     if not args.json_path or not args.html_path:
         report_dir = default_report_dir()

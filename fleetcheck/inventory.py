@@ -35,6 +35,8 @@ VAR_ALIASES = {
     "ansible_ssh_common_args": "ssh_common_args",
     "timeout": "timeout",
     "smoke": "smoke",
+    "fleetcheck_expect_version": "expect_version",
+    "fleetcheck_expect_commit": "expect_commit",
 }
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
 STRING_FIELDS = {"address", "user", "proxy_jump", "ssh_common_args", "vllm_url", "connection"}
@@ -60,6 +62,8 @@ class Host:
     proxy_jump: str | None = None
     timeout: float | None = None
     smoke: dict[str, Any] = field(default_factory=dict)
+    expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
+    expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     groups: list[str] = field(default_factory=list)
 
     @property

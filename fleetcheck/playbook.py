@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcheck.errors import InputError
+from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke import SmokeOptions, validate_smoke
@@ -76,6 +77,7 @@ class Playbook:
     description: str = ""
     integrity: IntegrityOptions = field(default_factory=IntegrityOptions)
     smoke: SmokeOptions = field(default_factory=SmokeOptions)
+    expect: BuildExpectation = field(default_factory=BuildExpectation)
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -224,7 +226,7 @@ def load_playbook(path: str | None = None) -> Playbook:
     if not isinstance(data, dict):
         raise InputError(source, None, None, "playbook must be a mapping")
     for key in data:
-        if key not in {"name", "description", "checks", "integrity", "smoke"}:
+        if key not in {"name", "description", "checks", "integrity", "smoke", "expect"}:
             raise InputError(source, None, str(key), "unknown key")
     checks_raw = data.get("checks")
     if not isinstance(checks_raw, list) or not checks_raw:
@@ -238,7 +240,8 @@ def load_playbook(path: str | None = None) -> Playbook:
     return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
                     checks=checks, description=str(data.get("description") or ""),
                     integrity=_integrity(source, data.get("integrity")),
-                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeOptions()))
+                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeOptions()),
+                    expect=playbook_expectation(data.get("expect"), source))
 
 
 def _integrity(source: str, raw: Any) -> IntegrityOptions:

@@ -52,6 +52,7 @@ class VllmInfo:
     install: str | None = None
     site_packages: str | None = None
     python: str | None = None
+    record_sha256: str | None = None  # sha256 of the dist-info's RECORD: which files the build has
 
 
 @dataclass
@@ -99,9 +100,11 @@ class RunResult:
             for check in host.checks:
                 per = check_counts.setdefault(check.id, {s: 0 for s in CHECK_STATUSES})
                 per[check.status] += 1
+        from fleetcheck.checks.build import expectation_warnings  # imports this module
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
-                counts["pass"] + counts["warn"] == len(self.hosts)}
+                counts["pass"] + counts["warn"] == len(self.hosts),
+                "warnings": expectation_warnings(self.hosts)}
 
     def exit_code(self) -> int:
         """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was

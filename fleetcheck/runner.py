@@ -7,17 +7,22 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from fleetcheck import __version__
+from fleetcheck.checks.build import apply_same_build, judge_build
+from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity
 from fleetcheck.checks.smoke import TITLE as SMOKE_TITLE
 from fleetcheck.checks.smoke import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
+from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.expectations import TITLE as BUILD_TITLE
+from fleetcheck.expectations import BuildExpectation
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.remote import (decode_answer, host_plan, printable, probe_command,
@@ -39,17 +44,26 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     smoke: bool | None = None  # --smoke / --no-smoke; None: as the playbook says
     share_analysis: bool = True  # --no-shared-analysis: every host analyses its own files
+    # host name -> its expected build (expectations.resolve); empty: no build-expected check
+    expected: dict[str, BuildExpectation] = field(default_factory=dict)
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(playbook: Playbook, smoke: SmokeOptions | None,
-               facts: dict[str, Any]) -> tuple[Any, list[CheckResult], dict | None]:
+def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: dict[str, Any],
+               expected: dict[str, BuildExpectation] | None = None,
+               host_name: str = "") -> tuple[Any, list[CheckResult], dict | None]:
+    """`expected` (every host's, by name) adds build-expected to every host when any host
+    expects a build; a host with no expectation of its own gets it as a skip."""
     info = vllm_info(facts)
     checks = [judge_fix(check, facts, info.version) for check in playbook.checks]
     checks += judge_integrity(facts, playbook.integrity.import_check)
+    if expected:
+        mine = expected.get(host_name)
+        checks.append(judge_build(mine, facts) if mine else
+                      build_skipped("no expected build set for this host"))
     numbers = None
     if smoke is not None:
         smoke_check, numbers = judge_smoke(facts["smoke"], smoke)
@@ -57,10 +71,13 @@ def judge_host(playbook: Playbook, smoke: SmokeOptions | None,
     return info, checks, numbers
 
 
-def check_titles(playbook: Playbook, smoke: bool) -> list[tuple[str, str]]:
+def check_titles(playbook: Playbook, smoke: bool,
+                 build: bool = False) -> list[tuple[str, str]]:
     titles = [(c.id, c.title) for c in playbook.checks]
     if playbook.integrity.enabled:
         titles += list(INTEGRITY_TITLES.items())
+    if build:
+        titles += [(BUILD_CHECK_ID, BUILD_TITLE)]
     if smoke:
         titles += [("smoke-acceptance", SMOKE_TITLE)]
     return titles
@@ -78,11 +95,12 @@ def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeOpti
     return options if options.enabled else None
 
 
-def skipped_checks(playbook: Playbook, reason: str, smoke: bool) -> list[CheckResult]:
+def skipped_checks(playbook: Playbook, reason: str, smoke: bool,
+                   build: bool = False) -> list[CheckResult]:
     """Every check the host would have had, marked as not run, so no host is missing
     from a matrix or a JUnit file."""
     return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason)
-            for cid, title in check_titles(playbook, smoke)]
+            for cid, title in check_titles(playbook, smoke, build)]
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
@@ -116,7 +134,8 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
         try:
             if shared is not None:
                 note = shared.complete(host.name, facts)
-            info, checks, numbers = judge_host(playbook, smoke, facts)
+            info, checks, numbers = judge_host(playbook, smoke, facts, options.expected,
+                                               host.name)
         except TransportError:
             raise
         except Exception as exc:  # JSON from the host, but not of the probe's shape
@@ -127,7 +146,8 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
         if shared is not None:
             shared.abandon(host.name)
         error = HostError(kind=exc.kind, message=exc.message)
-        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None)
+        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None,
+                                bool(options.expected))
     return HostResult(name=host.name, address=host.address, groups=host.groups,
                       status=host_status([] if error else checks, error),
                       error=error, duration_s=round(time.monotonic() - started, 3),
@@ -135,7 +155,9 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
-    """Checks that need every host: acceptance against the fleet median."""
+    """Checks that need every host: same_build within each expected group, acceptance
+    against the fleet median."""
+    apply_same_build(run.hosts)
     numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
     if not numbers:
         return
@@ -160,7 +182,8 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], pla
             name=host.name, address=host.address, groups=host.groups, status="error",
             error=HostError(kind="interrupted", message=reason),
             checks=skipped_checks(playbook, reason,
-                                  host_smoke(host, playbook, options.smoke) is not None)))
+                                  host_smoke(host, playbook, options.smoke) is not None,
+                                  bool(options.expected))))
     run.finished_at = now_iso()
     run.duration_s = round(time.monotonic() - started, 3)
     return run

@@ -68,7 +68,8 @@ def vllm_info(facts: dict[str, Any]) -> VllmInfo:
                     metadata_version=(dist or {}).get("version"),
                     commit=commit, commit_source=source, install=install_kind(dist),
                     site_packages=(facts.get("install") or {}).get("site_packages"),
-                    python=(facts.get("python") or {}).get("executable"))
+                    python=(facts.get("python") or {}).get("executable"),
+                    record_sha256=facts.get("record_sha256"))
 
 
 def release_tuple(version: str | None) -> tuple[int, int, int] | None:

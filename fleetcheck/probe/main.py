@@ -27,6 +27,9 @@ def probe(plan, ask=None):
         facts["errors"].append("venv %s: no such directory" % venv)
     install = locate_install(plan)
     facts["install"] = install
+    dists = install["dist_infos"]
+    # the build's identity for same_build (and the shared-analysis key): one read of RECORD
+    facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
     code_root = install.get("code_root")
     root = code_root or install["site_packages"]
     facts["version_file"] = read_version_file(
@@ -52,7 +55,7 @@ def analyse(plan, install, code_root, facts, ask):
     dists = install["dist_infos"]
     if ask is not None and plan.get("share_analysis") and dists and \
             not install.get("editable_source"):
-        build = build_key(dists[0]["path"])
+        build = facts["record_sha256"]
         if build:
             reply = ask({"build": build, "code_root": code_root}) or {}
     if reply.get("role") == "verify":

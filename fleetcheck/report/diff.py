@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.results import HostResult, RunResult
+from fleetcheck.checks.build import build_key, expected_label
+from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.results import CheckResult, HostResult, RunResult
 
 HOST_RANK = {"pass": 0, "warn": 1, "error": 2, "unreachable": 2, "fail": 3}
 CHECK_RANK = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
@@ -31,6 +33,17 @@ def integrity_counts(host: HostResult) -> dict[str, Any]:
     return {}
 
 
+def expected_build_move(before: CheckResult | None, after: CheckResult | None) -> str | None:
+    """'onto' / 'off' when a host's build-expected went fail -> pass / pass -> fail."""
+    if before is None or after is None:
+        return None
+    if before.status == "fail" and after.status == "pass":
+        return "onto"
+    if before.status == "pass" and after.status == "fail":
+        return "off"
+    return None
+
+
 def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     out = HostDiff(new.name)
     if old.status != new.status:
@@ -53,6 +66,20 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                      worse=CHECK_RANK[check.status] > CHECK_RANK[before.status])
     for check_id in old_checks.keys() - {c.id for c in new.checks}:
         out.note("check " + check_id, old_checks[check_id].status, None)
+    after = next((c for c in new.checks if c.id == BUILD_CHECK_ID), None)
+    was = old_checks.get(BUILD_CHECK_ID)
+    move = expected_build_move(was, after)
+    if move is not None and after is not None and was is not None:
+        moved = "moved %s the expected build" % move
+        if build_key(old) == build_key(new) and expected_label(was) != expected_label(after):
+            # the host did not change: the expectation did
+            moved = "%s the expected build, which changed from %s to %s" % (
+                "now on" if move == "onto" else "now off", expected_label(was) or "-",
+                expected_label(after) or "-")
+        out.note("expected build", "off" if move == "onto" else "on",
+                 "on" if move == "onto" else "off", worse=move == "off", moved=moved,
+                 message="; ".join(after.details.get("problems" if move == "off" else "matched")
+                                   or [after.message]))
     a, b = integrity_counts(old), integrity_counts(new)
     if a != b:
         out.note("integrity findings", a, b, worse=sum(b.values()) > sum(a.values()))
@@ -99,6 +126,10 @@ def diff_text(result: dict[str, Any]) -> list[str]:
             extra = ""
             if change.get("delta") is not None:
                 extra = " (%+.2f)" % change["delta"]
+            if change.get("moved"):
+                lines.append("  %s: %s%s" % (change["moved"], change["message"],
+                                             "  (worse)" if change["worse"] else ""))
+                continue
             lines.append("  %s: %s -> %s%s%s" % (
                 change["what"], format_value(change["old"]), format_value(change["new"]), extra,
                 "  (worse)" if change["worse"] else ""))

@@ -9,9 +9,11 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 
+from fleetcheck.checks.build import expected_label
+from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import CONTROL, SYMBOL
-from fleetcheck.results import RunResult
+from fleetcheck.results import HostResult, RunResult
 
 def visible_controls(value: object) -> object:
     """Control characters a host sent are shown as \\xNN, never passed into the page."""
@@ -40,18 +42,37 @@ _ENV = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
 
 
 def drift_groups(run: RunResult) -> list[dict[str, Any]]:
-    """Hosts grouped by (version, commit), biggest group first."""
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    """Hosts grouped by build (version, commit, RECORD sha256), biggest group first; each
+    row says which hosts expected exactly this build and which are off their expected one."""
+    groups: dict[tuple[str, str, str], list[HostResult]] = defaultdict(list)
     for host in run.hosts:
         if host.vllm and (host.vllm.version or host.vllm.commit):
-            groups[(host.vllm.version or "?", host.vllm.commit or "?")].append(host.name)
-    out = [{"version": v, "commit": c, "hosts": names} for (v, c), names in groups.items()]
-    out.sort(key=lambda g: (-len(g["hosts"]), g["version"], g["commit"]))
+            groups[(host.vllm.version or "?", host.vllm.commit or "?",
+                    host.vllm.record_sha256 or "")].append(host)
+    out = []
+    for (version, commit, record), members in groups.items():
+        expected: dict[str, list[str]] = defaultdict(list)
+        off = []
+        for host in members:
+            check = next((c for c in host.checks if c.id == BUILD_CHECK_ID), None)
+            if check is None or "expected" not in check.details:
+                continue
+            if check.status == "pass":
+                expected[expected_label(check)].append(host.name)
+            elif check.status == "fail":
+                off.append({"host": host.name, "expected": expected_label(check),
+                            "message": check.message})
+        out.append({"version": version, "commit": commit, "record": record,
+                    "hosts": [h.name for h in members], "expected": dict(expected), "off": off})
+    out.sort(key=lambda g: (-len(g["hosts"]), g["version"], g["commit"], g["record"]))
     versions: dict[str, set[str]] = defaultdict(set)
+    records: dict[tuple[str, str], set[str]] = defaultdict(set)
     for group in out:
         versions[group["version"]].add(group["commit"])
+        records[(group["version"], group["commit"])].add(group["record"])
     for group in out:
         group["same_version_other_commit"] = len(versions[group["version"]]) > 1
+        group["same_commit_other_files"] = len(records[(group["version"], group["commit"])]) > 1
     return out
 
 

@@ -191,6 +191,8 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
             more = " and %d more" % (len(names) - 10) if len(names) > 10 else ""
             console.print(Text("  %s (%d): %s%s" % (neutral(kind), len(names), shown, more)))
     summary = run.summary()
+    for warning in summary["warnings"]:
+        console.print(Text("Warning: " + neutral(warning), style=STYLE["warn"]))
     verdict = "READY" if summary["ready"] else "NOT READY"
     console.print(Text("Fleet: %s  (%s)%s" % (
         verdict, ", ".join("%s %d" % kv for kv in summary["by_status"].items() if kv[1]),

@@ -1,0 +1,236 @@
+"""build-expected: is this host on the build the gate expects? The version against a PEP 440
+specifier, the commit against a prefix, and, once every host is in, whether the group
+expected on one build holds one build: the same (version, commit, RECORD sha256).
+
+Each verdict shows the expected value and the found one side by side, each with where it
+came from, so a person can re-check both by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from fleetcheck.checks.version import commit_of, primary_dist_info
+from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
+                                     found_version, version_matches)
+from fleetcheck.results import CheckResult, Evidence, HostResult, host_status
+
+NO_COMMIT = "this build records no commit"
+
+
+def commit_evidence_file(source: str | None, facts: dict[str, Any]) -> str | None:
+    dist = primary_dist_info(facts)
+    if source == "direct_url.json" and dist:
+        return os.path.basename(dist["path"]) + "/direct_url.json"
+    if source == "_version.py":
+        return "vllm/_version.py"
+    return None
+
+
+def judge_build(expectation: BuildExpectation, facts: dict[str, Any]) -> CheckResult:
+    """Version and commit now; same_build is added by `apply_same_build` after all hosts."""
+    dist = primary_dist_info(facts)
+    version_file = facts.get("version_file") or {}
+    metadata_file = os.path.basename(dist["path"]) + "/METADATA" if dist else "METADATA"
+    candidates = [((dist or {}).get("version"), metadata_file),
+                  (version_file.get("version") if isinstance(version_file.get("version"), str)
+                   else None, "vllm/_version.py")]
+    version, version_text, version_source = found_version(candidates)
+    commit, commit_source = commit_of(facts)
+    commit_file = commit_evidence_file(commit_source, facts)
+    details: dict[str, Any] = {
+        "expected": expectation.as_dict(),
+        "found": {"version": version_text or None, "version_source": version_source or None,
+                  "commit": commit, "commit_source": commit_file or commit_source},
+        "problems": [], "matched": []}
+    evidence: list[Evidence] = []
+    installed = bool(dist) or bool(version_file.get("exists"))
+    if expectation.version is not None:
+        spec = expectation.version
+        if not installed:
+            ok, why = False, "no vllm install found"
+        elif version is None:
+            ok, why = False, ("%r is not a PEP 440 version" % version_text if version_text
+                              else "this build records no version")
+        else:
+            ok, why = version_matches(spec.value, version)
+        details["version_ok"] = ok
+        short = "version %s %s %s%s" % (version_text or "none", "matches" if ok else "is not",
+                                        spec.value, " (%s)" % why if why else "")
+        record(details, evidence, ok, short, "version: expected %s (from %s), found %s%s" % (
+            spec.value, spec.source, version_text or "none",
+            " (from %s)" % version_source if version_source else ""))
+    if expectation.commit is not None:
+        prefix = expectation.commit
+        if not installed:
+            ok, why = False, "no vllm install found"
+        elif commit is None:
+            ok, why = False, (NO_COMMIT + " (no vcs_info in direct_url.json, no "
+                              "__commit_id__ in vllm/_version.py, no +g<sha> in the version)")
+        else:
+            ok, why = commit_matches(prefix.value, commit)
+        details["commit_ok"] = ok
+        where = commit_file or ("the version's +g<sha>" if commit_source == "version"
+                                else commit_source)
+        if commit is None:
+            short = "%s (expected %s)" % (NO_COMMIT, prefix.value)
+        else:
+            short = "commit %s %s %s%s" % (commit, "matches" if ok else "is not", prefix.value,
+                                           " (%s)" % why if why else "")
+        record(details, evidence, ok, short, "commit: expected %s (from %s), found %s%s" % (
+            prefix.value, prefix.source, commit or "none",
+            " (from %s)" % where if where else ": " + (why or "")))
+    check = CheckResult(id=CHECK_ID, title=TITLE, status="pass", message="",
+                        evidence=evidence, details=details)
+    settle(check)
+    return check
+
+
+def record(details: dict[str, Any], evidence: list[Evidence], ok: bool, short: str,
+           side_by_side: str) -> None:
+    """One judged aspect: a short phrase for the message, and the expected and found values
+    with their sources as evidence."""
+    details["matched" if ok else "problems"].append(short)
+    evidence.append(Evidence(file=None, line=None, text=side_by_side))
+
+
+def skipped(reason: str) -> CheckResult:
+    return CheckResult(id=CHECK_ID, title=TITLE, status="skip", message=reason)
+
+
+def settle(check: CheckResult) -> None:
+    """Status and message from the aspects judged so far."""
+    details = check.details
+    if details["problems"]:
+        check.status = "fail"
+        check.message = "off the expected build: " + "; ".join(details["problems"])
+    elif details["matched"]:
+        check.status = "pass"
+        check.message = "on the expected build: " + "; ".join(details["matched"])
+    else:
+        check.status = "skip"
+        check.message = "only same_build is expected: compared once every host has finished"
+
+
+def expected_label(check: CheckResult) -> str:
+    """What a host was expected to run, in the words of its build-expected check."""
+    expected = check.details.get("expected") or {}
+    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
+             if name in expected]
+    if (expected.get("same_build") or {}).get("value"):
+        parts.append("same build as its group")
+    return ", ".join(parts)
+
+
+def names(hosts: list[str], shown: int = 10) -> str:
+    """A list of host names that stays readable at fleet scale."""
+    more = len(hosts) - shown
+    return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
+
+
+def build_label(key: tuple[str | None, str | None, str | None]) -> str:
+    version, commit, record = key
+    return "%s @ %s, RECORD sha256 %s" % (version or "no version", commit or "no commit",
+                                          record[:12] if record else "none")
+
+
+def build_key(host: HostResult) -> tuple[str | None, str | None, str | None]:
+    info = host.vllm
+    if info is None:
+        return (None, None, None)
+    return (info.version, info.commit, info.record_sha256)
+
+
+def cohort_name(expected: dict[str, Any]) -> str:
+    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
+             if name in expected]
+    return "the hosts expected on %s" % " and ".join(parts) if parts else "the fleet"
+
+
+def apply_same_build(hosts: list[HostResult]) -> None:
+    """same_build, per group of hosts expected on the same version and commit: the most
+    common build passes, every host on another build fails, naming the majority and the
+    hosts that differ. A tie has no majority: every host of the group fails."""
+    cohorts: dict[tuple[str, str], list[tuple[HostResult, CheckResult]]] = {}
+    for host in hosts:
+        check = next((c for c in host.checks if c.id == CHECK_ID), None)
+        if host.error is not None or check is None or "expected" not in check.details:
+            continue
+        expected = check.details["expected"]
+        if not (expected.get("same_build") or {}).get("value"):
+            continue
+        key = (str((expected.get("version") or {}).get("value", "")),
+               str((expected.get("commit") or {}).get("value", "")))
+        cohorts.setdefault(key, []).append((host, check))
+    for members in cohorts.values():
+        counts = Counter(build_key(host) for host, _ in members)
+        ranked = counts.most_common()
+        tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
+        majority = None if tie else ranked[0][0]
+        group = cohort_name(members[0][1].details["expected"])
+        source = members[0][1].details["expected"]["same_build"]["source"]
+        differing = [host.name for host, _ in members if build_key(host) != majority]
+        for host, check in members:
+            mine = build_key(host)
+            summary = {"group": group, "hosts": len(members), "differing": differing,
+                       "majority": build_label(majority) if majority else None}
+            if majority is None:
+                ok = False
+                short = "same_build: %d different builds among %s, none the majority" % (
+                    len(ranked), group)
+                line = "%d different builds, no majority: %s; this host: %s" % (
+                    len(ranked), ", ".join("%d x %s" % (n, build_label(k)) for k, n in ranked),
+                    build_label(mine))
+            elif mine == majority:
+                ok = True
+                short = "same build as the majority of %s%s" % (
+                    group, " (differing: %s)" % names(differing) if differing else "")
+                line = "the majority build of %s (%d of %d hosts): %s%s" % (
+                    group, counts[majority], len(members), build_label(majority),
+                    "; differing: %s" % names(differing) if differing else "")
+            else:
+                ok = False
+                diff = [name for name, a, b in zip(("version", "commit", "RECORD sha256"),
+                                                   mine, majority) if a != b]
+                short = "same_build: not the majority build of %s (differs in %s)" % (
+                    group, ", ".join(diff))
+                line = ("holds %s; the majority build of %s (%d of %d hosts) is %s; differs "
+                        "in %s; hosts off it: %s" % (
+                            build_label(mine), group, counts[majority], len(members),
+                            build_label(majority), ", ".join(diff), names(differing)))
+            summary["ok"] = ok
+            check.details["same_build"] = summary
+            record(check.details, check.evidence, ok, short,
+                   "same_build (from %s): %s" % (source, line))
+            settle(check)
+            host.status = host_status(host.checks, None)
+
+
+def expectation_warnings(hosts: list[HostResult]) -> list[str]:
+    """An expected version or commit that no host it applies to holds: most often a typo
+    or a build not rolled out yet. Only hosts that were checked count."""
+    applies: dict[tuple[str, str, str], list[str]] = {}
+    matched: set[tuple[str, str, str]] = set()
+    for host in hosts:
+        if host.error is not None:
+            continue
+        for check in host.checks:
+            if check.id != CHECK_ID or "expected" not in check.details:
+                continue
+            for name in ("version", "commit"):
+                item = check.details["expected"].get(name)
+                if item is None or check.details.get(name + "_ok") is None:
+                    continue
+                key = (name, item["value"], item["source"])
+                applies.setdefault(key, []).append(host.name)
+                if check.details[name + "_ok"]:
+                    matched.add(key)
+    out = []
+    for key, hosts in applies.items():
+        if key not in matched:
+            name, value, source = key
+            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
+                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
+    return out
