@@ -146,6 +146,8 @@ def run_dataflow(root, finder, files, cache):
                 analysis.source_roots(source, finder["call"], finder["argument"])
         except (SyntaxError, ValueError, RecursionError) as exc:
             errors.append("%s: cannot parse: %s" % (rel, exc))
+        except Exception as exc:  # a tree the dataflow does not expect: an error, never a pass
+            errors.append("%s: dataflow failed (%s: %s)" % (rel, type(exc).__name__, exc))
     for rel in analysis.examined:
         entry = cache.get(rel)
         if entry is not None and not isinstance(entry, ProbeFileError):
