@@ -59,6 +59,7 @@ class Codebase(object):
         self.load = load  # rel -> SourceFile or ProbeFileError (the finders' cache)
         self._imports = {}
         self._functions = {}
+        self._constants = {}
 
     def source(self, rel):
         entry = self.load(rel)
@@ -213,19 +214,31 @@ class Codebase(object):
 
     def module_constant(self, rel, name):
         """(value, line) of a module-level `NAME = <literal>` in `rel`, or None."""
+        key = (rel, name)
+        if key not in self._constants:
+            self._constants[key] = self._find_constant(rel, name)
+        return self._constants[key]
+
+    def _find_constant(self, rel, name):
         source = self.source(rel)
         if source is None or not source.contains(name):
             return None
-        pattern = re.compile(r"^%s[ \t]*(?::[^=\n]*)?=[ \t]*([^\n]+)$" % re.escape(name),
-                             re.MULTILINE)
-        match = pattern.search(source.text)
-        if match is None:
-            return None
-        try:
-            value = ast.literal_eval(match.group(1).split("  #")[0].strip())
-        except (SyntaxError, ValueError):
-            return None
-        return value, source.line_of(match.start())
+        for line in source.hit_lines(name, True):
+            text = source.lines[line - 1]
+            if not text.startswith(name):
+                continue
+            rest = text[len(name):].lstrip()
+            if rest.startswith(":"):
+                rest = rest.partition("=")[2] if "=" in rest else ""
+            elif rest.startswith("=") and not rest.startswith("=="):
+                rest = rest[1:]
+            else:
+                continue
+            try:
+                return ast.literal_eval(rest.split("  #")[0].strip()), line
+            except (SyntaxError, ValueError):
+                return None
+        return None
 
     def resolve_in_module(self, dotted, name):
         where = self.module_file(dotted)

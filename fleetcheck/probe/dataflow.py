@@ -17,6 +17,7 @@ Values are frozensets of atoms (tuples). Steps of evidence are (file, line, step
 """
 
 import ast
+import re
 
 from fleetcheck.probe.codebase import Codebase, FunctionRef
 from fleetcheck.probe.patterns import evidence_text
@@ -35,6 +36,12 @@ OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", 
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
                "info_once", "debug_once", "warning_once"}
 MUTATORS = {"append", "extend", "insert", "add", "update"}
+
+
+
+def passes_keyword(name, text):
+    """Does a function's text pass `name=` as a keyword (not `name ==`)?"""
+    return re.search(r"[(,\s]%s\s*=(?!=)" % re.escape(name), text) is not None
 
 
 def step_of(codebase, rel, line, end, kind):
@@ -228,6 +235,8 @@ class Analysis(object):
             if block is None or block[0] in seen:
                 continue
             seen.add(block[0])
+            if call + "(" not in block[1] or not passes_keyword(keyword, block[1]):
+                continue  # the name is a parameter or a variable here, not the call's keyword
             first, node = source.parsed_function(block[0])
             if node is None:
                 raise ValueError("cannot parse the function at line %d" % block[0])
