@@ -18,8 +18,7 @@ from typing import Any, Iterable
 
 from fleetcheck.errors import InputError
 from fleetcheck.host_patterns import select_hosts
-from fleetcheck.inventory_hostnames import expand_host_pattern
-from fleetcheck.inventory_model import InventoryData, Setting
+from fleetcheck.inventory_model import Setting
 from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory_sources import load_sources
 from fleetcheck.inventory_yaml import Vaulted
@@ -110,8 +109,6 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
         return canonical, value
     if canonical == "become":
         return canonical, ansible_boolean(source, where, name, value)
-    if canonical == "become_method" and value != "sudo":
-        raise InputError(source, where, name, "only sudo is supported, got %r" % (value,))
     if canonical == "smoke":
         validate_smoke(source, where, value, SmokeOptions())
         return canonical, dict(value)
@@ -277,7 +274,11 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> 
             continue  # an explicit proxy_jump beats one read from ssh common args
         fields[field_name] = value
         sites[field_name] = (site, var)
-    fields.pop("become_method", None)
+    method = fields.pop("become_method", "sudo")
+    if fields.get("become") and method != "sudo":
+        site, var = sites["become_method"]
+        raise InputError(site.source, site.where, var, "become is on and only sudo is "
+                         "supported, got %r" % method)
     address = fields.pop("address", name)
     host = Host(name=name, address=address, groups=groups)
     for key, value in fields.items():

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from fleetcheck.errors import InputError
-from fleetcheck.inventory import apply_limit, expand_host_pattern, load_inventory
+from fleetcheck.inventory import apply_limit, load_inventory
+from fleetcheck.inventory_hostnames import expand_host_pattern
 
 NESTED = {
     "all": {
@@ -81,7 +82,12 @@ def test_host_ranges(pattern, expected):
 
 
 @pytest.mark.parametrize("data, needles", [
-    ({"all": {"hosts": {"gpu1": {"venvv": "/x"}}}}, ["host 'gpu1'", "field 'venvv'", "unknown"]),
+    ({"all": {"hosts": {"gpu1": {"venvv": "/x"}}}}, ["host 'gpu1'", "field 'venvv'",
+                                                     "did you mean venv?"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_become": "maybe"}}}},
+     ["host 'gpu1'", "field 'ansible_become'", "boolean"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_become": True, "ansible_become_method": "su"}}}},
+     ["field 'ansible_become_method'", "only sudo"]),
     ({"all": {"hosts": {"gpu1": {"ansible_port": "22x"}}}}, ["host 'gpu1'", "field 'ansible_port'"]),
     ({"all": {"children": {"dc1": {"hostz": {}}}}}, ["group 'dc1'", "field 'hostz'"]),
     ({"all": {"hosts": {"gpu[5:1]": None}}}, ["host 'gpu[5:1]'", "expands to no hosts"]),

@@ -362,3 +362,9 @@ def test_templates_and_vault_values_in_used_variables_are_refused(tmp_path):
                                             "      secret: !vault |\n        $ANSIBLE_VAULT;1.1;AES256\n"
                                             "        3061\n")
     assert read_inventory([vaulted]).hosts[0].name == "gpu1"
+
+
+@pytest.mark.parametrize("example", ["example.yaml", "ini-example/hosts.ini"])
+def test_example_inventories_read_as_ansible_reads_them(tmp_path, example):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert_same_as_ansible([os.path.join(here, "inventories", example)], str(tmp_path))
