@@ -21,6 +21,7 @@ from fleetcheck.host_patterns import select_hosts
 from fleetcheck.inventory_model import Setting
 from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory_sources import load_sources
+from fleetcheck.inventory_templates import host_context, is_template, render
 from fleetcheck.inventory_yaml import Vaulted
 from fleetcheck.smoke import SmokeOptions, validate_smoke
 
@@ -97,9 +98,6 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if isinstance(value, Vaulted):
         raise InputError(source, where, name, "is vault-encrypted; fleetcheck cannot decrypt "
                          "it: set this variable in clear text")
-    if isinstance(value, str) and ("{{" in value or "{%" in value):
-        raise InputError(source, where, name, "is a Jinja template (%r); fleetcheck does not "
-                         "evaluate templates: give the value itself" % value)
     if canonical == "port":
         if isinstance(value, str) and value.isdigit():
             value = int(value)
@@ -257,6 +255,8 @@ def load_inventory(sources: str | list[str],
 
 
 def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> Host:
+    """The Host for one inventory host, from its merged variables (templates in the ones
+    fleetcheck uses evaluated, each value checked where it was set)."""
     chosen: dict[str, tuple[int, str, Setting]] = {}
     for var, setting in merged.items():
         canonical = VAR_ALIASES.get(var)
@@ -267,9 +267,15 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> 
             chosen[canonical] = (rank, var, setting)
     fields: dict[str, Any] = {}
     sites: dict[str, Any] = {}
+    context: dict[str, Any] | None = None
     for canonical, (_, var, setting) in chosen.items():
-        site = setting.site
-        field_name, value = check_var(site.source, site.where, var, setting.value)
+        site, value = setting.site, setting.value
+        if is_template(value):
+            if context is None:
+                context = host_context(name, {k: s.value for k, s in merged.items()},
+                                       groups or ["ungrouped"])
+            value = render(value, context, site, var)
+        field_name, value = check_var(site.source, site.where, var, value)
         if field_name == "proxy_jump" and "proxy_jump" in chosen and canonical != "proxy_jump":
             continue  # an explicit proxy_jump beats one read from ssh common args
         fields[field_name] = value

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import textwrap
 
@@ -17,7 +18,7 @@ from fleetcheck.errors import InputError
 from fleetcheck.inventory import VAR_ALIASES, host_from_vars, read_inventory
 from fleetcheck.inventory_model import Setting, Site
 from fleetcheck.inventory_sources import load_sources
-from ansible_oracle import oracle, oracle_members, our_hostvars, our_members
+from ansible_oracle import ansible_inventory, oracle, oracle_members, our_hostvars, our_members
 
 INI = """\
 # a fleet as Ansible writes it: ungrouped hosts first
@@ -353,15 +354,73 @@ def test_missing_source_and_empty_inventory(tmp_path):
         read_inventory([empty])
 
 
-def test_templates_and_vault_values_in_used_variables_are_refused(tmp_path):
-    path = write(tmp_path / "inv.yml", "all:\n  hosts:\n    gpu1:\n"
-                                       "      venv: '{{ base }}/env'\n")
-    with pytest.raises(InputError, match="host 'gpu1': field 'venv': is a Jinja template"):
+TEMPLATED = """\
+[gpus]
+gpu1.dc1 dc=dc1
+gpu2.dc2 dc=dc2 ansible_port="{{ base_port + 1 }}"
+solo
+
+[gpus:vars]
+ansible_host={{ inventory_hostname_short }}.{{ dc | upper }}.example
+base_port=2200
+venv={{ env_root }}/{{ group_names | first }}-env
+env_root={{ root_prefix | default('/opt') }}
+"""
+
+
+def test_templates_in_used_variables_evaluate_as_ansible_evaluates_them(tmp_path):
+    """Ansible itself (`ansible -m debug`, which contacts no host) renders the same
+    templates to the same values."""
+    path = write(tmp_path / "hosts.ini", TEMPLATED)
+    write(tmp_path / "host_vars" / "solo.yml", "dc: lab\nansible_user: '{{ dc }}-ops'\n")
+    fields = {"ansible_host": "address", "ansible_port": "port", "venv": "venv",
+              "ansible_user": "user"}
+    message = "{{ {%s} }}" % ", ".join("'%s': %s | default(None)" % (v, v) for v in fields)
+    env = dict(os.environ, ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_NOCOLOR="1")
+    ansible = os.path.join(os.path.dirname(ansible_inventory()), "ansible")
+    proc = subprocess.run([ansible, "all", "-i", path, "-o", "-f", "1", "-m", "debug",
+                           "-a", "msg=" + message], capture_output=True, text=True,
+                          cwd=str(tmp_path), env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rendered = {}  # one line per host: "NAME | SUCCESS => {...}"
+    for line in proc.stdout.splitlines():
+        host, _, answer = line.partition(" | SUCCESS => ")
+        rendered[host] = json.loads(answer)["msg"]
+    hosts = {h.name: h for h in read_inventory([path]).hosts}
+    assert sorted(rendered) == sorted(hosts)
+    for name, values in rendered.items():
+        for var, attribute in fields.items():
+            if values[var] is not None:
+                assert getattr(hosts[name], attribute) == values[var], (name, var)
+    assert hosts["gpu2.dc2"].port == 2201 and hosts["solo"].address == "solo.LAB.example"
+    assert hosts["solo"].user == "lab-ops" and hosts["gpu1.dc1"].venv == "/opt/gpus-env"
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("{{ nosuch }}/env", "'nosuch' is undefined"),
+    ("{{ base | regex_replace('a', 'b') }}", "regex_replace"),
+    ("{{ venv }}", "still is a template"),
+])
+def test_templates_that_cannot_be_evaluated_name_host_and_field(tmp_path, value, needle):
+    path = write(tmp_path / "inv.yml", "all:\n  vars: {base: /opt}\n  hosts:\n    gpu1:\n"
+                                       "      venv: %s\n" % json.dumps(value))
+    with pytest.raises(InputError) as info:
         read_inventory([path])
-    vaulted = write(tmp_path / "vault.yml", "all:\n  hosts:\n    gpu1:\n"
-                                            "      secret: !vault |\n        $ANSIBLE_VAULT;1.1;AES256\n"
-                                            "        3061\n")
-    assert read_inventory([vaulted]).hosts[0].name == "gpu1"
+    message = str(info.value)
+    assert message.startswith(path + ": host 'gpu1': field 'venv': cannot evaluate") or \
+        message.startswith(path + ": host 'gpu1': field 'venv': the template"), message
+    assert needle in message, message
+
+
+def test_vault_values_only_matter_in_used_variables(tmp_path):
+    vault = "!vault |\n        $ANSIBLE_VAULT;1.1;AES256\n        3061\n"
+    unused = write(tmp_path / "unused.yml", "all:\n  hosts:\n    gpu1:\n      secret: " + vault)
+    assert read_inventory([unused]).hosts[0].name == "gpu1"
+    used = write(tmp_path / "used.yml", "all:\n  hosts:\n    gpu1:\n      venv: " + vault)
+    with pytest.raises(InputError, match="host 'gpu1': field 'venv': is vault-encrypted"):
+        read_inventory([used])
+    write(tmp_path / "group_vars" / "all" / "vault.yml", "$ANSIBLE_VAULT;1.1;AES256\n3061\n")
+    assert read_inventory([unused]).hosts[0].name == "gpu1"
 
 
 @pytest.mark.parametrize("example", ["example.yaml", "ini-example/hosts.ini"])
