@@ -131,9 +131,20 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     return canonical, value
 
 
-def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str:
-    """Only bastions are understood in ansible_ssh_common_args; anything else is refused
-    rather than silently ignored."""
+# ssh options that change neither where fleetcheck connects nor whom it trusts, so a
+# shared inventory's common args can keep them: host keys are verified whatever
+# StrictHostKeyChecking says (an unknown key names --host-key-policy accept-new).
+IGNORED_SSH_OPTIONS = {"stricthostkeychecking", "userknownhostsfile", "serveraliveinterval",
+                       "serveralivecountmax", "controlmaster", "controlpersist",
+                       "controlpath", "connecttimeout", "compression", "loglevel",
+                       "identitiesonly", "forwardagent", "tcpkeepalive"}
+IGNORED_SSH_FLAGS = {"-q", "-C", "-A", "-T", "-4"}
+
+
+def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str | None:
+    """The bastion in ansible_ssh_common_args (-J, -o ProxyJump=), if any. Options that do
+    not change where or how fleetcheck connects are ignored; anything else (ProxyCommand,
+    a port, a key) is refused rather than silently dropped."""
     try:
         args = shlex.split(value)
     except ValueError as exc:
@@ -144,17 +155,26 @@ def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str:
         arg = args[i]
         if arg == "-J" and i + 1 < len(args):
             jump, i = args[i + 1], i + 2
-        elif arg.startswith("-J"):
+            continue
+        if arg.startswith("-J") and len(arg) > 2:
             jump, i = arg[2:], i + 1
-        elif arg == "-o" and i + 1 < len(args) and args[i + 1].lower().startswith("proxyjump="):
-            jump, i = args[i + 1].split("=", 1)[1], i + 2
-        elif arg.lower().startswith("-oproxyjump="):
-            jump, i = arg.split("=", 1)[1], i + 1
-        else:
-            raise InputError(source, where, name,
-                             "only -J / -o ProxyJump=... are supported, got %r" % arg)
-    if not jump:
-        raise InputError(source, where, name, "no -J bastion given")
+            continue
+        if arg in IGNORED_SSH_FLAGS:
+            i += 1
+            continue
+        if arg.startswith("-o"):
+            option = arg[2:] if len(arg) > 2 else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if len(arg) > 2 else 2
+            key, _, setting = option.replace(" ", "=", 1).partition("=")
+            if key.lower() == "proxyjump" and setting:
+                jump = setting
+                continue
+            if key.lower() in IGNORED_SSH_OPTIONS:
+                continue
+            arg = "-o " + option
+        raise InputError(source, where, name, "only a bastion (-J / -o ProxyJump=...) and "
+                         "options that do not change the connection (%s) are supported, got %r"
+                         % (", ".join(sorted(IGNORED_SSH_OPTIONS)), arg))
     return jump
 
 
@@ -276,7 +296,8 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> 
                                        groups or ["ungrouped"])
             value = render(value, context, site, var)
         field_name, value = check_var(site.source, site.where, var, value)
-        if field_name == "proxy_jump" and "proxy_jump" in chosen and canonical != "proxy_jump":
+        if field_name == "proxy_jump" and ("proxy_jump" in chosen and canonical != "proxy_jump"
+                                           or value is None):
             continue  # an explicit proxy_jump beats one read from ssh common args
         fields[field_name] = value
         sites[field_name] = (site, var)
