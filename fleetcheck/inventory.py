@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 
 from fleetcheck.errors import InputError
@@ -54,6 +55,7 @@ OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
 CONNECTIONS = {"ssh", "local"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
 BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
 
@@ -116,7 +118,7 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
         return canonical, float(value)
     if not isinstance(value, str) or not value:
         raise InputError(source, where, name, "must be a non-empty string, got %r" % (value,))
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if CONTROL_CHARACTERS.search(value):
         raise InputError(source, where, name, "contains control characters")
     if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
                                           or (canonical == "python" and "/" not in value)):
@@ -204,9 +206,10 @@ def edit_distance(a: str, b: str) -> int:
     return rows[len(a)][len(b)]
 
 
+@lru_cache(maxsize=4096)
 def near_miss(name: str) -> str | None:
     """The fleetcheck variable this unknown name is probably a typo of, or None when it
-    is simply another playbook's variable."""
+    is simply another playbook's variable. Cached: a big inventory repeats its names."""
     if name.startswith(OWN_PREFIX):
         bare = name[len(OWN_PREFIX):]
         best = min(OWN_NAMES, key=lambda known: edit_distance(bare.lower(), known))
@@ -215,7 +218,8 @@ def near_miss(name: str) -> str | None:
         return None
     lowered = name.lower().replace("-", "_")
     for target in TYPO_TARGETS:
-        if edit_distance(lowered, target) <= (1 if len(target) <= 6 else 2):
+        limit = 1 if len(target) <= 6 else 2
+        if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
             return target
     return None
 

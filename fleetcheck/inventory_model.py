@@ -83,12 +83,9 @@ class InventoryData:
             host = self.hosts[name] = InventoryHost(name)
             if port:
                 self.set_host_var(name, "ansible_port", port, source)
-        if group is not None:
-            members = self.add_group(group)
-            if name not in members.hosts:
-                members.hosts.append(name)
-            if group not in host.groups:
-                host.groups.append(group)
+        if group is not None and group not in host.groups:
+            self.add_group(group).hosts.append(name)
+            host.groups.append(group)
         return host
 
     def add_child(self, parent: str, child: str, source: str) -> None:

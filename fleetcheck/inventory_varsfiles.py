@@ -19,13 +19,12 @@ EXTENSIONS = (".yml", ".yaml", ".json")
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 
 
-def find_vars_files(directory: str, name: str) -> list[str]:
-    base = os.path.join(directory, name)
-    for candidate in [base] + [base + ext for ext in EXTENSIONS]:
-        if os.path.isdir(candidate):
-            return _files_in(candidate)
-        if os.path.exists(candidate):
-            return [candidate]
+def find_vars_files(directory: str, name: str, entries: set[str]) -> list[str]:
+    """entries: the directory's listing, read once for all the inventory's names."""
+    for candidate in [name] + [name + ext for ext in EXTENSIONS]:
+        if candidate in entries:
+            path = os.path.join(directory, candidate)
+            return _files_in(path) if os.path.isdir(path) else [path]
     return []
 
 
@@ -70,10 +69,11 @@ def add_vars_files(data: InventoryData, directory: str) -> None:
         if not os.path.isdir(subdir):
             continue
         files: dict[str, list[VarsFile]] = {}
+        entries = set(os.listdir(subdir))
         for name in names:
             if name.startswith(os.sep):
                 continue
             read = [read_vars_file(path, "%s '%s'" % (kind, name))
-                    for path in find_vars_files(subdir, name)]
+                    for path in find_vars_files(subdir, name, entries)]
             files[name] = [vars_file for vars_file in read if vars_file is not None]
         target.append(files)
