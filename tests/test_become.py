@@ -61,16 +61,21 @@ def become_fleet(fleet, real_venvs, tmp_path):
 def test_become_reads_a_root_only_install_and_a_password_prompt_is_an_auth_error(
         tmp_path, become_fleet):
     fleet, (ok, password, plain) = become_fleet
+    # an Ansible inventory as operators keep it: INI, group_vars, host_vars, other vars
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(
         "[gpus]\n"
-        "sudo-ok ansible_host=%s ansible_become_user=root\n"
+        "sudo-ok ansible_host=%s\n"
         "sudo-password ansible_host=%s\n"
         "no-become ansible_host=%s ansible_become=false\n\n"
         "[gpus:vars]\n"
-        "ansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=true\n"
-        "venv=%s\nntp_server=ntp.example\n"
-        % (ok.address, password.address, plain.address, LOGIN, fleet.client_key, ENV))
+        "ansible_user=%s\nansible_ssh_private_key_file=%s\nntp_server=ntp.example\n"
+        % (ok.address, password.address, plain.address, LOGIN, fleet.client_key))
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpus.yml").write_text(
+        "ansible_become: yes\nfleetcheck_venv: %s\ncuda_version: '12.4'\n" % ENV)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "sudo-ok.yml").write_text("ansible_become_user: root\n")
     run = run_fleetcheck(tmp_path, str(inventory), "--known-hosts", fleet.known_hosts,
                          "--timeout", "60")
     assert run.code == 3, run.stderr

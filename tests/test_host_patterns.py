@@ -13,11 +13,9 @@ from fleetcheck.host_patterns import split_host_pattern
 from fleetcheck.inventory import apply_limit, read_inventory
 from test_inventory_sources import ini_inventory
 
-PATTERNS = [
-    "all", "dc1", "dc1,dc2", "dc1:dc2", "all:!canary", "gpus:&dc1", "gpus:&canary",
-    "dc1:!canary:&gpus", "!dc2", "&dc1", "~gpu0[13].*", "~node", "gpu0*", "*.dc1:!gpu05*",
-    "node?", "bastion", "ungrouped", "gpu01.dc1,nodeb", "dc*", "gpus,!gpu0[1-3].dc1",
-    "@retry",
+PATTERNS = [  # each shows one rule; every ansible-inventory call costs ~1 s of a CI core
+    "dc1:dc2", "dc1,dc2", "all:!canary", "gpus:&canary", "dc1:!canary:&gpus", "!dc2", "&dc1",
+    "~gpu0[13].*", "dc*", "*.dc1:!gpu05*", "node?", "ungrouped", "@retry",
 ]
 
 
