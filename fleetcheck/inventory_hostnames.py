@@ -14,9 +14,8 @@ HOST_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
 
 
 def split_port(entry: str) -> tuple[str, int | None]:
-    """`gpu1:2222` -> ("gpu1", 2222); `[::1]:22` -> ("::1", 22); anything else unchanged.
-    Ansible takes the port only when what is left is a single host name or address: a
-    bare IPv6 address keeps its colons."""
+    """`gpu1:2222` -> ("gpu1", 2222); `[::1]:22` -> ("::1", 22); `gpu[1:3]:22` keeps its
+    range; a bare IPv6 address (`fe80::1`) keeps its colons; anything else is unchanged."""
     match = BRACKETED_HOST_PORT.match(entry) or HOST_PORT.match(entry)
     if match:
         return match.group(1), int(match.group(2))
