@@ -10,7 +10,6 @@ Errors, and every value read here, name the file and the line (`hosts.ini:12`).
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 import warnings
@@ -29,6 +28,8 @@ def parse_value(text: str) -> Any:
     """Ansible's _parse_value: ast.literal_eval when the text is a literal, else the
     text. Ellipsis and complex numbers, which literal_eval knows but variables do not,
     stay text; tuples and sets become lists."""
+    import ast  # only INI inventories need it: not on every run's start-up
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)

@@ -11,21 +11,19 @@ group or host that set it, so an error can name them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from fleetcheck.errors import InputError
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(NamedTuple):  # NamedTuples: the controller's start-up pays for every dataclass
     """Where a variable was set: the file, and the group or host it was set on."""
 
     source: str
     where: str
 
 
-@dataclass
-class Setting:
+class Setting(NamedTuple):
     value: Any
     site: Site
 
@@ -48,8 +46,7 @@ class InventoryHost:
     groups: list[str] = field(default_factory=list)  # where it is listed directly
 
 
-@dataclass
-class VarsFile:
+class VarsFile(NamedTuple):
     """One group_vars/host_vars file, read: its variables apply to one group or host."""
 
     path: str
