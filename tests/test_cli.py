@@ -113,6 +113,7 @@ def test_several_inventory_sources_and_an_ansible_limit(tmp_path):
     results = json.loads((tmp_path / "out.json").read_text())
     assert [h["name"] for h in results["hosts"]] == ["here1", "here3"]
     assert results["inventory"] == "hosts.ini + extra.yml + %s" % script
+    assert "hosts.ini + extra.yml + cmdb.py" in (tmp_path / "out.html").read_text()
     assert [h["groups"] for h in results["hosts"]] == [["gpus"], ["gpus", "late"]]
     proc = fleetcheck("run", "-i", "hosts.ini", "--limit", "~here[12]", *common,
                       cwd=str(tmp_path))
