@@ -9,6 +9,8 @@ does it.
 - `.yml`, `.yaml`, `.json`: YAML inventory (a `.json` with `_meta` is a saved --list).
 - No extension: YAML when it is a mapping of groups, INI otherwise; any other extension
   (`.ini`, `hosts.txt` given directly): INI. `.toml` is refused.
+- A comma-separated host list (`-i 'gpu1,gpu2:2222,'`, Ansible's host_list): those hosts,
+  ungrouped, no group_vars.
 - Then, for each source in order (its own directory for a directory, the file's
   directory otherwise), group_vars/ and host_vars/ beside it.
 
@@ -21,6 +23,7 @@ import os
 import re
 
 from fleetcheck.errors import InputError
+from fleetcheck.inventory_hostnames import split_port
 from fleetcheck.inventory_ini import parse_ini
 from fleetcheck.inventory_model import InventoryData
 from fleetcheck.inventory_script import (DEFAULT_SCRIPT_TIMEOUT, add_script_output, is_script,
@@ -39,14 +42,32 @@ def load_sources(sources: list[str],
                  script_timeout: float = DEFAULT_SCRIPT_TIMEOUT) -> InventoryData:
     data = InventoryData()
     for source in sources:
+        if is_host_list(source):
+            add_host_list(source, data)
+            continue
         if not os.path.exists(source):
             raise InputError(source, None, None, "no such inventory file or directory")
         parse_source(source, data, script_timeout)
     data.reconcile()
     for source in sources:
-        add_vars_files(data, source if os.path.isdir(source) else
-                       os.path.dirname(os.path.abspath(source)))
+        if not is_host_list(source):
+            add_vars_files(data, source if os.path.isdir(source) else
+                           os.path.dirname(os.path.abspath(source)))
     return data
+
+
+def is_host_list(source: str) -> bool:
+    return "," in source and not os.path.exists(source)
+
+
+def add_host_list(source: str, data: InventoryData) -> None:
+    """Ansible's host_list plugin: names (with an optional port), no ranges."""
+    for entry in source.split(","):
+        entry = entry.strip()
+        if entry:
+            name, port = split_port(entry)
+            if name not in data.hosts:
+                data.add_host(name, "ungrouped", "host list %r" % source, port)
 
 
 def parse_source(path: str, data: InventoryData, script_timeout: float) -> None:

@@ -50,6 +50,12 @@ def oracle_members(answer: dict[str, Any]) -> dict[str, set[str]]:
     return {g: hosts_of(g) for g in answer if g != "_meta"}
 
 
+def oracle_hosts(answer: dict[str, Any]) -> list[str]:
+    """Every host of the answer (--limit applied): _meta.hostvars leaves out hosts that
+    have no variables at all."""
+    return sorted(set(answer["_meta"]["hostvars"]) | oracle_members(answer).get("all", set()))
+
+
 def our_hostvars(data: InventoryData) -> dict[str, dict[str, Any]]:
     return {host: {name: setting.value for name, setting in data.merged_vars(host).items()}
             for host in data.hosts}

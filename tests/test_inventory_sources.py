@@ -18,7 +18,8 @@ from fleetcheck.errors import InputError
 from fleetcheck.inventory import VAR_ALIASES, host_from_vars, read_inventory
 from fleetcheck.inventory_model import Setting, Site
 from fleetcheck.inventory_sources import load_sources
-from ansible_oracle import ansible_inventory, oracle, oracle_members, our_hostvars, our_members
+from ansible_oracle import (ansible_inventory, oracle, oracle_hosts, oracle_members,
+                            our_hostvars, our_members)
 
 INI = """\
 # a fleet as Ansible writes it: ungrouped hosts first
@@ -163,9 +164,9 @@ def assert_same_as_ansible(sources: list[str], cwd: str) -> None:
     answer = oracle(sources, cwd)
     data = load_sources(sources)
     hostvars = answer["_meta"]["hostvars"]
-    assert sorted(our_hostvars(data)) == sorted(hostvars)
+    assert sorted(our_hostvars(data)) == oracle_hosts(answer)
     for host, values in our_hostvars(data).items():
-        assert values == hostvars[host], host
+        assert values == hostvars.get(host, {}), host
     theirs = {g: s for g, s in oracle_members(answer).items() if s}
     ours = {g: s for g, s in our_members(data).items() if s}
     assert ours == theirs
@@ -174,7 +175,7 @@ def assert_same_as_ansible(sources: list[str], cwd: str) -> None:
     for host in inventory.hosts:
         site = Site("oracle", "host '%s'" % host.name)
         expected = host_from_vars(host.name, {k: Setting(v, site)
-                                              for k, v in hostvars[host.name].items()},
+                                              for k, v in hostvars.get(host.name, {}).items()},
                                   host.groups)
         assert host == expected, host.name
 
@@ -224,6 +225,14 @@ def test_several_sources_merge_as_ansible_merges_them(tmp_path):
     write(tmp_path / "b" / "group_vars" / "late.yml", "ansible_user: late\n")
     assert_same_as_ansible([first, second], str(tmp_path))
     assert_same_as_ansible([second, first], str(tmp_path))
+
+
+def test_a_comma_separated_host_list_is_a_source(tmp_path):
+    listed = "gpu1.dc1, gpu2.dc1:2222,10.0.0.7,"
+    second = write(tmp_path / "more.ini", "[gpus]\ngpu1.dc1 venv=/opt/env\n")
+    assert_same_as_ansible([listed, second], str(tmp_path))
+    hosts = {h.name: h for h in read_inventory([listed, second]).hosts}
+    assert hosts["gpu2.dc1"].port == 2222 and hosts["gpu1.dc1"].venv == "/opt/env"
 
 
 @pytest.mark.parametrize("with_meta", [True, False])
