@@ -114,7 +114,9 @@ def become_failure(result: CommandResult, host: Host) -> TransportError | None:
         return TransportError("auth", "become: sudo -n wants a password to run the probe as "
                               "%s (%s); fleetcheck never types one: allow it NOPASSWD for the "
                               "login user" % (as_user, text))
-    if text.startswith("sudo:") or "sudo: not found" in text or "sudo: command not found" in text:
+    if "sudo: not found" in text or "sudo: command not found" in text:
+        return TransportError("auth", "become: sudo is not installed on this host (%s)" % text)
+    if text.startswith("sudo:"):
         return TransportError("auth", "become: sudo refused to run the probe as %s: %s"
                               % (as_user, text))
     return None
