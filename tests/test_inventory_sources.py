@@ -328,6 +328,15 @@ def test_malformed_ini_names_file_and_line(tmp_path, text, line, needle):
     assert message.startswith("%s:%d: " % (path, line)) and needle in message, message
 
 
+def test_a_bad_value_names_the_line_that_set_it(tmp_path):
+    path = write(tmp_path / "hosts.ini", "[dc1]\ngpu1\n\n[dc1:vars]\nansible_port=abc\n"
+                                         "venv=relative/env\n")
+    with pytest.raises(InputError) as info:
+        read_inventory([path])
+    assert str(info.value).startswith(path + ":5: group 'dc1': field 'ansible_port': must be a "
+                                      "port number"), str(info.value)
+
+
 @pytest.mark.parametrize("content, kind", [("- venv: /x\n", "list"), ("just text\n", "str")])
 def test_group_vars_file_that_is_not_a_mapping(tmp_path, content, kind):
     inventory = write(tmp_path / "hosts.ini", "[gpus]\ngpu1\n")
