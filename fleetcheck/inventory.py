@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from fleetcheck.errors import InputError
 from fleetcheck.host_patterns import select_hosts
-from fleetcheck.inventory_model import Setting
+from fleetcheck.inventory_model import CONTROL_CHARACTERS, Setting
 from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory_sources import load_sources
 from fleetcheck.inventory_templates import host_context, is_template, render
@@ -55,7 +55,6 @@ OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
 CONNECTIONS = {"ssh", "local"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
 BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
 
@@ -253,7 +252,6 @@ class Inventory:
 
     hosts: list[Host]
     groups: list[str]
-    sources: list[str]
 
 
 def read_inventory(sources: list[str],
@@ -268,7 +266,7 @@ def read_inventory(sources: list[str],
     hosts = [host_from_vars(name, data.merged_vars(name),
                             [g for g in data.host_groups(name) if g not in ("all", "ungrouped")])
              for name in data.hosts]
-    return Inventory(hosts, sorted(data.groups), list(sources))
+    return Inventory(hosts, sorted(data.groups))
 
 
 def load_inventory(sources: str | list[str],

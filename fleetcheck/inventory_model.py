@@ -10,10 +10,13 @@ group or host that set it, so an error can name them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NamedTuple
 
 from fleetcheck.errors import InputError
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Site(NamedTuple):  # NamedTuples: the controller's start-up pays for every dataclass
@@ -77,6 +80,9 @@ class InventoryData:
         appears, as in Ansible."""
         host = self.hosts.get(name)
         if host is None:
+            if CONTROL_CHARACTERS.search(name):  # it reaches terminals, logs and ssh
+                raise InputError(source, "host %r" % name, None,
+                                 "a host name may not contain control characters")
             host = self.hosts[name] = InventoryHost(name)
             if port:
                 self.set_host_var(name, "ansible_port", port, source)

@@ -99,6 +99,7 @@ def test_host_ranges(pattern, expected):
     ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-p 2222"}}}},
      ["field 'ansible_ssh_common_args'", "'-p'"]),
     ({"all": {"hosts": {}}}, ["no hosts"]),
+    ({"all": {"hosts": {"gpu1\n; touch /tmp/pwned": None}}}, ["host 'gpu1\\n", "control"]),
     ("", ["empty"]),
     ("all: [unclosed", ["not valid YAML"]),
 ])
