@@ -112,6 +112,8 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
         validate_smoke(source, where, value, SmokeOptions())
         return canonical, dict(value)
     if canonical == "timeout":
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
+            value = float(value)  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise InputError(source, where, name, "must be a positive number of seconds")
         return canonical, float(value)
