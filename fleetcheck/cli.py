@@ -17,7 +17,8 @@ from datetime import datetime
 from fleetcheck import __version__
 from fleetcheck.errors import InputError
 from fleetcheck.expectations import CommandLine, resolve
-from fleetcheck.inventory import apply_limit, load_inventory
+from fleetcheck.inventory import apply_limit, read_inventory
+from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.playbook import load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, neutral, render_summary
@@ -49,13 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="check every host of an inventory")
-    run.add_argument("inventory", help="Ansible-style YAML inventory")
+    run.add_argument("inventory", nargs="?",
+                     help="Ansible inventory: INI, YAML or JSON file, directory, or executable")
+    run.add_argument("-i", "--inventory", dest="sources", action="append", default=[],
+                     metavar="SOURCE", help="another inventory source (repeatable; merged in "
+                                            "order, as Ansible merges -i)")
+    run.add_argument("--inventory-timeout", type=positive_float, default=DEFAULT_SCRIPT_TIMEOUT,
+                     help="deadline for a dynamic inventory script (default %.0fs)"
+                          % DEFAULT_SCRIPT_TIMEOUT)
     run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
     run.add_argument("--json", dest="json_path", help="results JSON (default reports/<time>/)")
     run.add_argument("--html", dest="html_path", help="HTML report (default reports/<time>/)")
     run.add_argument("-j", "--parallel", type=positive_int, default=DEFAULT_PARALLEL,
                      help="hosts checked at once (default %d)" % DEFAULT_PARALLEL)
-    run.add_argument("--limit", help="host or group globs, comma separated; !x excludes")
+    run.add_argument("--limit", help="Ansible host pattern: a,b or a:b, !x excludes, &x "
+                                     "intersects, ~regex, @file")
     run.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                      help="deadline per host, whole host (default %.0fs)" % DEFAULT_TIMEOUT)
     run.add_argument("--known-hosts", default=os.path.expanduser("~/.ssh/known_hosts"),
@@ -127,7 +136,13 @@ def default_report_dir() -> str:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    hosts = apply_limit(load_inventory(args.inventory), args.limit, args.inventory)
+    sources = ([args.inventory] if args.inventory else []) + args.sources
+    if not sources:
+        raise InputError("fleetcheck run", None, "inventory", "give an inventory (positional "
+                         "or -i SOURCE)")
+    inventory = read_inventory(sources, args.inventory_timeout)
+    inventory_name = " + ".join(sources)
+    hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
     playbook = load_playbook(args.playbook)
     if args.deep:
         playbook.integrity.deep = True
@@ -154,7 +169,7 @@ def command_run(args: argparse.Namespace) -> int:
     json_path = args.json_path or os.path.join(report_dir, "results.json")
     html_path = args.html_path or os.path.join(report_dir, "report.html")
     with Progress(len(hosts)) as progress:
-        run = run_fleet(hosts, playbook, options, inventory_name=args.inventory,
+        run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
                         on_start=progress.started, on_done=progress.finished,
                         checkpoint=lambda partial: dump_json(partial, json_path))
     dump_json(run, json_path)

@@ -1,48 +1,62 @@
-"""Ansible-style YAML inventories: groups, nested children, vars, host ranges, --limit.
+"""fleetcheck's hosts from Ansible inventories: which variables it uses, how it checks them,
+and the Host each inventory host becomes.
 
-People already keep their fleet in Ansible's format, so fleetcheck reads it as is (the
-connection vars Ansible uses plus fleetcheck's own) and refuses anything it would have to
-guess about, naming file, host or group, and field.
+The sources are read as Ansible reads them (inventory_sources and the readers it picks);
+here only the variables fleetcheck uses count. Every other variable is ignored, since real
+inventories serve many playbooks, except names that look like a typo of fleetcheck's own
+(`venvv`, `site_package`) or that carry the `fleetcheck_` prefix without being one of its
+variables: those are refused, naming file, host or group, and field, so a typo can never
+silently check the wrong path.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
-import string
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, Iterable
 
 from fleetcheck.errors import InputError
-from fleetcheck.yamlfile import read_yaml
+from fleetcheck.host_patterns import select_hosts
+from fleetcheck.inventory_model import CONTROL_CHARACTERS, Setting
+from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
+from fleetcheck.inventory_sources import load_sources
+from fleetcheck.inventory_templates import host_context, is_template, render
+from fleetcheck.inventory_yaml import Vaulted
 from fleetcheck.smoke import SmokeOptions, validate_smoke
 
-GROUP_KEYS = {"hosts", "children", "vars"}
-
-# Accepted var names -> the canonical field they set.
-VAR_ALIASES = {
-    "ansible_host": "address", "host": "address",
-    "ansible_port": "port", "port": "port",
-    "ansible_user": "user", "user": "user",
-    "ansible_ssh_private_key_file": "key", "key": "key",
-    "ansible_connection": "connection", "connection": "connection",
-    "ansible_python_interpreter": "python", "python": "python",
-    "venv": "venv",
-    "site_packages": "site_packages",
-    "vllm_url": "vllm_url",
-    "proxy_jump": "proxy_jump",
-    "ansible_ssh_common_args": "ssh_common_args",
-    "timeout": "timeout",
-    "smoke": "smoke",
-    "fleetcheck_expect_version": "expect_version",
-    "fleetcheck_expect_commit": "expect_commit",
+# fleetcheck's short names -> the field they set; each is also accepted as fleetcheck_NAME
+OWN_NAMES = {
+    "host": "address", "port": "port", "user": "user", "key": "key",
+    "connection": "connection", "python": "python", "venv": "venv",
+    "site_packages": "site_packages", "vllm_url": "vllm_url", "proxy_jump": "proxy_jump",
+    "timeout": "timeout", "smoke": "smoke", "become": "become", "become_user": "become_user",
+    "expect_version": "expect_version", "expect_commit": "expect_commit",
 }
+ANSIBLE_NAMES = {
+    "ansible_host": "address", "ansible_ssh_host": "address",
+    "ansible_port": "port", "ansible_ssh_port": "port",
+    "ansible_user": "user", "ansible_ssh_user": "user",
+    "ansible_ssh_private_key_file": "key", "ansible_private_key_file": "key",
+    "ansible_connection": "connection", "ansible_python_interpreter": "python",
+    "ansible_ssh_common_args": "ssh_common_args",
+    "ansible_become": "become", "ansible_become_user": "become_user",
+    "ansible_become_method": "become_method",
+}
+# Accepted var names -> the canonical field they set.
+VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
+               **{"fleetcheck_" + name: canonical for name, canonical in OWN_NAMES.items()}}
+# Names too generic to guess typos of (`env`, `users`, `ports` are other playbooks' vars);
+# the rest are fleetcheck's own words.
+TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
+                "expect_version", "expect_commit")
+OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
-STRING_FIELDS = {"address", "user", "proxy_jump", "ssh_common_args", "vllm_url", "connection"}
 CONNECTIONS = {"ssh", "local"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-RANGE = re.compile(r"\[([^\]:]*):([^\]:]*)(?::([^\]]*))?\]")
+BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
+BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
 
 
 @dataclass
@@ -62,6 +76,8 @@ class Host:
     proxy_jump: str | None = None
     timeout: float | None = None
     smoke: dict[str, Any] = field(default_factory=dict)
+    become: bool = False
+    become_user: str | None = None
     expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     groups: list[str] = field(default_factory=list)
@@ -77,58 +93,33 @@ class Host:
         return "python3"
 
 
-def expand_host_pattern(pattern: str, source: str) -> list[str]:
-    """Expand Ansible ranges: gpu[01:16].dc1 (zero padding kept), node[a:f], [1:9:2]."""
-    match = RANGE.search(pattern)
-    if not match:
-        return [pattern]
-    start, end, step_text = match.group(1), match.group(2), match.group(3)
-    where = "host '%s'" % pattern
-    try:
-        step = int(step_text) if step_text else 1
-    except ValueError:
-        raise InputError(source, where, None, "range step '%s' is not a number" % step_text)
-    if step < 1:
-        raise InputError(source, where, None, "range step must be at least 1")
-    if start.isdigit() and end.isdigit():
-        width = len(start) if start.startswith("0") and len(start) > 1 else 0
-        values = [str(n).zfill(width) for n in range(int(start), int(end) + 1, step)]
-    elif len(start) == 1 and len(end) == 1 and start in string.ascii_letters \
-            and end in string.ascii_letters:
-        values = [chr(c) for c in range(ord(start), ord(end) + 1, step)]
-    else:
-        raise InputError(source, where, None,
-                         "range [%s:%s] is neither numeric nor single letters" % (start, end))
-    if not values:
-        raise InputError(source, where, None,
-                         "range [%s:%s] expands to no hosts" % (start, end))
-    prefix, suffix = pattern[:match.start()], pattern[match.end():]
-    out: list[str] = []
-    for value in values:
-        out.extend(expand_host_pattern(prefix + value + suffix, source))
-    return out
-
-
 def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]:
-    if name not in VAR_ALIASES:
-        raise InputError(source, where, name, "unknown variable; accepted: %s" % ", ".join(
-            sorted(VAR_ALIASES)))
+    """The field a variable fleetcheck uses sets, and its checked value."""
     canonical = VAR_ALIASES[name]
+    if isinstance(value, Vaulted):
+        raise InputError(source, where, name, "is vault-encrypted; fleetcheck cannot decrypt "
+                         "it: set this variable in clear text")
     if canonical == "port":
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
             raise InputError(source, where, name, "must be a port number 1-65535, got %r"
                              % (value,))
         return canonical, value
+    if canonical == "become":
+        return canonical, ansible_boolean(source, where, name, value)
     if canonical == "smoke":
         validate_smoke(source, where, value, SmokeOptions())
         return canonical, dict(value)
     if canonical == "timeout":
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
+            value = float(value)  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise InputError(source, where, name, "must be a positive number of seconds")
         return canonical, float(value)
     if not isinstance(value, str) or not value:
         raise InputError(source, where, name, "must be a non-empty string, got %r" % (value,))
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if CONTROL_CHARACTERS.search(value):
         raise InputError(source, where, name, "contains control characters")
     if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
                                           or (canonical == "python" and "/" not in value)):
@@ -143,9 +134,20 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     return canonical, value
 
 
-def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str:
-    """Only bastions are understood in ansible_ssh_common_args; anything else is refused
-    rather than silently ignored."""
+# ssh options that change neither where fleetcheck connects nor whom it trusts, so a
+# shared inventory's common args can keep them: host keys are verified whatever
+# StrictHostKeyChecking says (an unknown key names --host-key-policy accept-new).
+IGNORED_SSH_OPTIONS = {"stricthostkeychecking", "userknownhostsfile", "serveraliveinterval",
+                       "serveralivecountmax", "controlmaster", "controlpersist",
+                       "controlpath", "connecttimeout", "compression", "loglevel",
+                       "identitiesonly", "forwardagent", "tcpkeepalive"}
+IGNORED_SSH_FLAGS = {"-q", "-C", "-A", "-T", "-4"}
+
+
+def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str | None:
+    """The bastion in ansible_ssh_common_args (-J, -o ProxyJump=), if any. Options that do
+    not change where or how fleetcheck connects are ignored; anything else (ProxyCommand,
+    a port, a key) is refused rather than silently dropped."""
     try:
         args = shlex.split(value)
     except ValueError as exc:
@@ -156,132 +158,174 @@ def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str:
         arg = args[i]
         if arg == "-J" and i + 1 < len(args):
             jump, i = args[i + 1], i + 2
-        elif arg.startswith("-J"):
+            continue
+        if arg.startswith("-J") and len(arg) > 2:
             jump, i = arg[2:], i + 1
-        elif arg == "-o" and i + 1 < len(args) and args[i + 1].lower().startswith("proxyjump="):
-            jump, i = args[i + 1].split("=", 1)[1], i + 2
-        elif arg.lower().startswith("-oproxyjump="):
-            jump, i = arg.split("=", 1)[1], i + 1
-        else:
-            raise InputError(source, where, name,
-                             "only -J / -o ProxyJump=... are supported, got %r" % arg)
-    if not jump:
-        raise InputError(source, where, name, "no -J bastion given")
+            continue
+        if arg in IGNORED_SSH_FLAGS:
+            i += 1
+            continue
+        if arg.startswith("-o"):
+            option = arg[2:] if len(arg) > 2 else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if len(arg) > 2 else 2
+            key, _, setting = option.replace(" ", "=", 1).partition("=")
+            if key.lower() == "proxyjump" and setting:
+                jump = setting
+                continue
+            if key.lower() in IGNORED_SSH_OPTIONS:
+                continue
+            arg = "-o " + option
+        raise InputError(source, where, name, "only a bastion (-J / -o ProxyJump=...) and "
+                         "options that do not change the connection (%s) are supported, got %r"
+                         % (", ".join(sorted(IGNORED_SSH_OPTIONS)), arg))
     return jump
 
 
-def check_vars(source: str, where: str, raw: Any) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise InputError(source, where, "vars", "must be a mapping")
-    merged: dict[str, Any] = {}
-    for name, value in raw.items():
-        canonical, checked = check_var(source, where, str(name), value)
-        merged[canonical] = checked
-    return merged
+def ansible_boolean(source: str, where: str, name: str, value: Any) -> bool:
+    """Ansible's boolean(): true/yes/on/1/t/y (any case), bools and 0/1."""
+    if isinstance(value, bool):
+        return value
+    normalized = value.strip().lower() if isinstance(value, str) else value
+    if normalized in BOOLEANS_TRUE or normalized in (1, 1.0):
+        return True
+    if normalized in BOOLEANS_FALSE or normalized in (0, 0.0):
+        return False
+    raise InputError(source, where, name, "must be a boolean (true/false, yes/no), got %r"
+                     % (value,))
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions and
+    swaps of neighbours each count 1 (`vnev` is one step from `venv`)."""
+    rows = [list(range(len(b) + 1))] + [[i] + [0] * len(b) for i in range(1, len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1)
+    return rows[len(a)][len(b)]
+
+
+@lru_cache(maxsize=4096)
+def near_miss(name: str) -> str | None:
+    """The fleetcheck variable this unknown name is probably a typo of, or None when it
+    is simply another playbook's variable. Cached: a big inventory repeats its names."""
+    if name.startswith(OWN_PREFIX):
+        bare = name[len(OWN_PREFIX):]
+        best = min(OWN_NAMES, key=lambda known: edit_distance(bare.lower(), known))
+        return OWN_PREFIX + best if edit_distance(bare.lower(), best) <= 3 else ""
+    if len(name) < 4:
+        return None
+    lowered = name.lower().replace("-", "_")
+    for target in TYPO_TARGETS:
+        limit = 1 if len(target) <= 6 else 2
+        if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
+            return target
+    return None
+
+
+def check_name(source: str, where: str, name: str) -> None:
+    """Refuse typos of fleetcheck's variables and unknown fleetcheck_ names; ignore the
+    rest (other playbooks' variables)."""
+    if name in VAR_ALIASES:
+        return
+    guess = near_miss(name)
+    if guess is None:
+        return
+    if guess:
+        raise InputError(source, where, name, "unknown variable: did you mean %s?" % guess)
+    raise InputError(source, where, name, "unknown fleetcheck variable; fleetcheck_ names "
+                     "are: %s" % ", ".join(sorted(OWN_PREFIX + n for n in OWN_NAMES)))
+
+
+# When several spellings of one field are set for a host, the most specific wins, at
+# whatever level each was set: fleetcheck_NAME, then Ansible's ansible_*, then the short
+# name (which other playbooks may use for something else, e.g. an application `port`).
+def spelling_rank(name: str) -> int:
+    if name.startswith(OWN_PREFIX):
+        return 0
+    return 1 if name.startswith("ansible_") else 2
 
 
 @dataclass
-class _Collected:
-    # host name -> list of (depth, group, vars) applying to it, host vars last
-    layers: dict[str, list[tuple[int, str, dict[str, Any]]]] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    groups: dict[str, set[str]] = field(default_factory=dict)
+class Inventory:
+    """The hosts fleetcheck checks, and every group name (for --limit)."""
+
+    hosts: list[Host]
+    groups: list[str]
 
 
-def walk_group(source: str, name: str, body: Any, depth: int, inherited: list[tuple[int, str, dict]],
-               out: _Collected, path: tuple[str, ...]) -> None:
-    where = "group '%s'" % name
-    if name in path:
-        raise InputError(source, where, "children", "group contains itself")
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise InputError(source, where, None, "must be a mapping with hosts/children/vars")
-    for key in body:
-        if key not in GROUP_KEYS:
-            raise InputError(source, where, str(key),
-                             "unknown key; a group has only hosts, children and vars")
-    layers = inherited + [(depth, name, check_vars(source, where, body.get("vars")))]
-    out.groups.setdefault(name, set())
-    hosts = body.get("hosts") or {}
-    if not isinstance(hosts, dict):
-        raise InputError(source, where, "hosts", "must be a mapping of host names")
-    for pattern, host_vars in hosts.items():
-        pattern = str(pattern)
-        host_where = "host '%s'" % pattern
-        checked = check_vars(source, host_where, host_vars)
-        for host_name in expand_host_pattern(pattern, source):
-            if host_name not in out.layers:
-                out.layers[host_name] = []
-                out.order.append(host_name)
-            out.layers[host_name].extend(layers)
-            out.layers[host_name].append((10**6, host_name, checked))
-            for _, group, _ in layers:
-                out.groups[group].add(host_name)
-    children = body.get("children") or {}
-    if not isinstance(children, dict):
-        raise InputError(source, where, "children", "must be a mapping of group names")
-    for child, child_body in children.items():
-        walk_group(source, str(child), child_body, depth + 1, layers, out, path + (name,))
+def read_inventory(sources: list[str],
+                   script_timeout: float = DEFAULT_SCRIPT_TIMEOUT) -> Inventory:
+    """Every host of the sources, merged as Ansible merges them, as fleetcheck Hosts."""
+    data = load_sources(sources, script_timeout)
+    label = ", ".join(sources)
+    for name, site in data.definitions():
+        check_name(site.source, site.where, name)
+    if not data.hosts:
+        raise InputError(label, None, "hosts", "inventory defines no hosts")
+    hosts = [host_from_vars(name, data.merged_vars(name),
+                            [g for g in data.host_groups(name) if g not in ("all", "ungrouped")])
+             for name in data.hosts]
+    return Inventory(hosts, sorted(data.groups))
 
 
-def load_inventory(path: str) -> list[Host]:
-    """Every host of the inventory file, vars merged (all < parent < child < host)."""
-    data = read_yaml(path)
-    return parse_inventory(data, path)
+def load_inventory(sources: str | list[str],
+                   script_timeout: float = DEFAULT_SCRIPT_TIMEOUT) -> list[Host]:
+    """Every host of the inventory (one source, or several merged in order)."""
+    return read_inventory([sources] if isinstance(sources, str) else sources,
+                          script_timeout).hosts
 
 
-def parse_inventory(data: Any, source: str) -> list[Host]:
-    if data is None:
-        raise InputError(source, None, None, "inventory is empty")
-    if not isinstance(data, dict):
-        raise InputError(source, None, None, "inventory must be a mapping (all: hosts: ...)")
-    out = _Collected()
-    top = dict(data)
-    all_body = top.pop("all", None)
-    if all_body is not None or not top:
-        walk_group(source, "all", all_body, 0, [], out, ())
-    for name, body in top.items():
-        walk_group(source, str(name), body, 1, [], out, ())
-    if not out.order:
-        raise InputError(source, None, "hosts", "inventory defines no hosts")
-    hosts = []
-    for name in out.order:
-        merged: dict[str, Any] = {}
-        for _, _, values in sorted(out.layers[name], key=lambda layer: (layer[0], layer[1])):
-            merged.update(values)
-        groups = sorted(g for g, members in out.groups.items() if name in members and g != "all")
-        hosts.append(build_host(source, name, merged, groups))
-    return hosts
-
-
-def build_host(source: str, name: str, merged: dict[str, Any], groups: list[str]) -> Host:
-    host = Host(name=name, address=merged.pop("address", name), groups=groups)
-    for key, value in merged.items():
+def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> Host:
+    """The Host for one inventory host, from its merged variables (templates in the ones
+    fleetcheck uses evaluated, each value checked where it was set)."""
+    chosen: dict[str, tuple[int, str, Setting]] = {}
+    for var, setting in merged.items():
+        canonical = VAR_ALIASES.get(var)
+        if canonical is None:
+            continue
+        rank = spelling_rank(var)
+        if canonical not in chosen or rank < chosen[canonical][0]:
+            chosen[canonical] = (rank, var, setting)
+    fields: dict[str, Any] = {}
+    sites: dict[str, Any] = {}
+    context: dict[str, Any] | None = None
+    for canonical, (_, var, setting) in chosen.items():
+        site, value = setting.site, setting.value
+        if is_template(value):
+            if context is None:
+                context = host_context(name, {k: s.value for k, s in merged.items()},
+                                       groups or ["ungrouped"])
+            value = render(value, context, site, var)
+        field_name, value = check_var(site.source, site.where, var, value)
+        if field_name == "proxy_jump" and ("proxy_jump" in chosen and canonical != "proxy_jump"
+                                           or value is None):
+            continue  # an explicit proxy_jump beats one read from ssh common args
+        fields[field_name] = value
+        sites[field_name] = (site, var)
+    method = fields.pop("become_method", "sudo")
+    if fields.get("become") and method != "sudo":
+        site, var = sites["become_method"]
+        raise InputError(site.source, site.where, var, "become is on and only sudo is "
+                         "supported, got %r" % method)
+    address = fields.pop("address", name)
+    host = Host(name=name, address=address, groups=groups)
+    for key, value in fields.items():
         setattr(host, key, value)
     if host.connection == "ssh" and host.address.startswith("-"):
-        raise InputError(source, "host '%s'" % name, "ansible_host",
+        site, var = sites.get("address", (None, "ansible_host"))
+        raise InputError(site.source if site else "inventory", "host '%s'" % name, var,
                          "an address may not start with '-'")
     return host
 
 
-def apply_limit(hosts: list[Host], limit: str | None, source: str) -> list[Host]:
-    """Ansible-like --limit: comma/colon separated host or group globs, '!' to exclude."""
+def apply_limit(hosts: list[Host], limit: str | None, source: str,
+                groups: Iterable[str] = ()) -> list[Host]:
+    """Ansible's --limit (see host_patterns); hosts keep inventory order. groups: every
+    group name, empty ones included (the hosts' own groups are always known)."""
     if not limit:
         return hosts
-    parts = [p.strip() for p in re.split(r"[,:]", limit) if p.strip()]
-    include = [p for p in parts if not p.startswith("!")]
-    exclude = [p[1:] for p in parts if p.startswith("!")]
-
-    def matches(host: Host, pattern: str) -> bool:
-        names = [host.name] + host.groups + ["all"]
-        return any(fnmatch.fnmatchcase(n, pattern) for n in names)
-
-    chosen = [h for h in hosts
-              if (not include or any(matches(h, p) for p in include))
-              and not any(matches(h, p) for p in exclude)]
-    if not chosen:
-        raise InputError(source, None, "--limit", "pattern %r matches no host or group" % limit)
-    return chosen
+    known = set(groups).union(*(h.groups for h in hosts))
+    return select_hosts(hosts, limit, source, known)

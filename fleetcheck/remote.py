@@ -1,8 +1,8 @@
 """How the probe travels: the remote command line, the stdin payload, and its answer.
 
-The command carries no inventory value except the interpreter path, shell-quoted; the
-plan (venv, signatures) travels as JSON on stdin, so nothing from the inventory is ever
-interpreted by a shell.
+The command carries no inventory value except the interpreter path (and, with become,
+the become user), shell-quoted; the plan (venv, signatures) travels as JSON on stdin, so
+nothing from the inventory is ever interpreted by a shell.
 """
 
 from __future__ import annotations
@@ -88,8 +88,38 @@ def probe_command(host: Host) -> str:
     milliseconds to start)."""
     first = shlex.quote(host.interpreter)
     boot = shlex.quote(BOOTSTRAP)
-    return ("%s -S -I -B -c %s 2>/dev/null || exec python3 -S -I -B -c %s"
-            % (first, boot, boot))
+    return with_become(host, "%s -S -I -B -c %s 2>/dev/null || exec python3 -S -I -B -c %s"
+                       % (first, boot, boot))
+
+
+def with_become(host: Host, command: str) -> str:
+    """Ansible's become, sudo only: the whole command under `sudo -n` (never a password
+    prompt: a sudo that wants one fails at once, see decode_answer), as the become user
+    when one is given (root otherwise)."""
+    if not host.become:
+        return command
+    user = ["-u", host.become_user] if host.become_user else []
+    return " ".join(shlex.quote(part) for part in
+                    ["sudo", "-n", *user, "--", "/bin/sh", "-c", command])
+
+
+def become_failure(result: CommandResult, host: Host) -> TransportError | None:
+    """sudo's own refusal (a password is required, not in sudoers, no sudo at all), told
+    apart from the probe's answer: sudo prints `sudo: ...` and the probe never ran."""
+    if not host.become or result.stdout or result.exit_status == 0:
+        return None
+    text = printable(result.stderr, 300).strip()
+    as_user = host.become_user or "root"
+    if "a password is required" in text:
+        return TransportError("auth", "become: sudo -n wants a password to run the probe as "
+                              "%s (%s); fleetcheck never types one: allow it NOPASSWD for the "
+                              "login user" % (as_user, text))
+    if "sudo: not found" in text or "sudo: command not found" in text:
+        return TransportError("auth", "become: sudo is not installed on this host (%s)" % text)
+    if text.startswith("sudo:"):
+        return TransportError("auth", "become: sudo refused to run the probe as %s: %s"
+                              % (as_user, text))
+    return None
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
@@ -113,6 +143,9 @@ def printable(data: bytes, limit: int = 200) -> str:
 
 def decode_answer(result: CommandResult, host: Host) -> dict[str, Any]:
     """The probe's facts, or a TransportError saying why the answer is not one."""
+    refused = become_failure(result, host)
+    if refused:
+        raise refused
     if result.exit_status == 127 or (result.exit_status != 0 and not result.stdout and
                                      b"not found" in result.stderr):
         raise TransportError("probe", "no Python interpreter: tried %s and python3 (%s)"

@@ -177,8 +177,9 @@ class LoopbackFleet:
     def start(self, timeout: float = 20.0) -> None:
         for host in self.hosts:
             if host.process is None:
-                for target in host.mounts:
-                    os.makedirs(target, exist_ok=True)
+                for target, source in host.mounts.items():
+                    if os.path.isdir(source[:-3] if source.endswith(":ro") else source):
+                        os.makedirs(target, exist_ok=True)  # a file is mounted on a file
                 log = open(os.path.join(host.directory, "sshd.log"), "ab")
                 host.process = subprocess.Popen(self._command(host), stdout=log, stderr=log,
                                                 stdin=subprocess.DEVNULL)

@@ -90,3 +90,51 @@ def test_demo_without_sshd_says_what_to_install_and_runs_locally(tmp_path, monke
     results = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
     assert {h["name"]: h["status"] for h in results["hosts"]} == {
         "gpu-healthy": "pass", "gpu-stale": "fail"}
+
+
+def test_several_inventory_sources_and_an_ansible_limit(tmp_path):
+    """The positional inventory and -i sources merge (INI + YAML + a dynamic inventory);
+    --limit takes Ansible's patterns; results keep inventory order."""
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    (tmp_path / "hosts.ini").write_text(
+        "[gpus]\nhere[1:3] ansible_connection=local ntp_server=ntp.example\n"
+        "[gpus:vars]\nvenv=%s\n" % venv)
+    (tmp_path / "extra.yml").write_text(yaml.safe_dump(
+        {"canary": {"hosts": {"here2": None}}}))
+    script = tmp_path / "cmdb.py"
+    script.write_text("#!%s\nimport json\nprint(json.dumps({'late': {'hosts': ['here3']},"
+                      " '_meta': {'hostvars': {}}}))\n" % sys.executable)
+    script.chmod(0o755)
+    common = ["--json", "out.json", "--html", "out.html"]
+    proc = fleetcheck("run", "hosts.ini", "-i", "extra.yml", "-i", str(script),
+                      "--limit", "gpus:!canary", *common, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert [h["name"] for h in results["hosts"]] == ["here1", "here3"]
+    assert results["inventory"] == "hosts.ini + extra.yml + %s" % script
+    assert "hosts.ini + extra.yml + cmdb.py" in (tmp_path / "out.html").read_text()
+    assert [h["groups"] for h in results["hosts"]] == [["gpus"], ["gpus", "late"]]
+    proc = fleetcheck("run", "-i", "hosts.ini", "--limit", "~here[12]", *common,
+                      cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert [h["name"] for h in json.loads((tmp_path / "out.json").read_text())["hosts"]] == \
+        ["here1", "here2"]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["run", "hosts.ini", "--limit", "gpus,dc9"], ["'dc9' matches no host or group"]),
+    (["run"], ["give an inventory"]),
+    (["run", "-i", "cmdb.sh"], ["cmdb.sh", "exited with status 2", "CMDB is down"]),
+    (["run", "hosts.ini", "-i", "bad.ini"], ["bad.ini:2: ", "expected key=value"]),
+])
+def test_inventory_and_limit_errors_exit_2(tmp_path, args, needles):
+    (tmp_path / "hosts.ini").write_text("[gpus]\nhere ansible_connection=local\n")
+    (tmp_path / "bad.ini").write_text("[gpus]\nhere venv\n")
+    script = tmp_path / "cmdb.sh"
+    script.write_text("#!/bin/sh\necho 'CMDB is down' >&2\nexit 2\n")
+    script.chmod(0o755)
+    proc = fleetcheck(*args, cwd=str(tmp_path))
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in proc.stderr

@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+import yaml
 
 from fleetcheck.checks.build import (NO_COMMIT, apply_same_build, expectation_warnings,
                                      judge_build)
@@ -17,7 +18,7 @@ from fleetcheck.errors import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)
-from fleetcheck.inventory import parse_inventory
+from fleetcheck.inventory import load_inventory
 from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import drift_groups
 from fleetcheck.results import HostResult, RunResult, host_status
@@ -25,6 +26,16 @@ from fleetcheck.results import HostResult, RunResult, host_status
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
+
+
+def parse_inventory(data: dict, name: str) -> list:
+    """Hosts of an inventory given as data, read from a file of that name."""
+    import tempfile
+    directory = tempfile.mkdtemp(prefix="fleetcheck-expect-")
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle)
+    return load_inventory(path)
 
 
 def recorded(version: str) -> dict:

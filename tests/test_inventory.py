@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from fleetcheck.errors import InputError
-from fleetcheck.inventory import apply_limit, expand_host_pattern, load_inventory
+from fleetcheck.inventory import apply_limit, load_inventory
+from fleetcheck.inventory_hostnames import expand_host_pattern
 
 NESTED = {
     "all": {
@@ -81,16 +82,24 @@ def test_host_ranges(pattern, expected):
 
 
 @pytest.mark.parametrize("data, needles", [
-    ({"all": {"hosts": {"gpu1": {"venvv": "/x"}}}}, ["host 'gpu1'", "field 'venvv'", "unknown"]),
+    ({"all": {"hosts": {"gpu1": {"venvv": "/x"}}}}, ["host 'gpu1'", "field 'venvv'",
+                                                     "did you mean venv?"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_become": "maybe"}}}},
+     ["host 'gpu1'", "field 'ansible_become'", "boolean"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_become": True, "ansible_become_method": "su"}}}},
+     ["field 'ansible_become_method'", "only sudo"]),
     ({"all": {"hosts": {"gpu1": {"ansible_port": "22x"}}}}, ["host 'gpu1'", "field 'ansible_port'"]),
     ({"all": {"children": {"dc1": {"hostz": {}}}}}, ["group 'dc1'", "field 'hostz'"]),
     ({"all": {"hosts": {"gpu[5:1]": None}}}, ["host 'gpu[5:1]'", "expands to no hosts"]),
     ({"all": {"hosts": {"gpu1": {"venv": "relative/env"}}}}, ["field 'venv'", "absolute path"]),
     ({"all": {"hosts": {"gpu1": {"venv": "/x\n; touch /tmp/pwned"}}}}, ["field 'venv'", "control"]),
     ({"all": {"hosts": {"gpu1": {"connection": "telnet"}}}}, ["field 'connection'"]),
-    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-o StrictHostKeyChecking=no"}}}},
-     ["field 'ansible_ssh_common_args'", "ProxyJump"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-o ProxyCommand='nc %h %p'"}}}},
+     ["field 'ansible_ssh_common_args'", "ProxyJump", "ProxyCommand"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-p 2222"}}}},
+     ["field 'ansible_ssh_common_args'", "'-p'"]),
     ({"all": {"hosts": {}}}, ["no hosts"]),
+    ({"all": {"hosts": {"gpu1\n; touch /tmp/pwned": None}}}, ["host 'gpu1\\n", "control"]),
     ("", ["empty"]),
     ("all: [unclosed", ["not valid YAML"]),
 ])
@@ -106,10 +115,16 @@ def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
 
 def test_proxy_jump_from_ansible_common_args(tmp_path):
     data = {"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-J ops@bastion:2200"},
-                              "gpu2": {"proxy_jump": "jump1"}}}}
+                              "gpu2": {"proxy_jump": "jump1"},
+                              "gpu3": {"ansible_ssh_common_args":
+                                       "-o StrictHostKeyChecking=no -o ControlMaster=auto "
+                                       "-oUserKnownHostsFile=/dev/null -q"},
+                              "gpu4": {"ansible_ssh_common_args":
+                                       "-o StrictHostKeyChecking=no -o ProxyJump=b1"}}}}
     hosts = {h.name: h for h in load_inventory(write(tmp_path, data))}
     assert hosts["gpu1"].proxy_jump == "ops@bastion:2200"
     assert hosts["gpu2"].proxy_jump == "jump1"
+    assert hosts["gpu3"].proxy_jump is None and hosts["gpu4"].proxy_jump == "b1"
 
 
 def test_limit_by_host_group_glob_and_exclusion(tmp_path):

@@ -89,7 +89,8 @@ def render_html(run: RunResult, path: str) -> None:
         drift=drift_groups(run), symbol=SYMBOL, acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         groups=sorted({g for h in run.hosts for g in h.groups}),
-        inventory=os.path.basename(run.inventory), playbook=os.path.basename(run.playbook))
+        inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),
+        playbook=os.path.basename(run.playbook))
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp"
