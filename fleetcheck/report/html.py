@@ -9,6 +9,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 
+from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import CONTROL, SYMBOL
 from fleetcheck.results import RunResult
@@ -59,6 +60,7 @@ def render_html(run: RunResult, path: str) -> None:
     check_ids: list[str] = []
     titles: dict[str, str] = {}
     for host in run.hosts:
+        inject("html", host.name)
         for check in host.checks:
             if check.id not in titles:
                 check_ids.append(check.id)
