@@ -28,9 +28,13 @@ class FactsError(ValueError):
     """The answer does not fit the facts' shape; `path` names the field."""
 
     def __init__(self, path: str, problem: str):
-        shown = re.sub(r"(?:\[\d+\]){6,}", "[...]", path or "(top level)")
-        super().__init__("field %s: %s" % (shown, problem))
+        super().__init__("field %s: %s" % (short_path(path) or "(top level)", problem))
         self.path = path
+
+
+def short_path(path: str) -> str:
+    """A field's path for a message: a long run of list indices (deep nesting) shown once."""
+    return re.sub(r"(?:\[\d+\]){6,}", "[...]", path)
 
 
 @dataclass(frozen=True)
@@ -258,4 +262,4 @@ def open_field(text: str, max_depth: int | None = None) -> str | None:
     for part in stack:
         if part is not None:
             path = join(path, part)
-    return path or None
+    return short_path(path) or None

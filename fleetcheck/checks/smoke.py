@@ -32,6 +32,8 @@ MESSAGES = {
                      "%(log)s",
     "startup-timeout": "the launched server did not become healthy: %(detail)s; log tail:\n"
                        "%(log)s",
+    "stalled": "vLLM at %(url)s did not answer in time: %(detail)s",
+    "deadline": "the smoke load stopped at the host's deadline: %(detail)s",
     "internal": "the smoke load failed on the host: %(detail)s",
 }
 
