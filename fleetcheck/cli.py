@@ -199,6 +199,10 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str |
     def attempt(label: str, write) -> None:
         try:
             write()
+        except OSError as exc:  # the machine's doing (a missing directory, a full disk)
+            failed.append(label)
+            print("fleetcheck: error: the %s could not be written: %s: %s"
+                  % (label, type(exc).__name__, exc), file=sys.stderr)
         except Exception as exc:
             failed.append(label)
             print("fleetcheck: error: the %s could not be written: %s" % (
