@@ -149,8 +149,7 @@ def command_run(args: argparse.Namespace) -> int:
         run = run_fleet(hosts, playbook, options, inventory_name=args.inventory,
                         on_start=progress.started, on_done=progress.finished,
                         checkpoint=Checkpoints(writer))
-    failed = write_outputs(run, ResultsWriter(json_path), html_path, args.junit_path,
-                           verbose=args.verbose)  # fresh: fleet checks changed hosts in place
+    failed = write_outputs(run, writer, html_path, args.junit_path, verbose=args.verbose)
     print("results: %s\nreport:  %s%s" % (json_path, html_path,
                                           "\njunit:   " + args.junit_path if args.junit_path else ""))
     if not run.complete:

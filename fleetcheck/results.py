@@ -141,7 +141,8 @@ class ResultsWriter:
     always atomically: a temporary file in the same directory, then a rename, so a reader,
     a Ctrl-C or a kill -9 at any moment finds the previous whole file or the new one.
     Each host's JSON line is encoded once and reused while that host's result is the same
-    object, so a checkpoint costs little more than writing the bytes."""
+    object (so a result must be replaced, never changed in place, once written), and a
+    checkpoint costs little more than writing the bytes."""
 
     def __init__(self, path: str):
         self.path = path

@@ -165,7 +165,7 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
         failure: Exception | None = exc
     else:
         failure = None
-    for host in run.hosts:
+    for index, host in enumerate(run.hosts):
         if host.error is not None or host.smoke is None:
             continue
         try:
@@ -177,8 +177,8 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
             verdict = CheckResult(id="smoke-fleet", title=FLEET_TITLE, status="error",
                                   message=internal_error(exc, "comparing the fleet's "
                                                          "acceptance").message)
-        host.checks.append(verdict)
-        host.status = host_status(host.checks, None)
+        checks = host.checks + [verdict]  # a new result: the results writer's cache
+        run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
 
 
 def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], playbook: Playbook,
@@ -244,6 +244,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     unreported: list[HostResult] = []
     placeholders: dict[str, HostResult] = {}
     cancel = threading.Event()
+    cpu_at_start = time.process_time()  # the budget counts this run's CPU, not start-up's
     spent = 0.0  # this thread's CPU seconds in checkpoints
     last_cost = 0.0
     last_written = time.monotonic()
@@ -260,13 +261,16 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     def report(results: list[HostResult]) -> None:
         if on_done:
             for result in results:
-                on_done(result)
+                try:
+                    on_done(result)
+                except Exception:  # a progress display must never stop the run
+                    pass
         results.clear()
 
     def checkpoint_due(final: bool) -> bool:
         if final:
             return True
-        if spent + last_cost <= CHECKPOINT_CPU_SHARE * time.process_time():
+        if spent + last_cost <= CHECKPOINT_CPU_SHARE * (time.process_time() - cpu_at_start):
             return True
         return time.monotonic() - last_written >= max(CHECKPOINT_STALE_S, 20 * last_cost)
 
