@@ -158,25 +158,24 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
     numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
     if not numbers:
         return
+    broken = None  # why the fleet comparison failed for every host, if it did
     try:
         verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
     except Exception as exc:
-        verdicts = {}
-        failure: Exception | None = exc
-    else:
-        failure = None
+        verdicts, broken = {}, internal_error(exc, "comparing the fleet's acceptance").message
     for index, host in enumerate(run.hosts):
         if host.error is not None or host.smoke is None:
             continue
-        try:
-            if failure is not None:
-                raise failure
-            inject("smoke-fleet", host.name)
-            verdict = verdicts[host.name]
-        except Exception as exc:
+        problem = broken
+        if problem is None:
+            try:
+                inject("smoke-fleet", host.name)
+                verdict = verdicts[host.name]
+            except Exception as exc:
+                problem = internal_error(exc, "comparing the fleet's acceptance").message
+        if problem is not None:
             verdict = CheckResult(id="smoke-fleet", title=FLEET_TITLE, status="error",
-                                  message=internal_error(exc, "comparing the fleet's "
-                                                         "acceptance").message)
+                                  message=problem)
         checks = host.checks + [verdict]  # a new result: the results writer's cache
         run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
 
@@ -267,12 +266,16 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
                     pass
         results.clear()
 
+    def stale_after() -> float:
+        """Seconds until a checkpoint is due whatever it costs."""
+        return max(CHECKPOINT_STALE_S, 20 * last_cost) - (time.monotonic() - last_written)
+
     def checkpoint_due(final: bool) -> bool:
         if final:
             return True
         if spent + last_cost <= CHECKPOINT_CPU_SHARE * (time.process_time() - cpu_at_start):
             return True
-        return time.monotonic() - last_written >= max(CHECKPOINT_STALE_S, 20 * last_cost)
+        return stale_after() <= 0
 
     def submit(host: Host) -> HostResult:
         if cancel.is_set():
@@ -292,10 +295,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
         futures = {pool.submit(submit, host): host for host in hosts}
         pending = set(futures)
         while pending:
-            wait_s = 0.5
-            if unreported:
-                wait_s = max(0.01, min(wait_s, CHECKPOINT_STALE_S -
-                                       (time.monotonic() - last_written)))
+            wait_s = max(0.01, min(0.5, stale_after())) if unreported else 0.5
             finished, pending = wait(pending, timeout=wait_s, return_when=FIRST_COMPLETED)
             for future in finished:
                 try:
