@@ -13,11 +13,12 @@ import os
 import re
 import sys
 from datetime import datetime
+from typing import Callable
 
 from fleetcheck import __version__
 from fleetcheck.errors import InputError
-from fleetcheck.inventory import apply_limit, load_inventory
-from fleetcheck.playbook import load_playbook
+from fleetcheck.inventory import Host, apply_limit, load_inventory
+from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, neutral, render_summary
 from fleetcheck.faults import describe
@@ -161,7 +162,7 @@ def command_run(args: argparse.Namespace) -> int:
     return exit_code(run, failed)
 
 
-def prove_smoke_templates(hosts: list, playbook, options: RunOptions) -> None:
+def prove_smoke_templates(hosts: list[Host], playbook: Playbook, options: RunOptions) -> None:
     """Every launch command rendered for every host before any host is contacted: an
     undefined name is exit 2 now, not a failure at the first host (see smoke.py)."""
     for host in hosts:
@@ -195,7 +196,7 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str |
     Returns the outputs that failed."""
     failed = []
 
-    def attempt(label: str, write) -> None:
+    def attempt(label: str, write: Callable[[], None]) -> None:
         try:
             write()
         except OSError as exc:  # the machine's doing (a missing directory, a full disk)
