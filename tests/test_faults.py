@@ -44,22 +44,26 @@ def junit_hosts(path) -> dict[str, list[str]]:
 
 
 def test_a_bug_in_one_hosts_handling_is_that_hosts_internal_error(tmp_path, fleet):
-    env = str(tmp_path / "env")
+    env, stale = str(tmp_path / "env"), str(tmp_path / "stale")
     write_install(env, "0.33.0", FIXED)
-    names = ["ok-1", "bad-plan", "bad-shared", "bad-judge", "ok-2"]
+    write_install(stale, "0.20.1", UNFIXED)
+    names = ["ok-1", "bad-plan", "bad-shared", "bad-judge", "ok-2", "stale"]
     for name in names:
-        fleet.add(name, mounts={ENV: env})
+        fleet.add(name, mounts={ENV: stale if name == "stale" else env})
     fleet.start()
     junit = tmp_path / "out" / "junit.xml"
     run = run_with_faults(tmp_path, {"all": {"hosts": ssh_hosts(fleet, fleet.hosts, venv=ENV)}},
                           "plan:bad-plan,shared:bad-shared,judge:bad-judge",
                           "--known-hosts", fleet.known_hosts, "--junit", str(junit))
-    assert run.code == 3, run.stderr
+    assert run.code == 1, run.stderr  # a check failed elsewhere (stale); else it would be 3
     assert run.results["complete"] is True
+    assert run.host("stale")["status"] == "fail"
     where = {"bad-plan": " check_host)", "bad-shared": " asked)", "bad-judge": " check_host)"}
     for name in names:
         host = run.host(name)
         assert name in run.html
+        if name == "stale":
+            continue
         if name.startswith("ok"):
             assert host["status"] == "pass", host
             continue
@@ -132,6 +136,19 @@ def test_report_names_a_renderer_that_failed_and_writes_the_rest(tmp_path):
     assert "InjectedFault" in proc.stderr and "fleetcheck/report/html.py" in proc.stderr
     assert not (tmp_path / "r.html").exists()
     assert len(junit_hosts(tmp_path / "r.xml")) == 5
+
+
+def test_an_internal_error_names_the_innermost_fleetcheck_frame():
+    from fleetcheck.checks.smoke import percentile
+    from fleetcheck.faults import internal_error
+    try:
+        percentile([1.0, None], 0.5)  # a shape no decoded answer can have: a bug
+    except TypeError as exc:
+        error = internal_error(exc, "checking this host")
+    assert error.kind == "internal"
+    assert "TypeError: " in error.message
+    assert "(at fleetcheck/checks/smoke.py:" in error.message
+    assert " percentile)" in error.message and "please report it" in error.message
 
 
 def test_the_hook_is_inert_unless_it_names_a_stage_and_a_host():
