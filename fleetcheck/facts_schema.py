@@ -184,8 +184,8 @@ def validate(value: Any, expected: Any = FACTS, path: str = "", depth: int = 0) 
         if problem:
             raise FactsError(path, problem)
     if isinstance(value, dict):
-        if isinstance(expected, (List, Text)) or expected in (INT, NUM, BOOL):
-            raise FactsError(path, "expected %s, got an object" % kind_of_expected(expected))
+        if isinstance(expected, List):  # scalar expectations were refused by fits()
+            raise FactsError(path, "expected a list or null, got an object")
         shape = expected if isinstance(expected, dict) else {}
         for key, rule in shape.items():
             if isinstance(rule, Req) and value.get(key) is None and \
@@ -255,7 +255,7 @@ def open_field(text: str, max_depth: int | None = None) -> str | None:
             expect_key = False
         elif expect_key and stack and token.startswith('"'):
             stack[-1] = token[1:-1] if token.endswith('"') and len(token) > 1 else token[1:]
-    else:
+    else:  # the text ended: with max_depth, it never nested that deep
         if max_depth is not None:
             return None
     path = ""
