@@ -13,17 +13,21 @@ import os
 import re
 import sys
 from datetime import datetime
+from typing import Callable
 
 from fleetcheck import __version__
 from fleetcheck.errors import InputError
 from fleetcheck.expectations import CommandLine, resolve
-from fleetcheck.inventory import apply_limit, read_inventory
+from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
-from fleetcheck.playbook import load_playbook
+from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, neutral, render_summary
-from fleetcheck.results import RunResult, dump_json, load_json, merge_runs
-from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
+from fleetcheck.faults import describe
+from fleetcheck.results import ResultsWriter, RunResult, load_json, merge_runs
+from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
+                               run_fleet)
+from fleetcheck.smoke import smoke_plan
 from fleetcheck.transport import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 EXIT_INPUT = 2
@@ -168,16 +172,13 @@ def command_run(args: argparse.Namespace) -> int:
         report_dir = default_report_dir()
     json_path = args.json_path or os.path.join(report_dir, "results.json")
     html_path = args.html_path or os.path.join(report_dir, "report.html")
+    prove_smoke_templates(hosts, playbook, options)
+    writer = ResultsWriter(json_path)
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
                         on_start=progress.started, on_done=progress.finished,
-                        checkpoint=lambda partial: dump_json(partial, json_path))
-    dump_json(run, json_path)
-    render_html(run, html_path)
-    if args.junit_path:
-        from fleetcheck.report.junit import write_junit  # only --junit needs it
-        write_junit(run, args.junit_path)
-    render_summary(run, verbose=args.verbose)
+                        checkpoint=Checkpoints(writer))
+    failed = write_outputs(run, writer, html_path, args.junit_path, verbose=args.verbose)
     print("results: %s\nreport:  %s%s" % (json_path, html_path,
                                           "\njunit:   " + args.junit_path if args.junit_path else ""))
     if not run.complete:
@@ -186,7 +187,72 @@ def command_run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
-    return run.exit_code()
+    return exit_code(run, failed)
+
+
+def prove_smoke_templates(hosts: list[Host], playbook: Playbook, options: RunOptions) -> None:
+    """Every launch command rendered for every host before any host is contacted: an
+    undefined name is exit 2 now, not a failure at the first host (see smoke.py)."""
+    for host in hosts:
+        smoke = host_smoke(host, playbook, options.smoke)
+        if smoke is not None and smoke.mode == "launch":
+            smoke_plan(host, smoke)
+
+
+class Checkpoints:
+    """The runner's checkpoint callback: a failing write (disk full, directory gone) is
+    said once on stderr and tried again next time; it never stops the run."""
+
+    def __init__(self, writer: ResultsWriter):
+        self.writer = writer
+        self.warned = False
+
+    def __call__(self, partial: RunResult) -> None:
+        try:
+            self.writer.write(partial)
+        except Exception as exc:
+            if not self.warned:
+                print("fleetcheck: warning: cannot write the results checkpoint %s: %s: %s"
+                      % (self.writer.path, type(exc).__name__, exc), file=sys.stderr)
+                self.warned = True
+
+
+def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str | None,
+                  junit_path: str | None, verbose: bool = False) -> list[str]:
+    """JSON first, then each renderer on its own: an output that fails is named on stderr
+    (with fleetcheck's internal-error message) and every other output is still written.
+    Returns the outputs that failed."""
+    failed = []
+
+    def attempt(label: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except OSError as exc:  # the machine's doing (a missing directory, a full disk)
+            failed.append(label)
+            print("fleetcheck: error: the %s could not be written: %s: %s"
+                  % (label, type(exc).__name__, exc), file=sys.stderr)
+        except Exception as exc:
+            failed.append(label)
+            print("fleetcheck: error: the %s could not be written: %s" % (
+                label, describe(exc, "writing the %s" % label)), file=sys.stderr)
+
+    if writer is not None:
+        attempt("results JSON (%s)" % writer.path, lambda: writer.write(run))
+    if html_path:
+        attempt("HTML report (%s)" % html_path, lambda: render_html(run, html_path))
+    if junit_path:
+        def junit() -> None:
+            from fleetcheck.report.junit import write_junit  # only --junit needs it
+            write_junit(run, junit_path)
+        attempt("JUnit XML (%s)" % junit_path, junit)
+    attempt("terminal summary", lambda: render_summary(run, verbose=verbose))
+    return failed
+
+
+def exit_code(run: RunResult, failed_outputs: list[str]) -> int:
+    """The run's code; an output that could not be written makes a passing run 3."""
+    code = run.exit_code()
+    return 3 if failed_outputs and code == 0 else code
 
 
 def load_results(paths: list[str]) -> RunResult:
@@ -203,19 +269,16 @@ def command_report(args: argparse.Namespace) -> int:
     run = load_results(args.results)
     if not (args.html_path or args.junit_path or args.json_path):
         args.html_path = os.path.splitext(args.results[0])[0] + ".html"
-    if args.json_path:
-        dump_json(run, args.json_path)
-    if args.html_path:
-        render_html(run, args.html_path)
-    if args.junit_path:
-        from fleetcheck.report.junit import write_junit  # only --junit needs it
-        write_junit(run, args.junit_path)
-    render_summary(run)
+    writer = ResultsWriter(args.json_path) if args.json_path else None
+    failed = write_outputs(run, writer, args.html_path, args.junit_path)
     for label, path in (("results", args.json_path), ("report", args.html_path),
                         ("junit", args.junit_path)):
         if path:
             print("%s: %s" % (label, path))
-    return run.exit_code()
+    if not run.complete:
+        print("fleetcheck: these results are incomplete (complete: false): %d host(s) not "
+              "finished" % len(run.not_finished), file=sys.stderr)
+    return exit_code(run, failed)
 
 
 def command_diff(args: argparse.Namespace) -> int:

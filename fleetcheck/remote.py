@@ -18,6 +18,7 @@ import zlib
 from functools import lru_cache
 from typing import Any
 
+from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
 from fleetcheck.inventory import Host
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.transport import CommandResult, TransportError
@@ -141,8 +142,11 @@ def printable(data: bytes, limit: int = 200) -> str:
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "?", text)
 
 
-def decode_answer(result: CommandResult, host: Host) -> dict[str, Any]:
-    """The probe's facts, or a TransportError saying why the answer is not one."""
+def decode_answer(result: CommandResult, host: Host,
+                  required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The probe's facts, or a TransportError saying why the answer is not one. This is
+    the one place an answer's types are checked (facts_schema.py): past it, the checks
+    may rely on them. `required`: top-level facts this host's plan asked for."""
     refused = become_failure(result, host)
     if refused:
         raise refused
@@ -151,7 +155,13 @@ def decode_answer(result: CommandResult, host: Host) -> dict[str, Any]:
         raise TransportError("probe", "no Python interpreter: tried %s and python3 (%s)"
                              % (host.interpreter, printable(result.stderr).strip()))
     try:
-        facts = json.loads(result.stdout.decode("utf-8"))
+        text = result.stdout.decode("utf-8")
+        facts = json.loads(text)
+    except RecursionError:
+        where = open_field(text, MAX_DEPTH)
+        raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
+                             "facts: %snested deeper than %d levels"
+                             % ("field %s: " % where if where else "", MAX_DEPTH))
     except (UnicodeDecodeError, ValueError):
         raise TransportError(
             "protocol", "answer is not the probe's JSON (exit %d; stdout starts %r; stderr %r)"
@@ -159,5 +169,18 @@ def decode_answer(result: CommandResult, host: Host) -> dict[str, Any]:
     if not isinstance(facts, dict) or "probe_version" not in facts:
         raise TransportError("protocol", "answer is JSON but not the probe's facts")
     if facts.get("fatal"):
-        raise TransportError("probe", "probe failed on the host: %s" % facts["fatal"])
+        raise TransportError("probe", "probe failed on the host: %s"
+                             % printable(str(facts["fatal"]).encode("utf-8", "replace"), 500))
+    try:
+        validate_facts(facts, required)
+    except FactsError as exc:
+        raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
+                             "facts: %s" % printable(str(exc).encode("utf-8", "replace"), 300))
     return facts
+
+
+def cut_answer_field(received: bytes) -> str | None:
+    """For an answer stopped at the output cap: the field it was inside, if it was JSON."""
+    if not received.lstrip()[:1] == b"{":
+        return None
+    return open_field(received.decode("utf-8", "replace"))

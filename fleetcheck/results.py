@@ -146,22 +146,53 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "smoke": host.smoke, "analysis": host.analysis}
 
 
+class ResultsWriter:
+    """Writes one run's results file, again and again while hosts finish (checkpoints),
+    always atomically: a temporary file in the same directory, then a rename, so a reader,
+    a Ctrl-C or a kill -9 at any moment finds the previous whole file or the new one.
+    Each host's JSON line is encoded once and reused while that host's result is the same
+    object (so a result must be replaced, never changed in place, once written), and a
+    checkpoint costs little more than writing the bytes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.directory = os.path.dirname(os.path.abspath(path))
+        self._lines: dict[str, tuple[HostResult, str]] = {}
+
+    def line(self, host: HostResult) -> str:
+        cached = self._lines.get(host.name)
+        if cached is not None and cached[0] is host:
+            return cached[1]
+        text = json.dumps(host_dict(host))
+        self._lines[host.name] = (host, text)
+        return text
+
+    def write(self, run: RunResult) -> None:
+        """One host per line: diffable and greppable, and encoded by json's C encoder
+        (indentation would switch to the pure-Python one, ten times slower)."""
+        os.makedirs(self.directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", suffix=".tmp", dir=self.directory)
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
+            header = json.dumps(run.header())
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(header[:-1] + ', "hosts": [\n')
+                handle.write(",\n".join(self.line(h) for h in run.hosts))
+                handle.write("\n]}\n")
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
 def dump_json(run: RunResult, path: str) -> None:
-    """Write atomically, so a reader (or a Ctrl-C) never sees half a file. One host per
-    line: diffable and greppable, and encoded by json's C encoder (indentation would
-    switch to the pure-Python one, ten times slower)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
-    header = json.dumps(run.header())
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(header[:-1] + ', "hosts": [\n')
-        handle.write(",\n".join(json.dumps(host_dict(h)) for h in run.hosts))
-        handle.write("\n]}\n")
-    os.replace(tmp, path)
+    """Write the results file atomically (see ResultsWriter)."""
+    ResultsWriter(path).write(run)
 
 
 def _check_from(data: dict[str, Any]) -> CheckResult:

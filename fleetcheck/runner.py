@@ -17,16 +17,18 @@ from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity
+from fleetcheck.checks.smoke import FLEET_TITLE
 from fleetcheck.checks.smoke import TITLE as SMOKE_TITLE
 from fleetcheck.checks.smoke import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
+from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.remote import (decode_answer, host_plan, printable, probe_command,
-                               probe_payload)
+from fleetcheck.remote import (cut_answer_field, decode_answer, host_plan, printable,
+                               probe_command, probe_payload)
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
@@ -95,6 +97,14 @@ def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeOpti
     return options if options.enabled else None
 
 
+def smoke_planned(host: Host, playbook: Playbook, options: RunOptions) -> bool:
+    """Whether the host would have had a smoke load (for its list of checks not run)."""
+    try:
+        return host_smoke(host, playbook, options.smoke) is not None
+    except Exception:  # proven at load time (cli); a host's placeholder must not fail
+        return False
+
+
 def skipped_checks(playbook: Playbook, reason: str, smoke: bool,
                    build: bool = False) -> list[CheckResult]:
     """Every check the host would have had, marked as not run, so no host is missing
@@ -106,48 +116,54 @@ def skipped_checks(playbook: Playbook, reason: str, smoke: bool,
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
                options: RunOptions, cancel: threading.Event | None = None,
                shared: SharedAnalysis | None = None) -> HostResult:
+    """One host, start to verdicts. Whatever goes wrong is this host's error: a
+    TransportError keeps its kind, anything else is a fleetcheck bug (kind `internal`)."""
     started = time.monotonic()
     if host.connection == "local":
         shared = None  # asking needs the SSH channel's open stdin
     note = None
-    smoke = host_smoke(host, playbook, options.smoke)
-    deadline = Deadline((host.timeout or options.timeout) +
-                        (smoke.host_allowance() if smoke else 0.0))
+    smoke = None
     error = None
     info = None
     numbers = None
     checks: list[CheckResult] = []
     try:
+        smoke = host_smoke(host, playbook, options.smoke)
+        deadline = Deadline((host.timeout or options.timeout) +
+                            (smoke.host_allowance() if smoke else 0.0))
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
         plan["share_analysis"] = shared is not None
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
+        inject("plan", host.name)
         asked = None
         if shared is not None:
             def asked(line: bytes) -> bytes | None:
+                inject("shared", host.name)
                 return shared.answer(host.name, line, deadline, cancel)
         answer = run_on_host(host, probe_command(host), probe_payload(plan),
                              options.settings, deadline, cancel, asked)
-        facts = decode_answer(answer, host)
-        try:
-            if shared is not None:
-                note = shared.complete(host.name, facts)
-            info, checks, numbers = judge_host(playbook, smoke, facts, options.expected,
-                                               host.name)
-        except TransportError:
-            raise
-        except Exception as exc:  # JSON from the host, but not of the probe's shape
-            raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
-                                 "facts (%s: %s)" % (type(exc).__name__, printable(
-                                     str(exc).encode("utf-8", "replace"))))
+        facts = decode_answer(answer, host, ("smoke",) if smoke is not None else ())
+        if shared is not None:
+            note = shared.complete(host.name, facts)
+        inject("judge", host.name)
+        info, checks, numbers = judge_host(playbook, smoke, facts, options.expected, host.name)
     except TransportError as exc:
+        error = HostError(kind=exc.kind, message=exc.message)
+        where = cut_answer_field(exc.received) if exc.received else None
+        if where:
+            error.message += "; the answer was cut inside the field %s" % printable(
+                where.encode("utf-8"), 200)
+    except Exception as exc:  # a bug in fleetcheck: this host's data, never the fleet's end
+        error = internal_error(exc, "checking this host")
+    if error is not None:
         if shared is not None:
             shared.abandon(host.name)
-        error = HostError(kind=exc.kind, message=exc.message)
-        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None,
-                                bool(options.expected))
+        checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message),
+                                smoke is not None, bool(options.expected))
+        info = numbers = note = None
     return HostResult(name=host.name, address=host.address, groups=host.groups,
                       status=host_status([] if error else checks, error),
                       error=error, duration_s=round(time.monotonic() - started, 3),
@@ -156,21 +172,55 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
 
 def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
     """Checks that need every host: same_build within each expected group, acceptance
-    against the fleet median."""
-    apply_same_build(run.hosts)
+    against the fleet median. A bug in the acceptance comparison costs only the
+    smoke-fleet verdicts, as an `error` check on the hosts it concerns. Results are
+    replaced, never changed in place (the results writer reuses what it encoded)."""
+    run.hosts = [replace(host, checks=[replace(c, details=dict(c.details),
+                                               evidence=list(c.evidence))
+                                       for c in host.checks])
+                 if any(c.id == BUILD_CHECK_ID for c in host.checks) else host
+                 for host in run.hosts]
+    try:
+        apply_same_build(run.hosts)
+    except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
+        problem = internal_error(exc, "comparing the fleet's builds").message
+        for host in run.hosts:
+            for check in host.checks:
+                if check.id == BUILD_CHECK_ID and host.error is None:
+                    check.status, check.message = "error", problem
+            host.status = host_status(host.checks, host.error)
     numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
     if not numbers:
         return
-    verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
-    for host in run.hosts:
-        if host.error is None and host.smoke is not None:
-            host.checks.append(verdicts[host.name])
-            host.status = host_status(host.checks, None)
+    broken = None  # why the fleet comparison failed for every host, if it did
+    try:
+        verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
+    except Exception as exc:
+        verdicts, broken = {}, internal_error(exc, "comparing the fleet's acceptance").message
+    for index, host in enumerate(run.hosts):
+        if host.error is not None or host.smoke is None:
+            continue
+        problem = broken
+        if problem is None:
+            try:
+                inject("smoke-fleet", host.name)
+                verdict = verdicts[host.name]
+            except Exception as exc:
+                problem = internal_error(exc, "comparing the fleet's acceptance").message
+        if problem is not None:
+            verdict = CheckResult(id="smoke-fleet", title=FLEET_TITLE, status="error",
+                                  message=problem)
+        checks = host.checks + [verdict]  # a new result: the results writer's cache
+        run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
 
 
 def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], playbook: Playbook,
-             options: RunOptions, started: float, reason: str) -> RunResult:
-    """The run so far, every inventory host included: those not finished are marked so."""
+             options: RunOptions, started: float, reason: str,
+             placeholders: dict[str, HostResult] | None = None) -> RunResult:
+    """The run so far, every inventory host included: those not finished are marked so.
+    `placeholders` keeps each unfinished host's entry from one call to the next (so the
+    results writer encodes it once)."""
+    placeholders = {} if placeholders is None else placeholders
     run.hosts = []
     run.not_finished = []
     for host in hosts:
@@ -178,65 +228,131 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], pla
             run.hosts.append(done[host.name])
             continue
         run.not_finished.append(host.name)
-        run.hosts.append(HostResult(
-            name=host.name, address=host.address, groups=host.groups, status="error",
-            error=HostError(kind="interrupted", message=reason),
-            checks=skipped_checks(playbook, reason,
-                                  host_smoke(host, playbook, options.smoke) is not None,
-                                  bool(options.expected))))
+        entry = placeholders.get(host.name)
+        if entry is None:
+            entry = placeholders[host.name] = HostResult(
+                name=host.name, address=host.address, groups=host.groups, status="error",
+                error=HostError(kind="interrupted", message=reason),
+                checks=skipped_checks(playbook, reason, smoke_planned(host, playbook, options),
+                                      bool(options.expected)))
+        run.hosts.append(entry)
     run.finished_at = now_iso()
     run.duration_s = round(time.monotonic() - started, 3)
     return run
 
 
+def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
+                  exc: BaseException) -> HostResult:
+    """A host whose worker itself raised (check_host keeps its own failures as data, so
+    this is a bug outside it): still a result, of kind `internal`."""
+    error = internal_error(exc, "scheduling this host")
+    return HostResult(name=host.name, address=host.address, groups=host.groups,
+                      status="error", error=error,
+                      checks=skipped_checks(playbook, "internal (%s)" % error.message,
+                                            smoke_planned(host, playbook, options),
+                                            bool(options.expected)))
+
+
+CHECKPOINT_CPU_SHARE = 0.05  # of the controller's CPU, at most, spent on checkpoints
+CHECKPOINT_STALE_S = 1.0  # past this, a checkpoint is written whatever it costs
+
+
 def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
               inventory_name: str, on_done: Callable[[HostResult], None] | None = None,
               on_start: Callable[[Host], None] | None = None,
-              checkpoint: Callable[[RunResult], None] | None = None,
-              checkpoint_every_s: float = 1.0) -> RunResult:
+              checkpoint: Callable[[RunResult], None] | None = None) -> RunResult:
     """Check every host; results keep inventory order whatever order hosts finish in.
-    `checkpoint` receives the run so far (at most once per `checkpoint_every_s`), so a
-    killed controller still leaves a results file. On KeyboardInterrupt no new host starts,
-    running hosts are cancelled, and the result is marked incomplete."""
+
+    `checkpoint` receives the run so far: once before any host starts, then whenever hosts
+    have finished, as often as that costs at most CHECKPOINT_CPU_SHARE of the controller's
+    CPU (after every host on small fleets), and at least every CHECKPOINT_STALE_S (or 20x
+    one checkpoint's cost, if more). A host is reported to `on_done` only once a checkpoint
+    holds it, so a host the progress shows as done is in the file even after a kill -9.
+    On KeyboardInterrupt no new host starts, running hosts are cancelled, and the result
+    is marked incomplete."""
     run = RunResult(started_at=now_iso(), inventory=inventory_name, playbook=playbook.source,
                     fleetcheck_version=__version__)
     started = time.monotonic()
     signatures = playbook.probe_signatures()
     shared = SharedAnalysis(signatures) if options.share_analysis else None
     done: dict[str, HostResult] = {}
+    unreported: list[HostResult] = []
+    placeholders: dict[str, HostResult] = {}
     cancel = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
-                              thread_name_prefix="fleetcheck-host")
+    cpu_at_start = time.process_time()  # the budget counts this run's CPU, not start-up's
+    spent = 0.0  # this thread's CPU seconds in checkpoints
+    last_cost = 0.0
+    last_written = time.monotonic()
+
+    def write_checkpoint() -> None:
+        nonlocal spent, last_cost, last_written
+        began = time.thread_time()
+        checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options, started,
+                            "not finished when this file was written", placeholders))
+        last_cost = time.thread_time() - began
+        spent += last_cost
+        last_written = time.monotonic()
+
+    def report(results: list[HostResult]) -> None:
+        if on_done:
+            for result in results:
+                try:
+                    on_done(result)
+                except Exception:  # a progress display must never stop the run
+                    pass
+        results.clear()
+
+    def stale_after() -> float:
+        """Seconds until a checkpoint is due whatever it costs."""
+        return max(CHECKPOINT_STALE_S, 20 * last_cost) - (time.monotonic() - last_written)
+
+    def checkpoint_due(final: bool) -> bool:
+        if final:
+            return True
+        if spent + last_cost <= CHECKPOINT_CPU_SHARE * (time.process_time() - cpu_at_start):
+            return True
+        return stale_after() <= 0
 
     def submit(host: Host) -> HostResult:
         if cancel.is_set():
             raise TransportError("interrupted", "run interrupted before this host started")
         if on_start:
             on_start(host)
-        return check_host(host, playbook, signatures, options, cancel, shared)
+        try:
+            return check_host(host, playbook, signatures, options, cancel, shared)
+        except Exception as exc:  # check_host keeps its failures as data; defence in depth
+            return failed_worker(host, playbook, options, exc)
 
-    last_checkpoint = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
+                              thread_name_prefix="fleetcheck-host")
     try:
-        pending = {pool.submit(submit, host) for host in hosts}
+        if checkpoint:
+            write_checkpoint()
+        futures = {pool.submit(submit, host): host for host in hosts}
+        pending = set(futures)
         while pending:
-            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            wait_s = max(0.01, min(0.5, stale_after())) if unreported else 0.5
+            finished, pending = wait(pending, timeout=wait_s, return_when=FIRST_COMPLETED)
             for future in finished:
-                result = future.result()
+                try:
+                    result = future.result()
+                except Exception as exc:
+                    result = failed_worker(futures[future], playbook, options, exc)
                 done[result.name] = result
-                if on_done:
-                    on_done(result)
-            if checkpoint and time.monotonic() - last_checkpoint >= checkpoint_every_s:
-                began = time.monotonic()
-                checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options,
-                                    started, "not finished when this file was written"))
-                last_checkpoint = time.monotonic()
-                # never spend more than ~5% of the controller on checkpoints
-                checkpoint_every_s = max(checkpoint_every_s, 20 * (last_checkpoint - began))
+                unreported.append(result)
+            if not unreported:
+                continue
+            if checkpoint is None:
+                report(unreported)
+            elif checkpoint_due(not pending):
+                write_checkpoint()
+                report(unreported)
         run.complete = True
     except KeyboardInterrupt:
         cancel.set()
     finally:
         pool.shutdown(wait=run.complete, cancel_futures=True)
+    report(unreported)
     assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
              "this host finished")
     if run.complete:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
@@ -94,17 +95,48 @@ def validate_smoke(source: str, where: str, raw: Any, base: SmokeOptions) -> Smo
         values[key] = float(value) if key in FLOAT_KEYS else value
     if "env" in values:
         values["env"] = {k: str(v) for k, v in values["env"].items()}
+    options = replace(base, **values)
     if "command" in values:
-        try:
-            _TEMPLATES.from_string(values["command"])
-        except TemplateError as exc:
-            raise InputError(source, where, "smoke.command", "bad template: %s" % exc)
-    return replace(base, **values)
+        prove_command(source, where, options)
+    return options
+
+
+# What a host can supply to the launch command (see smoke_plan); sample values for the
+# inventory's, since the template is proven before any host is known.
+TEMPLATE_NAMES = ("venv", "model", "port", "spec", "python")
+UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
+
+
+def template_context(options: SmokeOptions, venv: str | None, python: str) -> dict[str, Any]:
+    return {"venv": venv or "", "model": options.model, "port": options.port,
+            "spec": options.spec, "python": python}
+
+
+def prove_command(source: str, where: str | None, options: SmokeOptions) -> None:
+    """Compile and render the launch command now, with jinja2's StrictUndefined, against
+    the names a host can supply: an undefined name (`{{ gpu_count }}`) is bad input at
+    load time, before any host is contacted, never an error at the first host."""
+    try:
+        compiled_command(options.command).render(
+            **template_context(options, "/opt/venv", "/opt/venv/bin/python"))
+    except TemplateError as exc:
+        match = UNDEFINED_NAME.search(str(exc))
+        if match:
+            raise InputError(source, where, "smoke.command", "the template uses '%s', which "
+                             "is not defined; a host supplies only %s"
+                             % (match.group(1), ", ".join(TEMPLATE_NAMES)))
+        raise InputError(source, where, "smoke.command", "bad template: %s" % exc)
 
 
 _TEMPLATES = Environment(undefined=StrictUndefined, autoescape=False,
                          finalize=lambda value: shlex.quote(str(value)))
 _TEMPLATES.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
+
+
+@lru_cache(maxsize=16)
+def compiled_command(text: str) -> Any:
+    """Compiled once per run, not once per host (a compile costs milliseconds)."""
+    return _TEMPLATES.from_string(text)
 
 
 @lru_cache(maxsize=1)
@@ -119,10 +151,9 @@ def smoke_plan(host: "Host", options: SmokeOptions) -> dict[str, Any]:
     plan = asdict(options)
     if options.mode == "launch":
         plan["url"] = "http://127.0.0.1:%d" % options.port
-        context = {"venv": host.venv or "", "model": options.model, "port": options.port,
-                   "spec": options.spec, "python": host.interpreter}
+        context = template_context(options, host.venv, host.interpreter)
         try:
-            plan["command"] = _TEMPLATES.from_string(options.command).render(**context)
+            plan["command"] = compiled_command(options.command).render(**context)
         except TemplateError as exc:
             raise InputError("playbook", "host '%s'" % host.name, "smoke.command", str(exc))
     else:

@@ -50,12 +50,14 @@ Answerer = Callable[[bytes], Optional[bytes]]
 class TransportError(Exception):
     """A host could not be reached or did not answer as a probe does."""
 
-    def __init__(self, kind: str, message: str, retryable: bool = False):
+    def __init__(self, kind: str, message: str, retryable: bool = False,
+                 received: bytes = b""):
         assert kind in KINDS, kind
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.retryable = retryable
+        self.received = received  # an answer cut at the output cap: what had arrived
 
 
 @dataclass
@@ -377,7 +379,7 @@ def read_channel(channel: paramiko.Channel, deadline: Deadline,
             progressed = True
             if len(stdout) > MAX_STDOUT_BYTES:
                 raise TransportError("protocol", "output exceeded %d MiB: not a probe answer"
-                                     % (MAX_STDOUT_BYTES >> 20))
+                                     % (MAX_STDOUT_BYTES >> 20), received=bytes(stdout))
             if answer is not None and b"\n" in stdout:
                 line, _, rest = bytes(stdout).partition(b"\n")
                 reply = answer(line)
@@ -423,7 +425,8 @@ def run_local(command: str, payload: bytes, deadline: Deadline) -> CommandResult
             proc.communicate()
             raise TransportError("timeout", "host deadline of %.0fs passed" % deadline.seconds)
     if len(out) > MAX_STDOUT_BYTES:
-        raise TransportError("protocol", "output exceeded %d MiB" % (MAX_STDOUT_BYTES >> 20))
+        raise TransportError("protocol", "output exceeded %d MiB" % (MAX_STDOUT_BYTES >> 20),
+                             received=out)
     return CommandResult(out, err[:MAX_STDERR_BYTES], proc.returncode)
 
 

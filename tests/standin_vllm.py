@@ -9,7 +9,8 @@ Scenarios: healthy (acceptance 30%, mean acceptance length 5.5), low (~1.1%), co
 (no acceptance past position 4), nodrafts (tokens generated, drafter silent), nospec (no
 spec-decode counters), nostats (no counter moves, as with --disable-log-stats), dead
 (/health 503), failing (every completion 500), slow (each request takes 1.5 s),
-startup-error (exits at launch with vLLM's mixed-attention error).
+trickle (completions answered one byte a second), trickle-all (every answer one byte a
+second), startup-error (exits at launch with vLLM's mixed-attention error).
 The state file holds the counter deltas the server produced since it started, so tests can
 compare fleetcheck's numbers with the server's own counts exactly.
 """
@@ -112,11 +113,27 @@ def make_handler(engine: Engine):
             pass
 
         def reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            if engine.scenario == "trickle-all" or (
+                    engine.scenario == "trickle" and self.command == "POST"):
+                self.trickle(b"HTTP/1.1 %d OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+                             b"\r\n" % (status, kind.encode(), len(body)) + body)
+                return
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def trickle(self, raw: bytes) -> None:
+            """One byte a second: each read gets data, so a per-read timeout never fires."""
+            self.close_connection = True
+            try:
+                for i in range(len(raw)):
+                    self.wfile.write(raw[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            except OSError:
+                pass
 
         def do_GET(self) -> None:
             if self.path == "/health":

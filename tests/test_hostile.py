@@ -123,6 +123,12 @@ def hostile(tmp_path_factory):
     fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=70)
     add = fleet.add
 
+    def answers_with(name: str, answer: str) -> str:
+        """A host whose sshd ForceCommand prints this answer, whatever was asked."""
+        path = tmp / ("%s.answer.json" % name)
+        path.write_text(answer)
+        return add(name, sshd_options={"ForceCommand": "cat %s" % path})
+
     def readable_authorized_keys(fleet: LoopbackFleet) -> str:
         """sshd reads a non-root user's keys as that user: /tmp/pytest-of-root is 0700."""
         directory = tempfile.mkdtemp(prefix="fleetcheck-authz-")
@@ -163,6 +169,8 @@ def hostile(tmp_path_factory):
         "killed": add("killed", sshd_options={
             "ForceCommand": 'sleep 4; /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
     }
+    for name, answer in TYPED_ANSWERS.items():
+        hosts[name] = answers_with(name, answer)
     fleet.start()
     silent = LoopbackListener(fleet.next_address())
     refused_address = fleet.next_address()
@@ -204,6 +212,37 @@ def hostile(tmp_path_factory):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def finding(**fields) -> str:
+    """A probe answer with one dflash-swa finding holding these fields."""
+    hit = dict({"file": "vllm/model_executor/models/qwen3_dflash.py", "line": 234,
+                "text": "self.attn = Attention("}, **fields)
+    return json.dumps({"probe_version": 1, "signatures": {"dflash-swa": {"findings": {
+        "attention_call": [hit]}}}})
+
+
+# Answers of the right shape with the wrong types: host -> (answer, the field named)
+TYPED = {
+    "typed-version-list": (json.dumps({"probe_version": 1, "install": {"dist_infos": [
+        {"path": "/opt/ml-env/x/vllm-0.33.0.dist-info", "version": ["0.33.0"]}]}}),
+        "install.dist_infos[0].version: expected a string or null, got a list"),
+    "typed-line-string": (finding(line="234"),
+                          "signatures.dflash-swa.findings.attention_call[0].line: expected an "
+                          "integer or null, got a string"),
+    "typed-nan": (finding(offset=float("nan")),
+                  "signatures.dflash-swa.findings.attention_call[0].offset: nan is not a number"),
+    "typed-deep": ('{"probe_version": 1, "install": {"dist_infos": %s%s}}'
+                   % ("[" * 100000, "]" * 100000),
+                   "install.dist_infos[...]: nested deeper than 32 levels"),
+    "typed-long-text": (finding(text="x" * 1000000),
+                        "signatures.dflash-swa.findings.attention_call[0].text: a text of "
+                        "1000000 characters (at most 65536)"),
+    "typed-10mb-text": (finding(text="x" * 10000000),
+                        "exceeded 8 MiB: not a probe answer; the answer was cut inside the "
+                        "field signatures.dflash-swa.findings.attention_call[0].text"),
+}
+TYPED_ANSWERS = {name: answer for name, (answer, _) in TYPED.items()}
+
+
 def error_of(run: CliRun, host: str) -> dict:
     return run.host(host)["error"] or {}
 
@@ -211,7 +250,7 @@ def error_of(run: CliRun, host: str) -> dict:
 def test_every_host_is_in_the_report_with_a_state(hostile):
     assert hostile.results["complete"] is True
     names = [h["name"] for h in hostile.results["hosts"]]
-    assert len(names) == 22 and len(set(names)) == 22
+    assert len(names) == 22 + len(TYPED) and len(set(names)) == len(names)
     for name in names:
         assert name in hostile.html
     assert hostile.code == 1  # the fifo host has a failing install check
@@ -248,6 +287,15 @@ def test_fault_kinds(hostile, host, kind, words):
     assert words in error["message"]
     expected = "unreachable" if kind == "unreachable" else "error"
     assert hostile.host(host)["status"] == expected
+    assert all(c["status"] == "skip" for c in hostile.host(host)["checks"])
+
+
+@pytest.mark.parametrize("host", sorted(TYPED))
+def test_wrong_types_are_a_protocol_error_naming_the_field(hostile, host):
+    error = error_of(hostile, host)
+    assert error.get("kind") == "protocol", hostile.host(host)
+    assert TYPED[host][1] in error["message"]
+    assert hostile.host(host)["status"] == "error"
     assert all(c["status"] == "skip" for c in hostile.host(host)["checks"])
 
 
@@ -374,3 +422,45 @@ def test_transient_failures_are_retried_hard_ones_never(tmp_path, fleet):
     assert run.host("late")["status"] == "pass", run.host("late")  # refused, retried, reached
     assert error_of(run, "bad-auth")["kind"] == "auth"
     assert len(proxy.connections) == 1  # auth failures are never retried
+
+
+@pytest.mark.parametrize("where", ["playbook", "inventory"])
+def test_undefined_template_name_is_exit_2_before_any_connection(tmp_path, fleet, where):
+    env = str(tmp_path / "env")
+    write_install(env, "0.33.0", FIXED)
+    target = fleet.add("target", mounts={ENV: env})
+    fleet.start()
+    proxy = CountingProxy(fleet.next_address(), (target.address, target.port))
+    with open(fleet.known_hosts, "a") as handle:  # the proxy's address serves target's key
+        kind, blob = target.host_key_pub
+        handle.write("[%s]:%d %s %s\n" % (proxy.address, proxy.port, kind, blob))
+    command = "{{ venv }}/bin/vllm serve {{ model }} --tensor-parallel-size {{ gpu_count }}"
+    smoke = {"enabled": True, "mode": "launch", "command": command}
+    entry = {"ansible_host": proxy.address, "port": proxy.port, "key": fleet.client_key,
+             "venv": ENV}
+    # gpu0 (no smoke) comes first with -j 1: had the template been found at gpu1, gpu0
+    # would have been contacted already
+    first = dict(entry, smoke={"enabled": False})
+    args = ["--known-hosts", fleet.known_hosts, "-j", "1"]
+    if where == "playbook":
+        from fleetcheck.playbook import PACKAGED_PLAYBOOK
+        with open(PACKAGED_PLAYBOOK) as handle:
+            playbook = yaml.safe_load(handle)
+        playbook["smoke"].update(smoke)
+        path = tmp_path / "launch.yaml"
+        path.write_text(yaml.safe_dump(playbook, sort_keys=False))
+        args += ["--playbook", str(path)]
+        named = str(path)
+    else:
+        entry["smoke"] = smoke
+        named = "host 'gpu1'"
+    try:
+        run = run_isolated_dns(tmp_path, {"all": {"hosts": {"gpu0": first, "gpu1": entry}}},
+                               *args)
+    finally:
+        proxy.close()
+    assert run.code == 2, run.stderr
+    assert named in run.stderr and "smoke.command" in run.stderr
+    assert "'gpu_count', which is not defined" in run.stderr
+    assert run.results is None
+    assert len(proxy.connections) == 0  # proven before any host was contacted

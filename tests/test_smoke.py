@@ -19,7 +19,10 @@ ENV = "/opt/ml-env"
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")
 LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
 ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
-                    "nostats", "dead", "failing", "slow"]
+                    "nostats", "dead", "failing", "slow", "trickle", "trickle-all"]
+# hosts whose server answers one byte a second: a deadline of 3 + 2 (budget) + 10 (attach)
+TRICKLE = {"timeout": 3, "smoke": dict(LOAD, time_budget_s=2)}
+TRICKLE_DEADLINE = 3 + 2 + 10
 
 
 def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:
@@ -58,9 +61,11 @@ def attach_run(tmp_path_factory):
         hosts[host.name]["vllm_url"] = "http://%s:8000" % host.address
         hosts[host.name]["smoke"] = dict(LOAD, time_budget_s=4) if host.name.startswith(
             "slow") else dict(LOAD)
+        if host.name.startswith("trickle"):
+            hosts[host.name].update(TRICKLE)
     try:
         run = run_fleetcheck(tmp, {"all": {"hosts": hosts}}, "--known-hosts", fleet.known_hosts,
-                             "--smoke", "--no-import-check", "-j", "12")
+                             "--smoke", "--no-import-check", "-j", "14")
         yield run, {name: json.load(open(path)) for name, path in states.items()}
     finally:
         for server in servers:
@@ -128,12 +133,32 @@ def test_failure_modes_say_what_went_wrong(attach_run, host, status, words):
     assert run.check(host, "dflash-layer-offset")["status"] == "pass"
 
 
+@pytest.mark.parametrize("host, words", [
+    ("trickle-11", "every request failed (2): POST http://"),
+    ("trickle-all-12", "/health: no complete answer within 10.0s"),
+])
+def test_a_trickling_server_never_takes_the_host_past_its_deadline(attach_run, host, words):
+    """One byte a second defeats a per-read timeout; each stage (here /health, and each
+    request of the load) is bounded as a whole, so the host answers inside its deadline
+    with its static checks, and the smoke check says which stage stalled."""
+    run, _ = attach_run
+    result = run.host(host)
+    assert result["error"] is None, result  # not `timeout`: the probe answered in time
+    assert result["duration_s"] < TRICKLE_DEADLINE
+    check = run.check(host, "smoke-acceptance")
+    assert check["status"] == "error" and words in check["message"], check["message"]
+    assert "no complete answer" in check["message"]
+    assert run.check(host, "dflash-layer-offset")["status"] == "pass"
+
+
 def test_html_shows_acceptance_bars_and_position_curves(attach_run):
     run, _ = attach_run
     html = run.html
     assert 'id="acceptance-chart"' in html and "fleet median" in html
     with_drafts = [h for h in run.results["hosts"] if h["smoke"] and h["smoke"]["drafts"]]
-    assert len(with_drafts) == 6  # healthy x3, low, collapse, slow
+    # healthy x3, low, collapse, slow, and trickle (its server counted drafts for answers
+    # that never arrived)
+    assert len(with_drafts) == 7
     assert html.count('class="position-curve"') == len(with_drafts)
     assert "%.2f" % run.host("healthy-0")["smoke"]["mean_acceptance_length"] in html
 

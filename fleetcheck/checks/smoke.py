@@ -32,6 +32,8 @@ MESSAGES = {
                      "%(log)s",
     "startup-timeout": "the launched server did not become healthy: %(detail)s; log tail:\n"
                        "%(log)s",
+    "stalled": "vLLM at %(url)s did not answer in time: %(detail)s",
+    "deadline": "the smoke load stopped at the host's deadline: %(detail)s",
     "internal": "the smoke load failed on the host: %(detail)s",
 }
 
@@ -116,7 +118,10 @@ def judge_smoke(facts: dict[str, Any], options: SmokeOptions) -> tuple[CheckResu
             "url": facts.get("url"), "detail": error["detail"], "log": log[-1500:]}
         status = "fail" if error["kind"] in ("server-exited", "startup-timeout") else "error"
         return out(status, message, evidence=log_evidence)
-    numbers = measure(facts)
+    try:
+        numbers = measure(facts)
+    except ValueError as exc:  # the server's own text: prometheus_client's parser refused it
+        return out("error", "the server's /metrics text cannot be parsed: %s" % exc)
     failed = numbers["requests"]["failed"]
     first_error = next((r.get("error") for r in facts["load"]["results"] if not r.get("ok")), None)
     evidence = [Evidence(None, None, "deltas over the load: drafts %d, draft tokens %d, accepted "

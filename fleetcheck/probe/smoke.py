@@ -12,12 +12,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
 import time
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
+from http.client import HTTPException
+from urllib.parse import urlsplit
 
 METRIC_PREFIXES = ("vllm:spec_decode", "vllm:generation_tokens", "vllm:prompt_tokens")
 MAX_METRICS_BYTES = 1 << 20
@@ -33,19 +34,50 @@ class SmokeError(Exception):
         self.detail = detail
 
 
+def cut(conn, fired):
+    """Called by the exchange's timer: wakes a read blocked on a server that trickles."""
+    fired.set()
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def http(method, url, body=None, timeout=10.0):
-    """(status, body bytes); connection problems raise SmokeError('unreachable')."""
+    """(status, body bytes) within `timeout` seconds for the whole exchange: connect,
+    request and every byte of the answer. A socket timeout bounds each read only, so a
+    server that answers one byte a second would hold urllib for ever; here a timer shuts
+    the socket down when the time is up. Connection problems raise
+    SmokeError('unreachable'), an answer that did not complete in time SmokeError('stalled')."""
+    timeout = max(timeout, 0.1)
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        from http.client import HTTPSConnection as Connection
+    else:
+        from http.client import HTTPConnection as Connection
     data = json.dumps(body).encode("utf-8") if body is not None else None
-    request = Request(url, data=data, method=method,
-                      headers={"Content-Type": "application/json"} if data else {})
+    conn = Connection(parts.hostname, parts.port, timeout=timeout)
+    fired = threading.Event()
+    timer = threading.Timer(timeout, cut, (conn, fired))
+    timer.daemon = True
     try:
-        with urlopen(request, timeout=max(timeout, 0.1)) as response:
-            return response.status, response.read(MAX_BODY_BYTES)
-    except HTTPError as exc:
-        return exc.code, exc.read(MAX_BODY_BYTES) if exc.fp else b""
-    except (URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise SmokeError("unreachable", "%s: %s" % (url, reason))
+        timer.start()
+        path = parts.path or "/"
+        conn.request(method, path + ("?" + parts.query if parts.query else ""), body=data,
+                     headers={"Content-Type": "application/json"} if data else {})
+        response = conn.getresponse()
+        return response.status, response.read(MAX_BODY_BYTES)
+    except (HTTPException, OSError) as exc:
+        if fired.is_set():
+            raise SmokeError("stalled", "%s %s: no complete answer within %.1fs (the server "
+                             "accepted the connection but its answer did not finish)"
+                             % (method, url, timeout))
+        raise SmokeError("unreachable", "%s: %s" % (url, getattr(exc, "reason", exc)))
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 def spec_metrics(base, timeout):
@@ -148,28 +180,45 @@ def tail(path, lines):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def stop_group(process):
-    """Stop the launched server and everything it started (its own session/group)."""
+def stop_group(process, until):
+    """Stop the launched server and everything it started (its own session/group): TERM,
+    then KILL, never waiting past `until` (the host's deadline) for it to go."""
     if process.poll() is not None:
         return
     for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        if sig == signal.SIGTERM and until - time.monotonic() < 1.0:
+            continue  # no time for a graceful stop
         try:
             os.killpg(process.pid, sig)
         except OSError:
             return
         try:
-            process.wait(timeout=wait)
+            process.wait(timeout=max(0.1, min(wait, until - time.monotonic() - 0.5)))
             return
         except subprocess.TimeoutExpired:
             continue
 
 
+SAFETY_S = 1.0  # the answer must still reach the controller before the host's deadline
+METRICS_RESERVE_S = 5.0  # kept from the load's budget for the scrape after it
+STAGE_CAP_S = 10.0  # /health, /v1/models, one /metrics scrape
+
+
 def smoke(plan_smoke, prompts, deadline):
-    """Facts of one smoke load; never raises."""
+    """Facts of one smoke load; never raises. Every stage (connect, each request, each
+    scrape, stopping a launched server) is bounded by what is left of `deadline`."""
     facts = {"mode": plan_smoke.get("mode", "attach"), "url": plan_smoke["url"]}
     base = plan_smoke["url"].rstrip("/")
     process = None
     logdir = None
+    end = deadline - SAFETY_S
+
+    def within(stage, cap=STAGE_CAP_S):
+        left = end - time.monotonic()
+        if left <= 0.1:
+            raise SmokeError("deadline", "no time left in the host's deadline for %s" % stage)
+        return min(cap, left)
+
     try:
         if facts["mode"] == "launch":
             logdir = tempfile.mkdtemp(prefix="fleetcheck-smoke-")
@@ -181,26 +230,28 @@ def smoke(plan_smoke, prompts, deadline):
                 process = subprocess.Popen(["/bin/sh", "-c", plan_smoke["command"]], env=env,
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                            start_new_session=True)
-            startup_deadline = min(deadline, time.monotonic() + plan_smoke["startup_timeout_s"])
+            startup_deadline = time.monotonic() + within("the server's start-up",
+                                                         plan_smoke["startup_timeout_s"])
             started = time.monotonic()
             wait_healthy(base, startup_deadline, process)
             facts["startup_s"] = round(time.monotonic() - started, 2)
         else:
-            status, _ = http("GET", base + "/health", timeout=10)
+            status, _ = http("GET", base + "/health", timeout=within("/health"))
             if status != 200:
                 raise SmokeError("unhealthy", "/health answered %d" % status)
-        facts["model"] = served_model(base, 10)
-        facts["metrics_before"] = spec_metrics(base, 10)
-        budget_end = min(deadline, time.monotonic() + plan_smoke["time_budget_s"])
+        facts["model"] = served_model(base, within("/v1/models"))
+        facts["metrics_before"] = spec_metrics(base, within("/metrics before the load"))
+        budget_end = min(end - METRICS_RESERVE_S,
+                         time.monotonic() + plan_smoke["time_budget_s"])
         facts["load"] = run_load(base, facts["model"], prompts, plan_smoke, budget_end)
-        facts["metrics_after"] = spec_metrics(base, 10)
+        facts["metrics_after"] = spec_metrics(base, within("/metrics after the load"))
     except SmokeError as exc:
         facts["error"] = {"kind": exc.kind, "detail": exc.detail}
     except Exception as exc:  # the smoke load must never take the static facts down
         facts["error"] = {"kind": "internal", "detail": "%s: %s" % (type(exc).__name__, exc)}
     finally:
         if process is not None:
-            stop_group(process)
+            stop_group(process, deadline)
             facts["server_exit"] = process.returncode
             facts["log_tail"] = tail(facts["log_file"], int(plan_smoke.get("log_tail_lines", 40)))
         if logdir:

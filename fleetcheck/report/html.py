@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_a
 
 from fleetcheck.checks.build import expected_label
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import CONTROL, SYMBOL
 from fleetcheck.results import HostResult, RunResult
@@ -80,6 +81,7 @@ def render_html(run: RunResult, path: str) -> None:
     check_ids: list[str] = []
     titles: dict[str, str] = {}
     for host in run.hosts:
+        inject("html", host.name)
         for check in host.checks:
             if check.id not in titles:
                 check_ids.append(check.id)

@@ -8,6 +8,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
+from fleetcheck.faults import inject
 from fleetcheck.results import RunResult
 
 # XML 1.0 cannot carry most control characters: hosts' text is made printable first.
@@ -59,6 +60,8 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
 def write_junit(run: RunResult, path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
+    for host in run.hosts:
+        inject("junit", host.name)
     tree = junit_tree(run)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
