@@ -149,19 +149,23 @@ def tail(path, lines):
 
 
 def stop_group(process):
-    """Stop the launched server and everything it started (its own session/group)."""
-    if process.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+    """Stop the launched server and everything it started (its own session and process
+    group). The shell running the command can exit before the server and its engine
+    processes have, so the wait is for the whole group to be gone, not for the shell."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
         try:
             os.killpg(process.pid, sig)
         except OSError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            break
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            process.poll()  # reap the leader, or it stays in the group as a zombie
+            try:
+                os.killpg(process.pid, 0)
+            except OSError:
+                return
+            time.sleep(0.1)
+    process.poll()
 
 
 def smoke(plan_smoke, prompts, deadline):
