@@ -7,7 +7,6 @@ OUTDIR/target           Qwen3ForCausalLM, hidden 128, 2 layers, 4 heads / 2 kv h
                         head_dim 32 (CPU attention supports 32, 64, 80, ...; 16 kills the
                         engine), tied embeddings, a byte-level BPE tokenizer trained with
                         `tokenizers`, a ChatML chat template.
-OUTDIR/target-head16    the same with head_dim 16: a real start-up/first-request failure.
 OUTDIR/dflash-working   a DFlash drafter whose o_proj and down_proj are zero, so every
                         drafted slot predicts its input, the mask token; the mask token is
                         the token the target repeats under greedy decoding, so drafts are
@@ -140,7 +139,6 @@ def main(out: str) -> None:
     os.makedirs(out)
     fast = tokenizer(os.path.join(out, "tokenizer"))
     model = make_target(os.path.join(out, "target"), 32, fast)
-    make_target(os.path.join(out, "target-head16"), 16, fast)
     counts = generated_tokens(model, fast)
     token = counts.most_common(1)[0][0]
     # random weights are small beside the embedding, so a random drafter still predicts

