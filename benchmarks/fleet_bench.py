@@ -77,7 +77,8 @@ def fleetcheck_python() -> str:
     pyinfra and Ansible run from theirs. The machine's own Python here processes a
     sandbox-written .pth file that imports certifi at every start (~25 ms CPU per process),
     which neither a user's install nor the other tools' venvs have."""
-    binary = tool_venv("fleetcheck", "-e", ROOT, "--config-settings", "editable_mode=compat")
+    binary = tool_venv("fleetcheck", "-e", ROOT + "[bench]", "--config-settings",
+                      "editable_mode=compat")
     return os.path.join(os.path.dirname(binary), "python")
 
 

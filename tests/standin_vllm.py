@@ -1,5 +1,7 @@
-"""A stand-in for a GPU-backed vLLM server: the same endpoints, the same metric names and
-labels (served through prometheus_client), with scripted speculative-decoding acceptance.
+"""A stand-in for a vLLM server: the same endpoints, the same metric names, types, labels
+and `_created` series (served through prometheus_client; test_real_vllm.py compares them
+with a real server's), with scripted speculative-decoding acceptance, for the faults and
+fleets a real server cannot show on demand.
 
     standin_vllm.py --bind ADDR --port N --scenario S --state FILE [--model M] [--k 15]
     standin_vllm.py serve MODEL --port N --speculative-config JSON   (as a `vllm` command;

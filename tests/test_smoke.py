@@ -1,6 +1,8 @@
-"""Smoke load over real SSH against a stand-in vLLM server (a real vLLM needs a GPU): the
-numbers must equal the server's own counter deltas exactly, and every failure mode must
-say what went wrong."""
+"""Smoke load over real SSH against a stand-in vLLM server, for what a real server cannot
+show on demand (test_real_vllm.py runs the real one): scripted acceptance levels across a
+fleet, a collapsing curve, a dead engine's 503, counters that never move. The numbers must
+equal the server's own counter deltas exactly, and every failure mode must say what went
+wrong."""
 
 from __future__ import annotations
 

@@ -142,6 +142,11 @@ def judge_smoke(facts: dict[str, Any], options: SmokeOptions) -> tuple[CheckResu
                        "measured" % numbers["requests"]["ok"], numbers, evidence)
         return out("fail", "no drafts at all: %d tokens were generated but the drafter proposed "
                    "nothing" % numbers["generation_tokens"], numbers, evidence)
+    if numbers["accepted_tokens"] == 0:
+        return out("fail", "no accepted tokens: the target rejected all %d draft tokens of %d "
+                   "drafts (a broken drafter: wrong weights, or hidden states from the wrong "
+                   "target layers)" % (numbers["draft_tokens"], numbers["drafts"]),
+                   numbers, evidence)
     rate, length = numbers["acceptance_rate"], numbers["mean_acceptance_length"]
     summary = "acceptance rate %.1f%%, mean acceptance length %.2f over %d drafts" % (
         100 * rate, length, numbers["drafts"])

@@ -181,22 +181,28 @@ def tail(path, lines):
 
 
 def stop_group(process, until):
-    """Stop the launched server and everything it started (its own session/group): TERM,
-    then KILL, never waiting past `until` (the host's deadline) for it to go."""
-    if process.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+    """Stop the launched server and everything it started (its own session and process
+    group): TERM, then KILL. The shell running the command can exit before the server and
+    its engine processes have, so the wait is for the whole group to be gone, not for the
+    shell; it never waits past `until` (the host's deadline)."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
         if sig == signal.SIGTERM and until - time.monotonic() < 1.0:
             continue  # no time for a graceful stop
         try:
             os.killpg(process.pid, sig)
         except OSError:
-            return
-        try:
-            process.wait(timeout=max(0.1, min(wait, until - time.monotonic() - 0.5)))
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            break
+        end = min(time.monotonic() + wait, until - 0.5)
+        while True:
+            process.poll()  # reap the leader, or it stays in the group as a zombie
+            try:
+                os.killpg(process.pid, 0)
+            except OSError:
+                return
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.1)
+    process.poll()
 
 
 SAFETY_S = 1.0  # the answer must still reach the controller before the host's deadline

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
@@ -15,6 +16,7 @@ from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import CONTROL, SYMBOL
 from fleetcheck.results import HostResult, RunResult
+
 
 def visible_controls(value: object) -> object:
     """Control characters a host sent are shown as \\xNN, never passed into the page."""
@@ -36,10 +38,14 @@ def template_cache() -> FileSystemBytecodeCache | None:
     return FileSystemBytecodeCache(directory) if os.access(directory, os.W_OK) else None
 
 
-_ENV = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
-                   autoescape=select_autoescape(default=True, default_for_string=True),
-                   trim_blocks=True, lstrip_blocks=True, finalize=visible_controls,
-                   bytecode_cache=template_cache())
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """Made on the first render, not at import: importing fleetcheck (even for
+    `--version`) must write nothing, and the template cache is a directory in $HOME."""
+    return Environment(loader=PackageLoader("fleetcheck.report", "templates"),
+                       autoescape=select_autoescape(default=True, default_for_string=True),
+                       trim_blocks=True, lstrip_blocks=True, finalize=visible_controls,
+                       bytecode_cache=template_cache())
 
 
 def drift_groups(run: RunResult) -> list[dict[str, Any]]:
@@ -86,7 +92,7 @@ def render_html(run: RunResult, path: str) -> None:
             if check.id not in titles:
                 check_ids.append(check.id)
                 titles[check.id] = check.title
-    html = _ENV.get_template("report.html.j2").render(
+    html = environment().get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
         drift=drift_groups(run), symbol=SYMBOL, acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
