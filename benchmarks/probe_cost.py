@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from conftest import real_install  # noqa: E402  (cached real wheel install)
 from fleetcheck.inventory import Host  # noqa: E402
+from fleetcheck.lab.wheels import real_install  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
 from fleetcheck.remote import host_plan, probe_command, probe_payload  # noqa: E402

@@ -12,39 +12,16 @@ Prints one line per release: the version and each check's status. What the READM
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from conftest import CACHE  # noqa: E402
 from probe_helpers import probe_tree  # noqa: E402
 from fleetcheck.checks.fixes import judge_fix  # noqa: E402
+from fleetcheck.lab.wheels import unpacked  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 
 RELEASES = ("0.20.1", "0.22.0", "0.24.0", "0.25.0", "0.26.0", "0.30.0", "0.32.0", "0.33.0")
-
-
-def unpacked(version: str) -> str:
-    """A venv-shaped tree holding the release's Python files (no compiled modules)."""
-    target = os.path.join(CACHE, "unpacked", "vllm-%s" % version)
-    site = os.path.join(target, "lib", "python3", "site-packages")
-    if os.path.isdir(site):
-        return target
-    wheels = os.path.join(CACHE, "wheels")
-    os.makedirs(wheels, exist_ok=True)
-    if not any(n.startswith("vllm-%s-" % version) for n in os.listdir(wheels)):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "vllm==%s" % version, "-d", wheels], check=True)
-    wheel = next(n for n in os.listdir(wheels) if n.startswith("vllm-%s-" % version))
-    with zipfile.ZipFile(os.path.join(wheels, wheel)) as archive:
-        archive.extractall(site + ".partial", [n for n in archive.namelist()
-                                               if n.endswith(".py") or ".dist-info/" in n])
-    os.makedirs(os.path.join(target, "bin"), exist_ok=True)
-    os.symlink(sys.executable, os.path.join(target, "bin", "python"))
-    os.rename(site + ".partial", site)
-    return target
 
 
 def main(versions: list[str]) -> None:

@@ -5,41 +5,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
-import venv
 from dataclasses import dataclass
 
 import pytest
 import yaml
 
+from fleetcheck.lab.wheels import CACHE, real_install  # noqa: F401  (the benchmarks import them from here too)
 from fleetcheck.testhosts import LoopbackFleet
 
-CACHE = os.environ.get("FLEETCHECK_CACHE", os.path.expanduser("~/.cache/fleetcheck"))
 REAL_VERSIONS = ("0.20.1", "0.33.0")
 _third_octets = itertools.count(20)
-
-
-def real_install(version: str) -> str:
-    """A venv holding the real vllm==version wheel, installed with pip --no-deps, cached
-    outside the repo (each wheel is 250-340 MB)."""
-    target = os.path.join(CACHE, "venvs", "vllm-%s" % version)
-    marker = os.path.join(target, ".fleetcheck-complete")
-    if os.path.exists(marker):
-        return target
-    wheels = os.path.join(CACHE, "wheels")
-    os.makedirs(wheels, exist_ok=True)
-    if not any(n.startswith("vllm-%s-" % version) for n in os.listdir(wheels)):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "vllm==%s" % version, "-d", wheels], check=True)
-    wheel = [n for n in os.listdir(wheels) if n.startswith("vllm-%s-" % version)][0]
-    if not os.path.exists(os.path.join(target, "bin", "python")):
-        venv.EnvBuilder(with_pip=True, clear=True).create(target)
-    subprocess.run([os.path.join(target, "bin", "python"), "-m", "pip", "install", "-q",
-                    "--no-deps", "--force-reinstall", os.path.join(wheels, wheel)], check=True)
-    open(marker, "w").close()
-    return target
 
 
 @pytest.fixture(scope="session")

@@ -160,10 +160,10 @@ class Analysis(object):
         self.examined = set()
 
     # -- key-offset -------------------------------------------------------------------
-    def offset_roots(self, source):
-        """One flow per function around the key's occurrences in a file."""
+    def functions_around(self, source, lines):
+        """(text, FunctionRef) of each function holding one of the lines, once each."""
         seen = set()
-        for line in source.hit_lines(self.key):
+        for line in lines:
             block = source.enclosing_function(line)
             if block is None or block[0] in seen:
                 continue
@@ -172,11 +172,14 @@ class Analysis(object):
             if node is None:
                 raise ValueError("cannot parse the function at line %d" % block[0])
             cls = source.enclosing_class(block[0])
-            ref = FunctionRef(source.rel, node.name, node, first - 1,
-                              (source.rel, cls) if cls else None)
-            self.examined.add(source.rel)
-            flow = Flow(self, ref, self.entry_env(ref), 0, (ref.key,))
-            flow.run()
+            yield block[1], FunctionRef(source.rel, node.name, node, first - 1,
+                                        (source.rel, cls) if cls else None)
+
+    def offset_roots(self, source):
+        """One flow per function around the key's occurrences in a file."""
+        self.examined.add(source.rel)
+        for _, ref in self.functions_around(source, source.hit_lines(self.key)):
+            Flow(self, ref, self.entry_env(ref), 0, (ref.key,)).run()
 
     def end(self, value, step, stored=None):
         """Ids leaving a flow (returned, stored, or lost in a call): a finding each.
@@ -229,21 +232,10 @@ class Analysis(object):
     # -- value-source -----------------------------------------------------------------
     def source_roots(self, source, call, keyword):
         """Flows over the functions holding `call(..., keyword=...)`; a finding per call."""
-        seen = set()
-        for line in source.hit_lines(keyword, True):
-            block = source.enclosing_function(line)
-            if block is None or block[0] in seen:
-                continue
-            seen.add(block[0])
-            if call + "(" not in block[1] or not passes_keyword(keyword, block[1]):
+        self.examined.add(source.rel)
+        for text, ref in self.functions_around(source, source.hit_lines(keyword, True)):
+            if call + "(" not in text or not passes_keyword(keyword, text):
                 continue  # the name is a parameter or a variable here, not the call's keyword
-            first, node = source.parsed_function(block[0])
-            if node is None:
-                raise ValueError("cannot parse the function at line %d" % block[0])
-            cls = source.enclosing_class(block[0])
-            ref = FunctionRef(source.rel, node.name, node, first - 1,
-                              (source.rel, cls) if cls else None)
-            self.examined.add(source.rel)
             capture = Capture(call, keyword)
             Flow(self, ref, self.entry_env(ref), 0, (ref.key,), [capture]).run()
             for value, sink, _ in capture.values:
@@ -303,21 +295,9 @@ class Analysis(object):
         constructor = ref.name == "__init__" and ref.cls is not None
         called = ref.cls[1] if constructor else ref.name
         out = []
-        seen = set()
         def_line = ref.node.lineno + ref.line_offset
-        for line in source.hit_lines(called, True):
-            if line == def_line:
-                continue
-            block = source.enclosing_function(line)
-            if block is None or block[0] in seen:
-                continue
-            seen.add(block[0])
-            first, node = source.parsed_function(block[0])
-            if node is None:
-                continue
-            cls = source.enclosing_class(block[0])
-            site = FunctionRef(source.rel, node.name, node, first - 1,
-                               (source.rel, cls) if cls else None)
+        lines = [line for line in source.hit_lines(called, True) if line != def_line]
+        for _, site in self.functions_around(source, lines):
             capture = Capture(called, name, position)
             Flow(self, site, self.entry_env(site), 0, (site.key,), [capture]).run()
             out.extend(value for value, _, _ in capture.values)

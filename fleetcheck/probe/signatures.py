@@ -117,6 +117,17 @@ def load_source(root, rel, cache):
     return entry
 
 
+def readable(root, files, cache, errors):
+    """(rel, SourceFile) of each file that could be read; why the others could not goes
+    to `errors`."""
+    for rel in files:
+        source = load_source(root, rel, cache)
+        if isinstance(source, ProbeFileError):
+            errors.append(str(source))
+        else:
+            yield rel, source
+
+
 def run_dataflow(root, finder, files, cache):
     """key-offset and value-source: flows from the functions around the needle, through
     helpers read (and cached, so they ship) only when a flow reaches them."""
@@ -131,11 +142,7 @@ def run_dataflow(root, finder, files, cache):
                 sources.setdefault(name, label)
         analysis = Analysis(codebase, "source", sources=sources)
     errors = []
-    for rel in files:
-        source = load_source(root, rel, cache)
-        if isinstance(source, ProbeFileError):
-            errors.append(str(source))
-            continue
+    for rel, source in readable(root, files, cache, errors):
         if not source.contains(finder["needles"][0]):
             continue
         source.examined = True
@@ -164,11 +171,7 @@ def run_finder(root, finder, files, cache):
         return run_dataflow(root, finder, files, cache)
     hits = []
     errors = []
-    for rel in files:
-        source = load_source(root, rel, cache)
-        if isinstance(source, ProbeFileError):
-            errors.append(str(source))
-            continue
+    for rel, source in readable(root, files, cache, errors):
         wanted = [needle for needle in finder["needles"] if source.contains(needle)]
         if not wanted:
             continue

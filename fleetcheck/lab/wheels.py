@@ -1,0 +1,57 @@
+"""Real vLLM wheels from PyPI, downloaded once and cached outside the repository (each is
+250-340 MB): installed into a venv with pip --no-deps, or only unpacked (Python files and
+dist-info) when nothing but the code on disk is needed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+
+CACHE = os.environ.get("FLEETCHECK_CACHE", os.path.expanduser("~/.cache/fleetcheck"))
+
+
+def wheel_file(version: str) -> str:
+    """The path of the vllm==version wheel, downloaded on first use."""
+    wheels = os.path.join(CACHE, "wheels")
+    os.makedirs(wheels, exist_ok=True)
+    prefix = "vllm-%s-" % version
+    if not any(n.startswith(prefix) for n in os.listdir(wheels)):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "vllm==%s" % version, "-d", wheels], check=True)
+    return os.path.join(wheels, next(n for n in sorted(os.listdir(wheels))
+                                     if n.startswith(prefix)))
+
+
+def real_install(version: str) -> str:
+    """A venv holding the real vllm==version wheel, installed with pip --no-deps."""
+    target = os.path.join(CACHE, "venvs", "vllm-%s" % version)
+    marker = os.path.join(target, ".fleetcheck-complete")
+    if os.path.exists(marker):
+        return target
+    wheel = wheel_file(version)
+    if not os.path.exists(os.path.join(target, "bin", "python")):
+        venv.EnvBuilder(with_pip=True, clear=True).create(target)
+    subprocess.run([os.path.join(target, "bin", "python"), "-m", "pip", "install", "-q",
+                    "--no-deps", "--force-reinstall", wheel], check=True)
+    open(marker, "w").close()
+    return target
+
+
+def unpacked(version: str) -> str:
+    """A venv-shaped tree holding the release's Python files and dist-info (no compiled
+    modules, nothing installed): enough for the fix checks."""
+    target = os.path.join(CACHE, "unpacked", "vllm-%s" % version)
+    site = os.path.join(target, "lib", "python3", "site-packages")
+    if os.path.isdir(site):
+        return target
+    with zipfile.ZipFile(wheel_file(version)) as archive:
+        archive.extractall(site + ".partial", [n for n in archive.namelist()
+                                               if n.endswith(".py") or ".dist-info/" in n])
+    os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+    if not os.path.lexists(os.path.join(target, "bin", "python")):
+        os.symlink(sys.executable, os.path.join(target, "bin", "python"))
+    os.rename(site + ".partial", site)
+    return target
