@@ -22,7 +22,7 @@ from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, neutral, render_summary
 from fleetcheck.results import RunResult, dump_json, load_json, merge_runs
 from fleetcheck.runner import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, run_fleet
-from fleetcheck.transport import KnownHosts, SshSettings, enable_match_exec, paramiko
+from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130

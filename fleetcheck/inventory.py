@@ -35,10 +35,14 @@ VAR_ALIASES = {
     "ansible_ssh_common_args": "ssh_common_args",
     "timeout": "timeout",
     "smoke": "smoke",
+    "container": "container",
+    "container_engine": "container_engine",
+    "container_user": "container_user",
 }
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
-STRING_FIELDS = {"address", "user", "proxy_jump", "ssh_common_args", "vllm_url", "connection"}
-CONNECTIONS = {"ssh", "local"}
+STRING_FIELDS = {"address", "user", "proxy_jump", "ssh_common_args", "vllm_url", "connection",
+                 "container", "container_engine", "container_user"}
+CONTAINER_ENGINES = {"docker", "podman"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 RANGE = re.compile(r"\[([^\]:]*):([^\]:]*)(?::([^\]]*))?\]")
 
@@ -61,6 +65,9 @@ class Host:
     timeout: float | None = None
     smoke: dict[str, Any] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
+    container: str | None = None  # a container name on the box, or "auto"
+    container_engine: str | None = None  # docker | podman; None: the first found on the box
+    container_user: str | None = None
 
     @property
     def interpreter(self) -> str:
@@ -129,9 +136,14 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
                                           or (canonical == "python" and "/" not in value)):
         raise InputError(source, where, name, "must be an absolute path, got %r" % value)
-    if canonical == "connection" and value not in CONNECTIONS:
+    if canonical == "connection":
+        from fleetcheck.connectors import connection_names  # one module per connection
+        if value not in connection_names():
+            raise InputError(source, where, name, "must be one of %s" % ", ".join(
+                connection_names()))
+    if canonical == "container_engine" and value not in CONTAINER_ENGINES:
         raise InputError(source, where, name, "must be one of %s" % ", ".join(
-            sorted(CONNECTIONS)))
+            sorted(CONTAINER_ENGINES)))
     if canonical == "vllm_url" and not re.match(r"^https?://[^\s/]+", value):
         raise InputError(source, where, name, "must be an http:// or https:// URL")
     if canonical == "ssh_common_args":

@@ -20,7 +20,7 @@ from typing import Any
 
 from fleetcheck.inventory import Host
 from fleetcheck.probe import MODULES as PROBE_MODULES
-from fleetcheck.transport import CommandResult, TransportError
+from fleetcheck.connectors.base import CommandResult, TransportError
 
 # stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
 # zlib-compressed marshalled code objects (used when the host's Python has the controller's

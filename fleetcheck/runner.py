@@ -26,7 +26,9 @@ from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
 from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
-from fleetcheck.transport import Deadline, SshSettings, TransportError, run_on_host
+from fleetcheck.connectors import Registry
+from fleetcheck.connectors.base import Deadline, Target, TransportError
+from fleetcheck.connectors.ssh import SshSettings
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0
@@ -87,18 +89,44 @@ def skipped_checks(playbook: Playbook, reason: str, smoke: bool) -> list[CheckRe
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
                options: RunOptions, cancel: threading.Event | None = None,
-               shared: SharedAnalysis | None = None) -> HostResult:
+               shared: SharedAnalysis | None = None,
+               registry: Registry | None = None) -> list[HostResult]:
+    """One inventory host through its connector: usually one result; one per container
+    found when the host says `container: auto`."""
     started = time.monotonic()
-    if host.connection == "local":
-        shared = None  # asking needs the SSH channel's open stdin
-    note = None
     smoke = host_smoke(host, playbook, options.smoke)
     deadline = Deadline((host.timeout or options.timeout) +
                         (smoke.host_allowance() if smoke else 0.0))
-    error = None
-    info = None
-    numbers = None
-    checks: list[CheckResult] = []
+    connector = (registry or Registry(options.settings)).for_host(host)
+    if not connector.can_answer:
+        shared = None  # asking needs stdin kept open for the controller's reply
+    try:
+        with connector.open(host, deadline, cancel) as session:
+            targets = connector.targets(host, session, deadline, cancel)
+            return [probe_target(host, target, playbook, signatures, smoke, deadline,
+                                 cancel, shared) for target in targets]
+    except TransportError as exc:
+        return [failed_host(host, host.name, playbook, smoke, exc, started)]
+
+
+def failed_host(host: Host, name: str, playbook: Playbook, smoke: SmokeOptions | None,
+                exc: TransportError, started: float) -> HostResult:
+    error = HostError(kind=exc.kind, message=exc.message)
+    return HostResult(name=name, address=host.address, groups=host.groups,
+                      status=host_status([], error), error=error,
+                      duration_s=round(time.monotonic() - started, 3),
+                      checks=skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message),
+                                            smoke is not None))
+
+
+def probe_target(host: Host, target: Target, playbook: Playbook,
+                 signatures: list[dict[str, Any]], smoke: SmokeOptions | None,
+                 deadline: Deadline, cancel: threading.Event | None,
+                 shared: SharedAnalysis | None) -> HostResult:
+    """The probe on one target, judged; its failures are values."""
+    started = time.monotonic()
+    name = target.name
+    note = None
     try:
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
@@ -109,13 +137,12 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
         asked = None
         if shared is not None:
             def asked(line: bytes) -> bytes | None:
-                return shared.answer(host.name, line, deadline, cancel)
-        answer = run_on_host(host, probe_command(host), probe_payload(plan),
-                             options.settings, deadline, cancel, asked)
+                return shared.answer(name, line, deadline, cancel)
+        answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
         facts = decode_answer(answer, host)
         try:
             if shared is not None:
-                note = shared.complete(host.name, facts)
+                note = shared.complete(name, facts)
             info, checks, numbers = judge_host(playbook, smoke, facts)
         except TransportError:
             raise
@@ -125,12 +152,11 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
                                      str(exc).encode("utf-8", "replace"))))
     except TransportError as exc:
         if shared is not None:
-            shared.abandon(host.name)
-        error = HostError(kind=exc.kind, message=exc.message)
-        checks = skipped_checks(playbook, "%s (%s)" % (exc.kind, exc.message), smoke is not None)
-    return HostResult(name=host.name, address=host.address, groups=host.groups,
-                      status=host_status([] if error else checks, error),
-                      error=error, duration_s=round(time.monotonic() - started, 3),
+            shared.abandon(name)
+        return failed_host(host, name, playbook, smoke, exc, started)
+    return HostResult(name=name, address=host.address, groups=host.groups,
+                      status=host_status(checks, None), error=None,
+                      duration_s=round(time.monotonic() - started, 3),
                       vllm=info, checks=checks, smoke=numbers, analysis=note)
 
 
@@ -146,14 +172,15 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
             host.status = host_status(host.checks, None)
 
 
-def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], playbook: Playbook,
+def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]],
+             playbook: Playbook,
              options: RunOptions, started: float, reason: str) -> RunResult:
     """The run so far, every inventory host included: those not finished are marked so."""
     run.hosts = []
     run.not_finished = []
     for host in hosts:
         if host.name in done:
-            run.hosts.append(done[host.name])
+            run.hosts.extend(done[host.name])
             continue
         run.not_finished.append(host.name)
         run.hosts.append(HostResult(
@@ -180,17 +207,19 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     started = time.monotonic()
     signatures = playbook.probe_signatures()
     shared = SharedAnalysis(signatures) if options.share_analysis else None
-    done: dict[str, HostResult] = {}
+    done: dict[str, list[HostResult]] = {}
+    registry = Registry(options.settings)
     cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
                               thread_name_prefix="fleetcheck-host")
 
-    def submit(host: Host) -> HostResult:
+    def submit(host: Host) -> tuple[str, list[HostResult]]:
         if cancel.is_set():
             raise TransportError("interrupted", "run interrupted before this host started")
         if on_start:
             on_start(host)
-        return check_host(host, playbook, signatures, options, cancel, shared)
+        return host.name, check_host(host, playbook, signatures, options, cancel, shared,
+                                     registry)
 
     last_checkpoint = time.monotonic()
     try:
@@ -198,10 +227,11 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
         while pending:
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
-                result = future.result()
-                done[result.name] = result
+                name, results = future.result()
+                done[name] = results
                 if on_done:
-                    on_done(result)
+                    for result in results:
+                        on_done(result)
             if checkpoint and time.monotonic() - last_checkpoint >= checkpoint_every_s:
                 began = time.monotonic()
                 checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options,
