@@ -51,6 +51,8 @@ class VllmInfo:
     install: str | None = None
     site_packages: str | None = None
     python: str | None = None
+    found_by: str | None = None  # how the install was found (inventory venv, running server ...)
+    other_installs: list[dict[str, Any]] | None = None  # more vllm installs seen, not checked
 
 
 @dataclass

@@ -314,6 +314,9 @@ class SshSession(Session):
                                 answer)
         except TransportError as exc:
             exc.retryable = False  # the command was sent: never run it twice
+            if exc.kind == "unreachable":  # it was reached: the connection died mid-run
+                raise TransportError("protocol", "connection lost after the command was "
+                                     "sent (%s)" % exc.message)
             raise
         finally:
             channel.close()
@@ -330,7 +333,12 @@ class ChannelStreams:
         self.channel = channel
 
     def send(self, data: bytes, deadline: Deadline) -> None:
-        self.channel.sendall(data)
+        try:
+            self.channel.sendall(data)
+        except OSError:
+            # the command exited before reading all its input: what it wrote says why
+            if not (self.channel.closed or self.channel.exit_status_ready()):
+                raise
 
     def close_input(self) -> None:
         if not self.channel.closed:
