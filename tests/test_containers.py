@@ -1,0 +1,151 @@
+"""Real Podman containers (Debian's podman with runc; no registry, so `--rootfs /:O`, an
+overlay on this machine's root) holding a real vLLM wheel installed the official image's
+way (`uv pip install --system` into /usr/local/lib/python3.11/dist-packages of Debian's
+/usr/bin/python3). Checked locally and from a loopback sshd box; each test run keeps its
+containers in a storage of its own (CONTAINERS_STORAGE_CONF), so other runs' containers
+are never seen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import CACHE, run_fleetcheck, ssh_hosts
+from install_builders import cached, uv_binary, wheel_path
+
+SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
+RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
+             "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000", "--rootfs"]
+ROOTFS = "/:O"  # the rootfs takes the image's place: after every option
+
+
+def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
+                          check=check, timeout=300)
+
+
+def system_site_by_uv(env: dict) -> str:
+    """dist-packages as the official image makes it, built once inside a container."""
+    wheel = wheel_path("vllm-0.33.0-", "vllm==0.33.0")
+    uv = uv_binary()
+
+    def build(target: str) -> None:
+        for sub in ("dist-packages", "bin"):
+            os.makedirs(os.path.join(target, sub))
+        podman(env, "run", "--rm", *RUN_FLAGS, *mounts(target, ""),
+               "-v", "%s:/wheels/%s:ro" % (wheel, os.path.basename(wheel)),
+               ROOTFS, uv, "pip", "install", "-q", "--offline", "--system", "--break-system-packages",
+               "--no-deps", "--python", "/usr/bin/python3", "/wheels/" + os.path.basename(wheel))
+    return cached("container-system-vllm-0.33.0", build)
+
+
+def mounts(install: str, mode: str = ":ro") -> list[str]:
+    """The install's site and its console scripts (RECORD's ../../../bin/vllm)."""
+    return ["-v", "%s/dist-packages:%s%s" % (install, SYSTEM_SITE, mode),
+            "-v", "%s/bin:/usr/local/bin%s" % (install, mode)]
+
+
+@pytest.fixture(scope="module")
+def boxes(tmp_path_factory):
+    work = tmp_path_factory.mktemp("containers")
+    conf = work / "storage.conf"
+    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
+                    % (work / "graph", work / "run"))
+    env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(conf))
+    site = system_site_by_uv(env)
+    server = work / "bin" / "vllm"
+    server.parent.mkdir()
+    server.write_text("import time\ntime.sleep(100000)\n")  # `vllm serve`'s command line
+    common = ["run", "-d", *RUN_FLAGS, *mounts(site)]
+    podman(env, *common, "--name", "vllm", ROOTFS, "/usr/bin/python3", str(server), "serve",
+           "/models/qwen", "--port", "8000")
+    podman(env, *common, "--name", "sidecar", ROOTFS, "/usr/bin/python3", "-c",
+           "import time; time.sleep(100000)")
+    podman(env, *common, "--name", "stopped", ROOTFS, "/usr/bin/python3", "-c", "pass")
+    podman(env, "wait", "stopped")
+    try:
+        yield work, env, conf
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", "stopped", check=False)
+
+
+def assert_official_image_install(run, name: str) -> None:
+    host = run.host(name)
+    assert host["error"] is None, host["error"]
+    info = host["vllm"]
+    assert info["version"] == "0.33.0" and info["commit"] == "4ba787ec9", info
+    assert info["site_packages"] == SYSTEM_SITE
+    assert info["found_by"].startswith("running server pid "), info
+    for check_id in ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop",
+                     "install-record", "install-leftovers", "install-metadata",
+                     "install-in-progress"):
+        assert run.check(name, check_id)["status"] == "pass", run.check(name, check_id)
+    running = run.check(name, "install-running")
+    assert running["status"] == "pass" and running["details"]["servers"][0]["port"] == 8000
+
+
+def test_named_and_auto_containers_locally(tmp_path, boxes):
+    _, env, _ = boxes
+    inventory = {"all": {"vars": {"connection": "local", "container_engine": "podman"},
+                         "hosts": {"here": {"container": "vllm"},
+                                   "box": {"container": "auto"}}}}
+    run = run_fleetcheck(tmp_path, inventory, env=env)
+    assert [h["name"] for h in run.results["hosts"]] == ["here", "box/vllm"], run.stdout
+    assert_official_image_install(run, "here")
+    assert_official_image_install(run, "box/vllm")
+    assert "box/vllm" in run.html and "box/vllm" in run.stdout
+    assert run.code == 0, run.stdout[-2000:]
+
+
+def test_named_and_auto_containers_over_ssh(tmp_path, fleet, boxes):
+    _, env, conf = boxes
+    box = fleet.add("gpu-box", own_pids=False,
+                    sshd_options={"SetEnv": "CONTAINERS_STORAGE_CONF=%s" % conf})
+    fleet.start()
+    inventory = {"all": {"vars": {"container_engine": "podman"}, "hosts": {}}}
+    inventory["all"]["hosts"].update(ssh_hosts(fleet, [box], container="auto"))
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    assert [h["name"] for h in run.results["hosts"]] == ["gpu-box/vllm"], run.stdout
+    assert_official_image_install(run, "gpu-box/vllm")
+
+
+def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxes):
+    _, env, _ = boxes
+    marker = tmp_path / "pwned"
+    hosts = {"no-such": {"container": "nope; touch %s" % marker},
+             "stopped": {"container": "stopped"},
+             "no-engine": {"container": "vllm"}}
+    hosts["no-such"]["container_engine"] = "podman"
+    hosts["stopped"]["container_engine"] = "podman"
+    inventory = {"all": {"vars": {"connection": "local"}, "hosts": hosts}}
+    run = run_fleetcheck(tmp_path, inventory, env=env, timeout=120)
+    assert not marker.exists()
+    assert run.results, run.stderr[-2000:]
+    errors = {name: run.host(name)["error"] for name in hosts}
+    assert all(e and e["kind"] == "container" for e in errors.values()), errors
+    assert "nope; touch" in errors["no-such"]["message"]
+    assert "no such container" in errors["no-such"]["message"]
+    assert "stopped" in errors["stopped"]["message"]
+    assert "state improper" in errors["stopped"]["message"]
+    # the first engine found is /usr/local/bin/docker, a Docker client with no daemon here
+    assert "Cannot connect to the Docker daemon" in errors["no-engine"]["message"]
+    assert run.code == 3
+
+    # no engine on the box at all; and `auto` on a box whose store has no vLLM container
+    empty = tmp_path / "empty-storage.conf"
+    empty.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
+                     % (tmp_path / "g", tmp_path / "r"))
+    inventory = {"all": {"vars": {"connection": "local"}, "hosts": {
+        "bare": {"container": "vllm"},
+        "none-found": {"container": "auto", "container_engine": "podman"}}}}
+    bare_env = dict(env, CONTAINERS_STORAGE_CONF=str(empty))
+    run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "local"}, "hosts": {
+        "bare": {"container": "vllm"}}}}, env=dict(bare_env, PATH="/nonexistent"))
+    assert run.host("bare")["error"]["kind"] == "container", run.host("bare")
+    assert "not found on the box" in run.host("bare")["error"]["message"]
+    run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "local"}, "hosts": {
+        "none-found": {"container": "auto", "container_engine": "podman"}}}}, env=bare_env)
+    error = run.host("none-found")["error"]
+    assert error["kind"] == "container" and "found no running container" in error["message"]
