@@ -128,3 +128,36 @@ def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
                                                               "venv": copy}}}})
     check = left.check("uv", "install-leftovers")
     assert check["status"] == "fail" and ".tmpA1b2C3" in check["message"], check
+
+
+def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(
+        tmp_path, fleet, real_venvs):
+    """/opt/venv (an image venv) holds 0.33.0; a server runs from /opt/other (0.20.1) on
+    the vllm_url port. Checking /opt/venv: install-running fails (another install serves).
+    With no venv given: the running server's install is the one checked, /opt/venv is
+    named as another install."""
+    host = fleet.add("gpu-two", mounts={"/opt/venv": real_venvs["0.33.0"] + ":ro",
+                                        "/opt/other": real_venvs["0.20.1"] + ":ro"})
+    fleet.start()
+    script, flag = fake_server(tmp_path, "server-other")
+    fleet.spawn_on(host, "exec /opt/other/bin/python %s serve /models/qwen" % script)
+    try:
+        time.sleep(1.5)
+        checked = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+            fleet, [host], venv="/opt/venv")}}, "--known-hosts", fleet.known_hosts)
+        check = checked.check("gpu-two", "install-running")
+        assert check["status"] == "fail", check
+        assert "runs another interpreter or site-packages (/opt/other/bin/python" in \
+            check["message"]
+        found = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host])}},
+                               "--known-hosts", fleet.known_hosts)
+        info = found.host("gpu-two")["vllm"]
+        assert info["version"] == "0.20.1", info
+        assert info["found_by"].startswith("running server pid "), info
+        assert info["python"] == "/opt/other/bin/python"
+        assert [o["site_packages"].split("/lib/")[0] for o in info["other_installs"]] == \
+            ["/opt/venv"]
+        assert "also installed, not checked: /opt/venv/lib/" in found.stdout
+        assert found.check("gpu-two", "install-running")["status"] == "pass"
+    finally:
+        os.unlink(flag)

@@ -20,7 +20,8 @@ IMAGE_VENVS = ("/opt/venv", "/opt/vllm", "/vllm/venv", "/kserve-workspace/prod_v
 def venv_site_dirs(venv):
     """lib{,64}/python*/{site,dist}-packages of a venv, from its layout alone."""
     found = []
-    for libdir in ("lib", "lib64"):
+    real = set()
+    for libdir in ("lib", "lib64"):  # lib64 is often a symlink to lib
         base = os.path.join(venv, libdir)
         try:
             names = sorted(os.listdir(base))
@@ -30,7 +31,8 @@ def venv_site_dirs(venv):
             if name.startswith("python"):
                 for leaf in ("site-packages", "dist-packages"):
                     path = os.path.join(base, name, leaf)
-                    if os.path.isdir(path) and path not in found:
+                    if os.path.isdir(path) and os.path.realpath(path) not in real:
+                        real.add(os.path.realpath(path))
                         found.append(path)
     return found
 
@@ -116,8 +118,9 @@ def site_packages_candidates(plan, servers=()):
     seen = set()
 
     def add(path, how, interpreter):
-        if path not in seen:
-            seen.add(path)
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
             found.append((path, how, interpreter))
 
     for server in servers:

@@ -28,6 +28,7 @@ def probe(plan, ask=None):
     if venv and not os.path.isdir(venv):
         facts["errors"].append("venv %s: no such directory" % venv)
     servers = running_servers()
+    servers["serving_port"] = plan.get("serving_port")
     facts["servers"] = servers
     install = locate_install(plan, servers["servers"])
     facts["install"] = install
