@@ -149,3 +149,48 @@ def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxe
         "none-found": {"container": "auto", "container_engine": "podman"}}}}, env=bare_env)
     error = run.host("none-found")["error"]
     assert error["kind"] == "container" and "found no running container" in error["message"]
+
+
+def unix_listener(path: str, mode: int) -> "socket.socket":
+    """A Docker socket that accepts and never answers (a wedged daemon)."""
+    import socket
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(path)
+    sock.listen(8)
+    os.chmod(path, mode)
+    return sock
+
+
+def test_engine_socket_denied_over_ssh_and_an_exec_that_hangs(tmp_path, fleet):
+    """Docker's own client (the machine's /usr/local/bin/docker): as an unprivileged
+    login its socket is refused; and a daemon that never answers is cut at the deadline."""
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(sockets, 0o755)
+    denied = unix_listener(str(sockets / "root-only.sock"), 0o600)
+    silent = unix_listener(str(sockets / "silent.sock"), 0o666)
+    try:
+        box = fleet.add("gpu-denied", sshd_options={
+            "SetEnv": "DOCKER_HOST=unix://%s HOME=/tmp" % (sockets / "root-only.sock"),
+            "ForceCommand": 'setpriv --reuid=65534 --regid=65534 --clear-groups '
+                            '/bin/sh -c "$SSH_ORIGINAL_COMMAND"'})
+        fleet.start()
+        inventory = {"all": {"vars": {"container_engine": "docker"}, "hosts": {}}}
+        inventory["all"]["hosts"].update(ssh_hosts(fleet, [box], container="vllm"))
+        inventory["all"]["hosts"]["wedged"] = {"connection": "local", "container": "vllm",
+                                               "timeout": 4}
+        env = dict(os.environ, DOCKER_HOST="unix://%s" % (sockets / "silent.sock"))
+        run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, env=env)
+        error = run.host("gpu-denied")["error"]
+        assert error["kind"] == "container", error
+        assert "container vllm on gpu-denied" in error["message"]
+        assert "permission denied while trying to connect to the Docker daemon socket" in \
+            error["message"]
+        wedged = run.host("wedged")
+        assert wedged["error"]["kind"] == "container", wedged["error"]
+        assert "did not finish within the host deadline" in wedged["error"]["message"]
+        assert wedged["duration_s"] < 15
+    finally:
+        denied.close()
+        silent.close()

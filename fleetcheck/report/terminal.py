@@ -64,8 +64,10 @@ class Progress:
 
     def finished(self, host: HostResult) -> None:
         with self.lock:
-            self.running -= 1
+            # a `container: auto` host finishes as one result per container found
+            self.running = max(0, self.running - 1)
             self.done += 1
+            self.total = max(self.total, self.done)
             if host.status not in ("pass", "warn"):
                 self.failed += 1
             if self._status is not None:
