@@ -96,6 +96,10 @@ def test_named_and_auto_containers_locally(tmp_path, boxes):
     assert_official_image_install(run, "here")
     assert_official_image_install(run, "box/vllm")
     assert "box/vllm" in run.html and "box/vllm" in run.stdout
+    assert "found by running server pid" in run.stdout and "found by running server" in run.html
+    # one build in two containers' views: the ask/answer dialogue crosses podman exec -i
+    notes = sorted(str(run.host(n)["analysis"]) for n in ("here", "box/vllm"))
+    assert notes[0] == "None" and notes[1].startswith("fix analysis shared with "), notes
     assert run.code == 0, run.stdout[-2000:]
 
 

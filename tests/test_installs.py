@@ -161,3 +161,32 @@ def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(
         assert found.check("gpu-two", "install-running")["status"] == "pass"
     finally:
         os.unlink(flag)
+
+
+def test_install_in_progress_fails_on_the_checked_install_and_warns_elsewhere(
+        tmp_path, fleet, real_venvs):
+    """Real pip processes whose build (a setup.py that sleeps) is still running: one
+    installing into another venv on the box is a warn naming it; one into the checked
+    venv is a fail."""
+    import sys
+    source = tmp_path / "vllm-slow-build"
+    source.mkdir()
+    (source / "setup.py").write_text("import time\ntime.sleep(600)\n"
+                                     "from setuptools import setup\nsetup(name='slow')\n")
+    host = fleet.add("gpu-busy", mounts={"/opt/ml-env": real_venvs["0.33.0"] + ":ro"})
+    fleet.start()
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host], venv="/opt/ml-env")}}
+    pip = "%s -m pip install -q --no-build-isolation --no-deps --target %%s %s" % (
+        sys.executable, source)
+    fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/second-venv/lib/python3.11/site-packages")
+    time.sleep(2)
+    elsewhere = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    check = elsewhere.check("gpu-busy", "install-in-progress")
+    assert check["status"] == "warn", check
+    assert "/opt/second-venv/lib/python3.11/site-packages" in check["message"]
+    fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/ml-env/lib/python3.11/site-packages")
+    time.sleep(2)
+    touching = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    check = touching.check("gpu-busy", "install-in-progress")
+    assert check["status"] == "fail", check
+    assert any("--target /opt/ml-env/" in e["text"] for e in check["evidence"]), check
