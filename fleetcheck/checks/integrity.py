@@ -279,7 +279,8 @@ def check_running(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResu
             server["pid"], stamp(server.get("started_at")), server.get("interpreter"),
             server.get("port"), server.get("cmdline"))
         item = (server, Evidence(server.get("interpreter"), None, line))
-        if site and site not in (server.get("site_dirs") or []):
+        if site and install.get("site_real", site) not in \
+                (server.get("real_site_dirs") or server.get("site_dirs") or []):
             foreign.append(item)
         elif changed_at is not None and server.get("started_at") is not None and \
                 server["started_at"] < changed_at:
@@ -290,24 +291,29 @@ def check_running(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResu
                                                    "site_dirs")} for s in servers],
                "install_changed_at": changed_at, "changed_file": changed.get("path"),
                "serving_port": seen.get("serving_port")}
-    evidence = [e for _, e in stale + foreign + fine]
-    parts = ["pid %d started %s, before the checked install last changed %s (%s): "
-             "restart it to serve the checked code" % (
-                 s["pid"], stamp(s.get("started_at")), stamp(changed_at), changed.get("path"))
-             for s, _ in stale]
-    parts += ["pid %d runs another interpreter or site-packages (%s, %s) than the one "
-              "checked (%s): restart it to serve the checked code"
-              % (s["pid"], s.get("interpreter"), ", ".join(s.get("site_dirs") or []) or "?",
-                 site) for s, _ in foreign]
     serving = seen.get("serving_port")
-    if stale or any(s.get("port") == serving for s, _ in foreign):
-        return result(cid, "fail", "; ".join(parts), evidence, **details)
-    if foreign:
-        # a box may run servers of several installs (a second venv tried beside the
-        # checked one): one on the vllm_url port fails, others are named as a warning
-        return result(cid, "warn", "; ".join(parts), evidence, **details)
-    return result(cid, "pass", "%d vLLM server(s) started after the checked install last "
-                  "changed (%s)" % (len(fine), stamp(changed_at)), evidence, **details)
+    others = [item for item in foreign if item[0].get("port") != serving]
+    foreign = [item for item in foreign if item[0].get("port") == serving]
+    evidence = [e for _, e in stale + foreign + fine + others]
+    also = "; servers of other installs, on other ports than vllm_url's %s (not judged): %s" % (
+        serving, ", ".join("pid %d port %s (%s)" % (s["pid"], s.get("port"), s.get("interpreter"))
+                           for s, _ in others)) if others else ""
+    if stale or foreign:
+        parts = ["pid %d started %s, before the checked install last changed %s (%s): "
+                 "restart it to serve the checked code" % (
+                     s["pid"], stamp(s.get("started_at")), stamp(changed_at),
+                     changed.get("path")) for s, _ in stale]
+        parts += ["pid %d on the vllm_url port %s runs another interpreter or site-packages "
+                  "(%s, %s) than the one checked (%s): restart it to serve the checked code"
+                  % (s["pid"], serving, s.get("interpreter"),
+                     ", ".join(s.get("site_dirs") or []) or "?", site) for s, _ in foreign]
+        return result(cid, "fail", "; ".join(parts) + also, evidence, **details)
+    if not fine:
+        return result(cid, "skip", "no vLLM server of the checked install runs on this host"
+                      + also, evidence, **details)
+    return result(cid, "pass", "%d vLLM server(s) of the checked install started after it "
+                  "last changed (%s)%s" % (len(fine), stamp(changed_at), also), evidence,
+                  **details)
 
 
 def judge_integrity(facts: dict[str, Any], import_enabled: bool) -> list[CheckResult]:

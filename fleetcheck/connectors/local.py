@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from fleetcheck.connectors.base import Answerer, CommandResult, Connector, Deadline, Session
+from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
+                                        TransportError)
 from fleetcheck.connectors.dialogue import converse
 
 
@@ -93,9 +94,13 @@ class LocalSession(Session):
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
             answer: Answerer | None = None) -> CommandResult:
         deadline = self.deadline
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)
+        except OSError as exc:  # no /bin/sh, out of processes or descriptors
+            raise TransportError("probe", "cannot start /bin/sh on this machine: %s"
+                                 % (exc.strerror or exc))
         self.procs.append(proc)
         try:
             return converse(PipeStreams(proc), payload, deadline, cancel, answer)

@@ -326,6 +326,7 @@ def locate_install(plan, servers=()):
         seen, candidate = chosen
         site = seen["site_packages"]
         facts["site_packages"] = site
+        facts["site_real"] = os.path.realpath(site)
         facts["found_by"] = candidate[1]
         if len(candidate) > 2 and candidate[2]:
             facts["interpreter"] = candidate[2]

@@ -4,6 +4,7 @@ interpreter's or its `vllm` script's venv). One scan of /proc serves this and th
 install-in-progress look-up."""
 
 import os
+import time
 
 from fleetcheck.probe.install import interpreter_site_dirs, venv_site_dirs
 
@@ -72,14 +73,17 @@ def port_of(argv):
 
 
 def started_at(pid):
-    """Start time (seconds since the epoch) from /proc/PID/stat and the boot time."""
+    """Start time (seconds since the epoch): how long ago the process started (uptime
+    minus its start in clock ticks since boot) taken from the clock now. /proc/stat's
+    btime is whole seconds and drifts from the wall clock on VMs, too coarse to compare
+    with file mtimes."""
     try:
         with open("/proc/%d/stat" % pid) as handle:
             ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as handle:
-            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -129,5 +133,6 @@ def running_servers():
         servers.append({"pid": pid, "cmdline": " ".join(argv)[:300], "exe": exe,
                         "interpreter": interpreter, "started_at": started_at(pid),
                         "port": port_of(argv), "site_dirs": sites,
+                        "real_site_dirs": [os.path.realpath(p) for p in sites],
                         "site_from": how or "interpreter"})
     return {"servers": servers}
