@@ -89,7 +89,7 @@ def assert_official_image_install(run, name: str) -> None:
 def test_named_and_auto_containers_locally(tmp_path, boxes):
     _, env, _ = boxes
     inventory = {"all": {"vars": {"connection": "local", "container_engine": "podman"},
-                         "hosts": {"here": {"container": "vllm"},
+                         "hosts": {"here": {"container": "vllm", "container_user": "root"},
                                    "box": {"container": "auto"}}}}
     run = run_fleetcheck(tmp_path, inventory, env=env)
     assert [h["name"] for h in run.results["hosts"]] == ["here", "box/vllm"], run.stdout
@@ -198,3 +198,16 @@ def test_engine_socket_denied_over_ssh_and_an_exec_that_hangs(tmp_path, fleet):
     finally:
         denied.close()
         silent.close()
+
+
+def test_container_user_runs_the_probe_as_that_user(tmp_path, boxes):
+    """`container_user` is `exec -u`: as nobody the probe cannot read the root server's
+    /proc/PID/maps, and still finds the install from the server's interpreter."""
+    _, env, _ = boxes
+    inventory = {"all": {"hosts": {"nobody": {"connection": "local", "container": "vllm",
+                                              "container_engine": "podman",
+                                              "container_user": "65534"}}}}
+    run = run_fleetcheck(tmp_path, inventory, env=env)
+    assert run.host("nobody")["error"] is None, run.host("nobody")
+    assert run.host("nobody")["vllm"]["version"] == "0.33.0"
+    assert run.check("nobody", "dflash-layer-offset")["status"] == "pass"
