@@ -190,3 +190,16 @@ def test_install_in_progress_fails_on_the_checked_install_and_warns_elsewhere(
     check = touching.check("gpu-busy", "install-in-progress")
     assert check["status"] == "fail", check
     assert any("--target /opt/ml-env/" in e["text"] for e in check["evidence"]), check
+
+
+def test_a_fork_dist_info_named_otherwise_is_found_by_what_it_owns(tmp_path, real_venvs):
+    copy = linked_copy(real_venvs["0.33.0"], str(tmp_path / "fork"))
+    site = site_of(copy)
+    os.rename(os.path.join(site, "vllm-0.33.0.dist-info"),
+              os.path.join(site, "acme_fork-0.33.0.dist-info"))
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"fork": {"connection": "local",
+                                                               "venv": copy}}}})
+    assert run.host("fork")["vllm"]["version"] == "0.33.0"
+    metadata = run.check("fork", "install-metadata")
+    assert metadata["status"] == "pass" and "acme_fork-0.33.0.dist-info" in metadata["message"]
+    assert run.check("fork", "dflash-layer-offset")["status"] == "pass"

@@ -266,26 +266,30 @@ def owns_vllm(dist_info):
 
 def vllm_dist_infos(site, names):
     """(owners, shims): dist-infos that own vllm/, and vllm-named ones that own nothing.
-    Only dist-infos with "vllm" in their name, or whose top_level.txt names vllm, are
-    opened: a site-packages of hundreds of packages costs one small read each at most."""
+    Dist-infos with "vllm" in their name are opened; the others (a fork named otherwise)
+    only when vllm/ is there and no vllm-named one owns it, so a site-packages of
+    hundreds of packages costs no reads on the usual path."""
     owners, shims = [], []
-    for name in sorted(names):
-        if not name.endswith(".dist-info"):
+    dist_names = sorted(n for n in names if n.endswith(".dist-info"))
+    for name in dist_names:
+        if "vllm" in name.lower():
+            owned = owns_vllm(os.path.join(site, name))
+            if owned:
+                owners.append(name)
+            elif owned is None and is_vllm_dist_info(name):
+                shims.append(name)
+    if owners or "vllm" not in names:
+        return owners, shims
+    for name in dist_names:
+        if "vllm" in name.lower():
             continue
-        lower = name.lower()
         path = os.path.join(site, name)
-        if "vllm" not in lower:
-            top = os.path.join(path, "top_level.txt")
-            try:
-                if "vllm" not in read_text(top).split():
-                    continue
-            except ProbeFileError:
-                continue
-        owned = owns_vllm(path)
-        if owned:
-            owners.append(name)
-        elif owned is None and is_vllm_dist_info(name):
-            shims.append(name)
+        try:
+            if "vllm" in read_text(os.path.join(path, "top_level.txt")).split() or \
+                    owns_vllm(path):
+                owners.append(name)
+        except ProbeFileError:
+            continue
     return owners, shims
 
 
