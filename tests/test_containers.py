@@ -69,6 +69,15 @@ def boxes(tmp_path_factory):
         yield work, env, conf
     finally:
         podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", "stopped", check=False)
+        release_storage(work / "graph")
+
+
+def release_storage(graph) -> None:
+    """Podman's overlay driver leaves its graph dir bind-mounted on itself: unmount it so
+    the test's directory can be removed."""
+    overlay = os.path.join(str(graph), "overlay")
+    if os.path.ismount(overlay):
+        subprocess.run(["umount", overlay], check=False)
 
 
 def assert_official_image_install(run, name: str) -> None:
@@ -153,6 +162,7 @@ def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxe
         "none-found": {"container": "auto", "container_engine": "podman"}}}}, env=bare_env)
     error = run.host("none-found")["error"]
     assert error["kind"] == "container" and "found no running container" in error["message"]
+    release_storage(tmp_path / "g")
 
 
 def unix_listener(path: str, mode: int) -> "socket.socket":
