@@ -104,5 +104,6 @@ def test_a_command_that_was_sent_is_never_sent_again(tmp_path, fleet):
     fleet.start()
     run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host])}},
                          "--known-hosts", fleet.known_hosts, "--retries", "3", "--timeout", "20")
+    assert run.results, run.stderr[-3000:]
     assert run.host("dies")["error"]["kind"] == "protocol", run.host("dies")
     assert runs.read_text() == "ran\n"

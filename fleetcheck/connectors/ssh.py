@@ -318,6 +318,12 @@ class SshSession(Session):
                 raise TransportError("protocol", "connection lost after the command was "
                                      "sent (%s)" % exc.message)
             raise
+        except Exception as exc:
+            if self.transport.is_active():
+                raise  # not the connection: a bug, to be seen as one
+            # paramiko can fail in odd ways on a transport that died under it
+            raise TransportError("protocol", "connection lost after the command was sent "
+                                 "(%s: %s)" % (type(exc).__name__, exc))
         finally:
             channel.close()
 
