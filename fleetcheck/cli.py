@@ -28,7 +28,7 @@ from fleetcheck.results import ResultsWriter, RunResult, load_json, merge_runs
 from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
                                run_fleet)
 from fleetcheck.smoke import smoke_plan
-from fleetcheck.transport import KnownHosts, SshSettings, enable_match_exec, paramiko
+from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -33,6 +33,8 @@ OWN_NAMES = {
     "site_packages": "site_packages", "vllm_url": "vllm_url", "proxy_jump": "proxy_jump",
     "timeout": "timeout", "smoke": "smoke", "become": "become", "become_user": "become_user",
     "expect_version": "expect_version", "expect_commit": "expect_commit",
+    "container": "container", "container_engine": "container_engine",
+    "container_user": "container_user",
 }
 ANSIBLE_NAMES = {
     "ansible_host": "address", "ansible_ssh_host": "address",
@@ -50,10 +52,11 @@ VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
 # Names too generic to guess typos of (`env`, `users`, `ports` are other playbooks' vars);
 # the rest are fleetcheck's own words.
 TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
+                "container_engine", "container_user",
                 "expect_version", "expect_commit")
 OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
-CONNECTIONS = {"ssh", "local"}
+CONTAINER_ENGINES = {"docker", "podman"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
 BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
@@ -81,6 +84,9 @@ class Host:
     expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     groups: list[str] = field(default_factory=list)
+    container: str | None = None  # a container name on the box, or "auto"
+    container_engine: str | None = None  # docker | podman; None: the first found on the box
+    container_user: str | None = None
 
     @property
     def interpreter(self) -> str:
@@ -124,9 +130,14 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
                                           or (canonical == "python" and "/" not in value)):
         raise InputError(source, where, name, "must be an absolute path, got %r" % value)
-    if canonical == "connection" and value not in CONNECTIONS:
+    if canonical == "connection":
+        from fleetcheck.connectors import connection_names  # one module per connection
+        if value not in connection_names():
+            raise InputError(source, where, name, "must be one of %s" % ", ".join(
+                connection_names()))
+    if canonical == "container_engine" and value not in CONTAINER_ENGINES:
         raise InputError(source, where, name, "must be one of %s" % ", ".join(
-            sorted(CONNECTIONS)))
+            sorted(CONTAINER_ENGINES)))
     if canonical == "vllm_url" and not re.match(r"^https?://[^\s/]+", value):
         raise InputError(source, where, name, "must be an http:// or https:// URL")
     if canonical == "ssh_common_args":

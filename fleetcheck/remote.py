@@ -21,7 +21,7 @@ from typing import Any
 from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
 from fleetcheck.inventory import Host
 from fleetcheck.probe import MODULES as PROBE_MODULES
-from fleetcheck.transport import CommandResult, TransportError
+from fleetcheck.connectors.base import CommandResult, TransportError
 
 # stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
 # zlib-compressed marshalled code objects (used when the host's Python has the controller's
@@ -132,8 +132,19 @@ def host_plan(host: Host, signatures: list[dict[str, Any]],
               time_budget_s: float | None = None) -> dict[str, Any]:
     """Everything the probe needs, as data: no inventory value reaches a shell."""
     return {"venv": host.venv, "site_packages": host.site_packages,
-            "interpreter": host.interpreter, "signatures": signatures,
+            "interpreter": host.interpreter, "serving_port": serving_port(host.vllm_url),
+            "signatures": signatures,
             "integrity": integrity, "time_budget_s": time_budget_s}
+
+
+def serving_port(url: str) -> int:
+    """The port of the host's vllm_url: the server the fleet is meant to reach."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return 8000
 
 
 def printable(data: bytes, limit: int = 200) -> str:

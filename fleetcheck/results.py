@@ -53,6 +53,8 @@ class VllmInfo:
     site_packages: str | None = None
     python: str | None = None
     record_sha256: str | None = None  # sha256 of the dist-info's RECORD: which files the build has
+    found_by: str | None = None  # how the install was found (inventory venv, running server ...)
+    other_installs: list[dict[str, Any]] | None = None  # more vllm installs seen, not checked
 
 
 @dataclass

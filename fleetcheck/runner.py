@@ -33,7 +33,9 @@ from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
 from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
-from fleetcheck.transport import Deadline, SshSettings, TransportError, run_on_host
+from fleetcheck.connectors import Registry
+from fleetcheck.connectors.base import Deadline, Target, TransportError
+from fleetcheck.connectors.ssh import SshSettings
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0
@@ -115,59 +117,86 @@ def skipped_checks(playbook: Playbook, reason: str, smoke: bool,
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
                options: RunOptions, cancel: threading.Event | None = None,
-               shared: SharedAnalysis | None = None) -> HostResult:
-    """One host, start to verdicts. Whatever goes wrong is this host's error: a
-    TransportError keeps its kind, anything else is a fleetcheck bug (kind `internal`)."""
+               shared: SharedAnalysis | None = None,
+               registry: Registry | None = None) -> list[HostResult]:
+    """One inventory host through its connector: usually one result; one per container
+    found when the host says `container: auto`. Whatever goes wrong is this host's error:
+    a TransportError keeps its kind, anything else is a fleetcheck bug (kind `internal`)."""
     started = time.monotonic()
-    if host.connection == "local":
-        shared = None  # asking needs the SSH channel's open stdin
-    note = None
     smoke = None
-    error = None
-    info = None
-    numbers = None
-    checks: list[CheckResult] = []
     try:
         smoke = host_smoke(host, playbook, options.smoke)
         deadline = Deadline((host.timeout or options.timeout) +
                             (smoke.host_allowance() if smoke else 0.0))
+        connector = (registry or Registry(options.settings)).for_host(host)
+        if not connector.can_answer:
+            shared = None  # asking needs stdin kept open for the controller's reply
+        with connector.open(host, deadline, cancel) as session:
+            targets = connector.targets(host, session, deadline, cancel)
+            return [probe_target(host, target, playbook, signatures, options, smoke,
+                                 deadline, cancel, shared) for target in targets]
+    except TransportError as exc:
+        error = host_error(exc)
+    except Exception as exc:  # a bug in fleetcheck: this host's data, never the fleet's end
+        error = internal_error(exc, "checking this host")
+    return [failed_host(host, host.name, playbook, options, smoke, error, started)]
+
+
+def host_error(exc: TransportError) -> HostError:
+    error = HostError(kind=exc.kind, message=exc.message)
+    where = cut_answer_field(exc.received) if exc.received else None
+    if where:
+        error.message += "; the answer was cut inside the field %s" % printable(
+            where.encode("utf-8"), 200)
+    return error
+
+
+def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
+                smoke: SmokeOptions | None, error: HostError, started: float) -> HostResult:
+    return HostResult(name=name, address=host.address, groups=host.groups,
+                      status=host_status([], error), error=error,
+                      duration_s=round(time.monotonic() - started, 3),
+                      checks=skipped_checks(playbook, "%s (%s)" % (error.kind, error.message),
+                                            smoke is not None, bool(options.expected)))
+
+
+def probe_target(host: Host, target: Target, playbook: Playbook,
+                 signatures: list[dict[str, Any]], options: RunOptions,
+                 smoke: SmokeOptions | None, deadline: Deadline,
+                 cancel: threading.Event | None, shared: SharedAnalysis | None) -> HostResult:
+    """The probe on one target, judged; its failures are values."""
+    started = time.monotonic()
+    name = target.name
+    try:
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
         plan["share_analysis"] = shared is not None
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
-        inject("plan", host.name)
+        inject("plan", name)
         asked = None
         if shared is not None:
             def asked(line: bytes) -> bytes | None:
-                inject("shared", host.name)
-                return shared.answer(host.name, line, deadline, cancel)
-        answer = run_on_host(host, probe_command(host), probe_payload(plan),
-                             options.settings, deadline, cancel, asked)
+                inject("shared", name)
+                return shared.answer(name, line, deadline, cancel)
+        answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
         facts = decode_answer(answer, host, ("smoke",) if smoke is not None else ())
-        if shared is not None:
-            note = shared.complete(host.name, facts)
-        inject("judge", host.name)
+        note = shared.complete(name, facts) if shared is not None else None
+        inject("judge", name)
         info, checks, numbers = judge_host(playbook, smoke, facts, options.expected, host.name)
     except TransportError as exc:
-        error = HostError(kind=exc.kind, message=exc.message)
-        where = cut_answer_field(exc.received) if exc.received else None
-        if where:
-            error.message += "; the answer was cut inside the field %s" % printable(
-                where.encode("utf-8"), 200)
+        error = host_error(exc)
     except Exception as exc:  # a bug in fleetcheck: this host's data, never the fleet's end
         error = internal_error(exc, "checking this host")
-    if error is not None:
-        if shared is not None:
-            shared.abandon(host.name)
-        checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message),
-                                smoke is not None, bool(options.expected))
-        info = numbers = note = None
-    return HostResult(name=host.name, address=host.address, groups=host.groups,
-                      status=host_status([] if error else checks, error),
-                      error=error, duration_s=round(time.monotonic() - started, 3),
-                      vllm=info, checks=checks, smoke=numbers, analysis=note)
+    else:
+        return HostResult(name=name, address=host.address, groups=host.groups,
+                          status=host_status(checks, None), error=None,
+                          duration_s=round(time.monotonic() - started, 3),
+                          vllm=info, checks=checks, smoke=numbers, analysis=note)
+    if shared is not None:
+        shared.abandon(name)
+    return failed_host(host, name, playbook, options, smoke, error, started)
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
@@ -214,18 +243,19 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
         run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
 
 
-def assemble(run: RunResult, hosts: list[Host], done: dict[str, HostResult], playbook: Playbook,
-             options: RunOptions, started: float, reason: str,
+def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]],
+             playbook: Playbook, options: RunOptions, started: float, reason: str,
              placeholders: dict[str, HostResult] | None = None) -> RunResult:
-    """The run so far, every inventory host included: those not finished are marked so.
-    `placeholders` keeps each unfinished host's entry from one call to the next (so the
-    results writer encodes it once)."""
+    """The run so far, every inventory host included (a host checked as several containers
+    with each of its results): those not finished are marked so. `placeholders` keeps each
+    unfinished host's entry from one call to the next (so the results writer encodes it
+    once)."""
     placeholders = {} if placeholders is None else placeholders
     run.hosts = []
     run.not_finished = []
     for host in hosts:
         if host.name in done:
-            run.hosts.append(done[host.name])
+            run.hosts.extend(done[host.name])
             continue
         run.not_finished.append(host.name)
         entry = placeholders.get(host.name)
@@ -275,9 +305,10 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     started = time.monotonic()
     signatures = playbook.probe_signatures()
     shared = SharedAnalysis(signatures) if options.share_analysis else None
-    done: dict[str, HostResult] = {}
+    done: dict[str, list[HostResult]] = {}
     unreported: list[HostResult] = []
     placeholders: dict[str, HostResult] = {}
+    registry = Registry(options.settings)
     cancel = threading.Event()
     cpu_at_start = time.process_time()  # the budget counts this run's CPU, not start-up's
     spent = 0.0  # this thread's CPU seconds in checkpoints
@@ -313,15 +344,16 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             return True
         return stale_after() <= 0
 
-    def submit(host: Host) -> HostResult:
+    def submit(host: Host) -> tuple[str, list[HostResult]]:
         if cancel.is_set():
             raise TransportError("interrupted", "run interrupted before this host started")
         if on_start:
             on_start(host)
         try:
-            return check_host(host, playbook, signatures, options, cancel, shared)
+            return host.name, check_host(host, playbook, signatures, options, cancel, shared,
+                                         registry)
         except Exception as exc:  # check_host keeps its failures as data; defence in depth
-            return failed_worker(host, playbook, options, exc)
+            return host.name, [failed_worker(host, playbook, options, exc)]
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
                               thread_name_prefix="fleetcheck-host")
@@ -334,12 +366,13 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             wait_s = max(0.01, min(0.5, stale_after())) if unreported else 0.5
             finished, pending = wait(pending, timeout=wait_s, return_when=FIRST_COMPLETED)
             for future in finished:
+                host = futures[future]
                 try:
-                    result = future.result()
+                    name, results = future.result()
                 except Exception as exc:
-                    result = failed_worker(futures[future], playbook, options, exc)
-                done[result.name] = result
-                unreported.append(result)
+                    name, results = host.name, [failed_worker(host, playbook, options, exc)]
+                done[name] = results
+                unreported.extend(results)
             if not unreported:
                 continue
             if checkpoint is None:

@@ -23,7 +23,7 @@ from fleetcheck.probe.files import MissingFile, ProbeFileError
 from fleetcheck.probe.shared import listing_digest
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.probe.source import SourceFile
-from fleetcheck.transport import Deadline, TransportError
+from fleetcheck.connectors.base import Deadline, TransportError
 
 QUESTION = b"fleetcheck-ask "
 LEAD_WAIT_S = 5.0

@@ -55,6 +55,7 @@ class TestHost:
     mounts: dict[str, str] = field(default_factory=dict)
     sshd_options: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen | None = None
+    own_pids: bool = True  # its own PID namespace; False: it sees this machine's processes
 
     @property
     def host_key_pub(self) -> tuple[str, str]:
@@ -93,12 +94,12 @@ class LoopbackFleet:
 
     def add(self, name: str, mounts: dict[str, str] | None = None,  # source "DIR:ro": read-only
             sshd_options: dict[str, str] | None = None, port: int = 22,
-            address: str | None = None, known: bool = True) -> TestHost:
+            address: str | None = None, known: bool = True, own_pids: bool = True) -> TestHost:
         directory = os.path.join(self.workdir, "hosts", name)
         os.makedirs(directory, exist_ok=True)
         host = TestHost(name=name, address=address or self.next_address(), port=port,
                         directory=directory, mounts=dict(mounts or {}),
-                        sshd_options=dict(sshd_options or {}))
+                        sshd_options=dict(sshd_options or {}), own_pids=own_pids)
         key = os.path.join(directory, "host_key")
         if not os.path.exists(key):
             keygen(key)
@@ -150,8 +151,9 @@ class LoopbackFleet:
             binds += "mount --bind '%s' '%s' && " % (source, target)
             if readonly:
                 binds += "mount -o remount,bind,ro '%s' && " % target
-        return ["unshare", "-m", "-p", "--fork", "--mount-proc", "--kill-child",
-                "--propagation", "private", "/bin/sh", "-c", binds + sshd]
+        pids = ["-p", "--fork", "--mount-proc", "--kill-child"] if host.own_pids else []
+        return ["unshare", "-m"] + pids + ["--propagation", "private", "/bin/sh", "-c",
+                                           binds + sshd]
 
     def sshd_pid(self, host: TestHost) -> int:
         """The sshd inside the host's namespaces (the child of unshare)."""

@@ -49,7 +49,8 @@ class CliRun:
         return next(c for c in self.host(host)["checks"] if c["id"] == check_id)
 
 
-def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300) -> CliRun:
+def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300,
+                   env: dict | None = None) -> CliRun:
     """`python -m fleetcheck run` exactly as a user would call it."""
     if isinstance(inventory, dict):
         path = tmp_path / "inventory.yaml"
@@ -60,7 +61,8 @@ def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float =
     out_html = tmp_path / "out" / "report.html"
     proc = subprocess.run([sys.executable, "-m", "fleetcheck", "run", str(path),
                            "--json", str(out_json), "--html", str(out_html), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),
+                          env=env)
     results = json.loads(out_json.read_text()) if out_json.exists() else None
     html = out_html.read_text() if out_html.exists() else None
     return CliRun(proc.returncode, proc.stdout, proc.stderr, results, html)

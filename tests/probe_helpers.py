@@ -10,7 +10,7 @@ import subprocess
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import load_playbook
 from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
-from fleetcheck.transport import CommandResult
+from fleetcheck.connectors.base import CommandResult
 
 
 def probe_tree(venv: str, signatures=None) -> dict:

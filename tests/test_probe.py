@@ -210,7 +210,7 @@ def test_host_python_of_another_version_compiles_the_sources(tmp_path):
 
     from fleetcheck.inventory import Host
     from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
-    from fleetcheck.transport import CommandResult
+    from fleetcheck.connectors.base import CommandResult
     venv = tree(tmp_path, FIXED)
     host = Host(name="local", address="local", connection="local", venv=venv)
     payload = probe_payload(host_plan(host, PLAYBOOK.probe_signatures()))
@@ -232,7 +232,7 @@ def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
     def metadata(venv):
         from fleetcheck.inventory import Host
         from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
-        from fleetcheck.transport import CommandResult
+        from fleetcheck.connectors.base import CommandResult
         import subprocess
         host = Host(name="local", address="local", connection="local", venv=venv)
         payload = probe_payload(host_plan(host, PLAYBOOK.probe_signatures(), integrity, 30))
@@ -414,4 +414,4 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
     assert eval(out) == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.files",
                          "fleetcheck.probe.install", "fleetcheck.probe.integrity",
                          "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
-                         "fleetcheck.probe.shared"]
+                         "fleetcheck.probe.servers", "fleetcheck.probe.shared"]

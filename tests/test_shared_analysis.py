@@ -22,7 +22,7 @@ from fleetcheck.probe.signatures import run_signature
 from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, ShipmentError,
                                         analyse_shipment, unpack)
 from fleetcheck.synthetic import FIXED, write_install
-from fleetcheck.transport import Deadline
+from fleetcheck.connectors.base import Deadline
 from probe_helpers import linked_copy, rewrite
 from test_run_ssh import ENV, site_packages
 

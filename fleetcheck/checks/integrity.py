@@ -7,7 +7,9 @@ build) is obvious from the report.
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from typing import Any
 
 from fleetcheck.checks.version import no_install_reason
@@ -22,10 +24,11 @@ GPU_RUNTIME_LIB = re.compile(r"lib(c10|torch|cuda|cudart|nccl|cublas|cudnn|nvrtc
 
 TITLES = {
     "install-record": "Files match the dist-info RECORD (sizes; sha256 of the checked files)",
-    "install-leftovers": "No pip stash (~llm) left by an interrupted install",
+    "install-leftovers": "No pip stash (~llm) or uv .tmp dir left by an interrupted install",
     "install-metadata": "One dist-info, package present, version and commit agree",
     "install-import": "Compiled modules load in the venv's interpreter",
     "install-in-progress": "No install or build still running against this venv",
+    "install-running": "Running vLLM servers started after the checked install last changed",
 }
 
 
@@ -106,16 +109,23 @@ def check_record(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResul
 
 def check_leftovers(facts: dict[str, Any]) -> CheckResult:
     install = facts.get("install") or {}
+    site = install.get("site_packages")
     stashes = install.get("stash_dirs") or []
-    if stashes:
+    tmps = install.get("tmp_dirs") or []
+    if stashes or tmps:
+        said = []
+        if stashes:
+            said.append("pip's stash of a replaced package (%s)" % ", ".join(stashes))
+        if tmps:
+            said.append("uv's temporary directories (%s)" % ", ".join(tmps))
         return result("install-leftovers", "fail",
-                      "pip's stash of a replaced package is still in site-packages: an install "
-                      "was killed while replacing vllm. Reinstall vllm, then remove %s."
-                      % ", ".join(stashes),
-                      [Evidence("%s/%s" % (install.get("site_packages"), s), None,
-                                "left behind by an interrupted pip install") for s in stashes])
-    return result("install-leftovers", "pass", "no pip stash (~llm) in %s"
-                  % install.get("site_packages"))
+                      "%s still in site-packages: an install was killed while replacing "
+                      "vllm. Reinstall vllm, then remove them." % " and ".join(said),
+                      [Evidence("%s/%s" % (site, s), None,
+                                "left behind by an interrupted pip install") for s in stashes]
+                      + [Evidence("%s/%s" % (site, t), None,
+                                  "left behind by an interrupted uv install") for t in tmps])
+    return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s" % site)
 
 
 def check_metadata(facts: dict[str, Any]) -> CheckResult:
@@ -162,9 +172,15 @@ def check_metadata(facts: dict[str, Any]) -> CheckResult:
                       "the install's metadata does not hold together (%d finding(s))"
                       % len(problems), problems)
     meta = dists[0].get("version") if dists else None
+    shims = install.get("shims") or []
     return result("install-metadata", "pass",
-                  "one dist-info; METADATA %s, _version.py %s, commit %s agree"
-                  % (meta, version_file.get("version"), commit_id or vcs_commit or "-"))
+                  "one dist-info (%s); METADATA %s, _version.py %s, commit %s agree%s"
+                  % (os.path.basename(dists[0]["path"]) if dists else "-", meta,
+                     version_file.get("version"), commit_id or vcs_commit or "-",
+                     "; metadata-only dist-info(s) that own no files: %s" % ", ".join(shims)
+                     if shims else ""),
+                  [Evidence(os.path.join(install.get("site_packages") or "", n), None,
+                            "metadata only (no RECORD): not an install") for n in shims])
 
 
 def check_import(integrity: dict[str, Any], enabled: bool) -> CheckResult:
@@ -217,13 +233,87 @@ def check_in_progress(integrity: dict[str, Any]) -> CheckResult:
     if facts.get("error"):
         return result(cid, "warn", "could not look for running installs: %s" % facts["error"])
     processes = facts.get("processes") or []
+    elsewhere = facts.get("elsewhere") or []
+
+    def evidence(items: list[dict[str, Any]]) -> list[Evidence]:
+        return [Evidence(p.get("target") or p.get("cwd"), None, "pid %d: %s"
+                         % (p["pid"], p["cmdline"])) for p in items]
+
     if processes:
-        return result(cid, "fail", "%d install/build process(es) still running against this venv "
-                      "or a vllm tree: a timed-out client can leave the build running on the "
-                      "host; what is on disk may still change" % len(processes),
-                      [Evidence(p.get("cwd"), None, "pid %d: %s" % (p["pid"], p["cmdline"]))
-                       for p in processes])
-    return result(cid, "pass", "no pip/uv/setup.py/cmake/ninja process touches this venv")
+        return result(cid, "fail", "%d install/build process(es) still running against the "
+                      "checked install (its venv, site-packages or source tree): a timed-out "
+                      "client can leave the build running on the host; what is on disk may "
+                      "still change" % len(processes), evidence(processes + elsewhere))
+    if elsewhere:
+        return result(cid, "warn", "%d pip/uv/build process(es) install vllm elsewhere on this "
+                      "box (%s), not into the checked install" % (
+                          len(elsewhere), ", ".join(sorted({p.get("target") or p.get("cwd")
+                                                            or "?" for p in elsewhere}))),
+                      evidence(elsewhere))
+    return result(cid, "pass", "no pip/uv/setup.py/cmake/ninja process touches this install")
+
+
+def stamp(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def check_running(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResult:
+    """A rollout that installs a new build but never restarts the server leaves the old
+    code serving: compare each running server with the checked install."""
+    cid = "install-running"
+    seen = facts.get("servers") or {}
+    servers = seen.get("servers") or []
+    if seen.get("error"):
+        return result(cid, "warn", "could not look for running servers: %s" % seen["error"])
+    if not servers:
+        return result(cid, "skip", "no vLLM server process runs on this host")
+    install = facts.get("install") or {}
+    site = install.get("site_packages")
+    changed = integrity.get("changed_at") or {}
+    changed_at = changed.get("mtime")
+    stale, foreign, fine = [], [], []
+    for server in servers:
+        line = "pid %d, started %s, interpreter %s, port %s: %s" % (
+            server["pid"], stamp(server.get("started_at")), server.get("interpreter"),
+            server.get("port"), server.get("cmdline"))
+        item = (server, Evidence(server.get("interpreter"), None, line))
+        if site and install.get("site_real", site) not in \
+                (server.get("real_site_dirs") or server.get("site_dirs") or []):
+            foreign.append(item)
+        elif changed_at is not None and server.get("started_at") is not None and \
+                server["started_at"] < changed_at:
+            stale.append(item)
+        else:
+            fine.append(item)
+    details = {"servers": [{k: s.get(k) for k in ("pid", "started_at", "interpreter", "port",
+                                                   "site_dirs")} for s in servers],
+               "install_changed_at": changed_at, "changed_file": changed.get("path"),
+               "serving_port": seen.get("serving_port")}
+    serving = seen.get("serving_port")
+    others = [item for item in foreign if item[0].get("port") != serving]
+    foreign = [item for item in foreign if item[0].get("port") == serving]
+    evidence = [e for _, e in stale + foreign + fine + others]
+    also = "; servers of other installs, on other ports than vllm_url's %s (not judged): %s" % (
+        serving, ", ".join("pid %d port %s (%s)" % (s["pid"], s.get("port"), s.get("interpreter"))
+                           for s, _ in others)) if others else ""
+    if stale or foreign:
+        parts = ["pid %d started %s, before the checked install last changed %s (%s): "
+                 "restart it to serve the checked code" % (
+                     s["pid"], stamp(s.get("started_at")), stamp(changed_at),
+                     changed.get("path")) for s, _ in stale]
+        parts += ["pid %d on the vllm_url port %s runs another interpreter or site-packages "
+                  "(%s, %s) than the one checked (%s): restart it to serve the checked code"
+                  % (s["pid"], serving, s.get("interpreter"),
+                     ", ".join(s.get("site_dirs") or []) or "?", site) for s, _ in foreign]
+        return result(cid, "fail", "; ".join(parts) + also, evidence, **details)
+    if not fine:
+        return result(cid, "skip", "no vLLM server of the checked install runs on this host"
+                      + also, evidence, **details)
+    return result(cid, "pass", "%d vLLM server(s) of the checked install started after it "
+                  "last changed (%s)%s" % (len(fine), stamp(changed_at), also), evidence,
+                  **details)
 
 
 def judge_integrity(facts: dict[str, Any], import_enabled: bool) -> list[CheckResult]:
@@ -234,4 +324,5 @@ def judge_integrity(facts: dict[str, Any], import_enabled: bool) -> list[CheckRe
     if not install.get("dist_infos") and not install.get("package_dir"):
         return [result(cid, "error", no_install_reason(facts)) for cid in TITLES]
     return [check_record(facts, integrity), check_leftovers(facts), check_metadata(facts),
-            check_import(integrity, import_enabled), check_in_progress(integrity)]
+            check_import(integrity, import_enabled), check_in_progress(integrity),
+            check_running(facts, integrity)]

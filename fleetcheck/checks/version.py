@@ -68,8 +68,11 @@ def vllm_info(facts: dict[str, Any]) -> VllmInfo:
                     metadata_version=(dist or {}).get("version"),
                     commit=commit, commit_source=source, install=install_kind(dist),
                     site_packages=(facts.get("install") or {}).get("site_packages"),
-                    python=(facts.get("python") or {}).get("executable"),
-                    record_sha256=facts.get("record_sha256"))
+                    python=(facts.get("install") or {}).get("interpreter") or
+                    (facts.get("python") or {}).get("executable"),
+                    record_sha256=facts.get("record_sha256"),
+                    found_by=(facts.get("install") or {}).get("found_by"),
+                    other_installs=(facts.get("install") or {}).get("other_installs"))
 
 
 def release_tuple(version: str | None) -> tuple[int, int, int] | None:
@@ -95,5 +98,11 @@ def no_install_reason(facts: dict[str, Any]) -> str:
     install = facts.get("install") or {}
     reasons = list(facts.get("errors") or []) + list(install.get("errors") or [])
     looked = install.get("site_packages_candidates") or []
-    where = "looked in %s" % ", ".join(looked) if looked else "no site-packages under the venv"
+    if looked:
+        where = "looked in %s" % ", ".join(looked)
+    elif facts.get("venv"):
+        where = "no site-packages under the venv"
+    else:
+        where = ("no venv given, and no site-packages of the interpreter, of a running vLLM "
+                 "server or of the usual image venvs exists")
     return "no vllm install found (%s)" % "; ".join(reasons + [where])

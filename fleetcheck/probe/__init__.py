@@ -2,5 +2,5 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("jsonlite", "files", "install", "lexer", "source", "patterns", "codebase",
-           "dataflow", "signatures", "integrity", "shared", "smoke", "main")
+MODULES = ("jsonlite", "files", "install", "servers", "lexer", "source", "patterns",
+           "codebase", "dataflow", "signatures", "integrity", "shared", "smoke", "main")

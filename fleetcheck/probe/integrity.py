@@ -10,6 +10,7 @@ import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
+from fleetcheck.probe.servers import process_table
 
 MAX_LISTED = 20
 SIGKILL = 9  # POSIX; the signal module is not imported for one constant
@@ -143,38 +144,40 @@ def editable_tree(source):
     return facts
 
 
-def own_ancestry():
-    pids = set()
-    pid = os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
-        try:
-            with open("/proc/%d/stat" % pid) as handle:
-                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return pids
+def pip_target(argv, environ_path):
+    """Where a pip/uv process installs, as far as its command line and environment say:
+    --target/--prefix/--python/-p, or the VIRTUAL_ENV it runs in."""
+    for i, arg in enumerate(argv):
+        for flag in ("--target", "--prefix", "--python", "-p", "--root", "-t"):
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+    return environ_path
 
 
-def installs_running(touch_paths):
-    """pip / uv / setup.py / cmake / ninja processes whose command line or working directory
-    touches this venv or a vllm source tree, read from /proc (no tools needed)."""
-    found = []
-    mine = own_ancestry()
+def virtual_env_of(pid):
     try:
-        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        with open("/proc/%d/environ" % pid, "rb") as handle:
+            for item in handle.read().split(b"\0"):
+                if item.startswith(b"VIRTUAL_ENV="):
+                    return item[len(b"VIRTUAL_ENV="):].decode("utf-8", "replace")
     except OSError:
-        return {"error": "cannot list /proc", "processes": []}
-    for pid in pids:
-        if pid in mine:
-            continue
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                argv = [a.decode("utf-8", "replace") for a in handle.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if not argv:
-            continue
+        pass
+    return None
+
+
+def installs_running(touch_paths, system=False):
+    """pip / uv / setup.py / cmake / ninja processes, read from /proc (no tools needed):
+    those whose command line, working directory or target touches the checked install
+    ("touching"), and those installing vllm somewhere else on the box ("elsewhere").
+    A system install (no venv) is touched by a `--system` / `--break-system-packages`
+    install and by pip run from a system interpreter."""
+    touching, elsewhere = [], []
+    table = process_table()
+    if table is None:
+        return {"error": "cannot list /proc", "processes": [], "elsewhere": []}
+    for pid, argv in table:
         names = [os.path.basename(a) for a in argv[:2]]
         module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
         is_tool = any(is_install_tool(n) for n in names) or module in ("pip", "uv") or \
@@ -185,11 +188,33 @@ def installs_running(touch_paths):
             cwd = os.readlink("/proc/%d/cwd" % pid)
         except OSError:
             cwd = None
-        haystack = argv + ([cwd] if cwd else [])
+        target = pip_target(argv, virtual_env_of(pid))
+        haystack = argv + [p for p in (cwd, target) if p]
+        entry = {"pid": pid, "cmdline": " ".join(argv)[:300], "cwd": cwd, "target": target}
         if any(path and path in item for path in touch_paths for item in haystack) or \
-                any("vllm" in item for item in haystack):
-            found.append({"pid": pid, "cmdline": " ".join(argv)[:300], "cwd": cwd})
-    return {"processes": found}
+                (system and target is None and
+                 ("--system" in argv or "--break-system-packages" in argv)):
+            touching.append(entry)
+        elif any("vllm" in item for item in haystack):
+            elsewhere.append(entry)
+    return {"processes": touching, "elsewhere": elsewhere}
+
+
+def install_changed_at(dist_info, site, examined):
+    """When the checked install last changed: the newest mtime among the dist-info and
+    the files the checks read (the fix files and vllm/_version.py)."""
+    newest = None
+    paths = [dist_info, os.path.join(dist_info, "RECORD"), os.path.join(site, "vllm"),
+             os.path.join(site, "vllm", "_version.py")]
+    paths += [os.path.join(site, rel) for rel in examined]
+    for path in paths:
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            continue
+        if newest is None or mtime > newest[0]:
+            newest = (mtime, path)
+    return {"mtime": newest[0], "path": newest[1]} if newest else None
 
 
 # Runs in the venv's interpreter with -S -I -B; prints one tab-separated line per event and

@@ -8,9 +8,11 @@ import time
 
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError
-from fleetcheck.probe.install import locate_install, read_version_file
+from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
-                                        installs_running, record_rows, verify_record)
+                                        installs_running, install_changed_at, record_rows,
+                                        verify_record)
+from fleetcheck.probe.servers import running_servers
 from fleetcheck.probe.shared import build_key, shipment, verify
 
 PROBE_VERSION = 1
@@ -25,7 +27,10 @@ def probe(plan, ask=None):
     venv = plan.get("venv")
     if venv and not os.path.isdir(venv):
         facts["errors"].append("venv %s: no such directory" % venv)
-    install = locate_install(plan)
+    servers = running_servers()
+    servers["serving_port"] = plan.get("serving_port")
+    facts["servers"] = servers
+    install = locate_install(plan, servers["servers"])
     facts["install"] = install
     dists = install["dist_infos"]
     # the build's identity for same_build (and the shared-analysis key): one read of RECORD
@@ -101,9 +106,11 @@ def gather_integrity(plan, install, examined, options, deadline):
     if editable:
         out["editable"] = editable_tree(editable)
     touch = [p for p in (plan.get("venv"), site, editable) if p]
-    out["in_progress"] = installs_running(touch)
+    out["in_progress"] = installs_running(touch, system=bool(site) and not venv_of_site(site))
+    if dists and site:
+        out["changed_at"] = install_changed_at(dists[0]["path"], site, examined)
     if options.get("import_check") and site:
-        interpreter = plan.get("interpreter") or sys.executable
+        interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
         if editable:
             tree = out["editable"]
             modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))

@@ -64,8 +64,10 @@ class Progress:
 
     def finished(self, host: HostResult) -> None:
         with self.lock:
-            self.running -= 1
+            # a `container: auto` host finishes as one result per container found
+            self.running = max(0, self.running - 1)
             self.done += 1
+            self.total = max(self.total, self.done)
             if host.status not in ("pass", "warn"):
                 self.failed += 1
             if self._status is not None:
@@ -120,6 +122,30 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
             out.append("      " + neutral(where + label + text) + "\n")
     out.rstrip()
     console.print(out)
+
+def render_found_by(console: Console, run: RunResult) -> None:
+    """Where each install was found and how, hosts with the same answer on one line;
+    other installs seen on a host are named (they were not checked)."""
+    groups: dict[tuple, list[str]] = {}
+    for host in run.hosts:
+        if host.vllm and host.vllm.found_by:
+            others = tuple("%s (%s)" % (o.get("site_packages"), o.get("found_by"))
+                           for o in host.vllm.other_installs or [])
+            key = (host.vllm.site_packages, host.vllm.found_by, others)
+            groups.setdefault(key, []).append(host.name)
+    if not groups:
+        return
+    out = Text("Installs found:\n", style="bold")
+    for (site, how, others), names in groups.items():
+        shown = ", ".join(neutral(n) for n in names[:EVIDENCE_HOSTS_NAMED])
+        if len(names) > EVIDENCE_HOSTS_NAMED:
+            shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
+        out.append("  %s: %s, found by %s\n" % (shown, neutral(site or "?"), neutral(how)))
+        for other in others:
+            out.append("      also installed, not checked: %s\n" % neutral(other))
+    out.rstrip()
+    console.print(out)
+
 
 HOST_COLUMN_MAX = 40
 
@@ -179,6 +205,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
                                               enumerate(check_ids, 1)), style="dim"))
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
                                                SYMBOL.items()), style="dim"))
+    render_found_by(console, run)
     render_evidence(console, run, verbose)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:

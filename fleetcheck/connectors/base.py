@@ -1,0 +1,108 @@
+"""The one interface every way of reaching a host implements, and the error family all of
+them map their own failures into (as httpx maps its transports' errors at one seam).
+
+A connector opens a session for a host within the host's deadline; a session runs one
+command with a payload on stdin and the probe's ask/answer dialogue, then closes. The
+runner only ever sees these types, never paramiko, subprocess or a container engine.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+# A probe answer is tens of KB (a few hundred with smoke metrics); the cap bounds what a
+# flooding host can cost the controller: at most MAX_STDOUT_BYTES per host in flight.
+MAX_STDOUT_BYTES = 8 * 1024 * 1024
+MAX_STDERR_BYTES = 64 * 1024
+KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe", "container",
+         "interrupted")
+
+# Called with the first line the remote command writes; returns the bytes to write back
+# on its stdin, or None when the line is not a question.
+Answerer = Callable[[bytes], Optional[bytes]]
+
+
+class TransportError(Exception):
+    """A host could not be reached or did not answer as a probe does. `retryable` marks a
+    failure before the command was sent (nothing ran yet), the only kind worth a retry."""
+
+    def __init__(self, kind: str, message: str, retryable: bool = False,
+                 received: bytes = b""):
+        assert kind in KINDS, kind
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retryable = retryable
+        self.received = received  # an answer cut at the output cap: what had arrived
+
+
+@dataclass
+class CommandResult:
+    stdout: bytes
+    stderr: bytes
+    exit_status: int
+
+
+class Deadline:
+    """One deadline for a whole host: every blocking step gets what is left of it."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        remaining = self.end - time.monotonic()
+        if remaining <= 0:
+            raise TransportError("timeout", "host deadline of %.0fs passed" % self.seconds)
+        return remaining
+
+
+class Session:
+    """One open way into a host. `run` may be called more than once (a container
+    connector lists containers, then probes each, over one SSH session)."""
+
+    def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
+            answer: Answerer | None = None) -> CommandResult:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the session holds; safe to call twice."""
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Target:
+    """What one HostResult is about: the inventory host itself, or (for `container:
+    auto`) one container found on it, reported as `BOX/CONTAINER`."""
+
+    name: str
+    session: Session
+
+
+class Connector:
+    """One way to reach hosts, configured once per run. Subclasses set `connection` (the
+    inventory's `connection:` value they serve) and their capability flags."""
+
+    connection = ""
+    # stdin stays open after the payload, so the probe can ask the controller (shared
+    # analysis) and get its answer mid-run
+    can_answer = True
+    # a running command can be stopped from the controller (Ctrl-C)
+    can_cancel = True
+
+    def open(self, host: Any, deadline: Deadline,
+             cancel: threading.Event | None = None) -> Session:
+        raise NotImplementedError
+
+    def targets(self, host: Any, session: Session, deadline: Deadline,
+                cancel: threading.Event | None = None) -> list[Target]:
+        """What to probe through an open session: by default the host itself."""
+        return [Target(name=host.name, session=session)]

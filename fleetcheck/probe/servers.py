@@ -1,0 +1,138 @@
+"""Running vLLM servers, read from /proc: pid, start time, interpreter, port, and the
+site dirs their vllm comes from (the .so files of vllm/ a server has mapped, else its
+interpreter's or its `vllm` script's venv). One scan of /proc serves this and the
+install-in-progress look-up."""
+
+import os
+import time
+
+from fleetcheck.probe.install import interpreter_site_dirs, venv_site_dirs
+
+SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
+                  "vllm.entrypoints.cli.main")
+_TABLE = []
+
+
+def own_ancestry():
+    pids = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def process_table():
+    """[(pid, argv)] of every other process, read once per probe."""
+    if _TABLE:
+        return _TABLE[0]
+    mine = own_ancestry()
+    table = []
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        pids = None
+    for pid in pids or []:
+        if pid in mine:
+            continue
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = [a.decode("utf-8", "replace") for a in handle.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv:
+            table.append((pid, argv))
+    _TABLE.append(table if pids is not None else None)
+    return _TABLE[0]
+
+
+def server_script(argv):
+    """The index of the `vllm` program in a `vllm serve` command line, or None; the
+    module name for `python -m vllm.entrypoints...`."""
+    for i, arg in enumerate(argv[:3]):
+        if os.path.basename(arg) == "vllm" and argv[i + 1:i + 2] == ["serve"]:
+            return i, None
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        if module in SERVER_MODULES:
+            return None, module
+    return None
+
+
+def port_of(argv):
+    for i, arg in enumerate(argv):
+        if arg == "--port" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            return int(argv[i + 1])
+        if arg.startswith("--port=") and arg[7:].isdigit():
+            return int(arg[7:])
+    return 8000  # vLLM's default
+
+
+def started_at(pid):
+    """Start time (seconds since the epoch): how long ago the process started (uptime
+    minus its start in clock ticks since boot) taken from the clock now. /proc/stat's
+    btime is whole seconds and drifts from the wall clock on VMs, too coarse to compare
+    with file mtimes."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def mapped_vllm_sites(pid):
+    """Site dirs of the vllm/ files (compiled modules) the process has mapped."""
+    sites = []
+    try:
+        with open("/proc/%d/maps" % pid) as handle:
+            for line in handle:
+                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+                cut = path.rfind("/vllm/")
+                if cut > 0 and path.endswith(".so"):
+                    site = path[:cut]
+                    if site not in sites:
+                        sites.append(site)
+    except OSError:
+        pass
+    return sites
+
+
+def running_servers():
+    """Every running vLLM server process this host (or container) shows."""
+    table = process_table()
+    if table is None:
+        return {"error": "cannot list /proc", "servers": []}
+    servers = []
+    for pid, argv in table:
+        found = server_script(argv)
+        if found is None:
+            continue
+        index, module = found
+        try:
+            exe = os.readlink("/proc/%d/exe" % pid)
+        except OSError:
+            exe = None
+        # a venv's python is a symlink to the base interpreter, so the command line's
+        # interpreter (the shebang of a `vllm` script) says more than /proc/PID/exe
+        interpreter = argv[0] if argv[0].startswith("/") and index != 0 else exe
+        sites = mapped_vllm_sites(pid)
+        how = "mapped" if sites else None
+        if not sites and index is not None and argv[index].startswith("/"):
+            home = os.path.dirname(os.path.dirname(argv[index]))
+            if os.path.isfile(os.path.join(home, "pyvenv.cfg")):
+                sites = venv_site_dirs(home)
+        if not sites:
+            sites = interpreter_site_dirs(interpreter or exe)
+        servers.append({"pid": pid, "cmdline": " ".join(argv)[:300], "exe": exe,
+                        "interpreter": interpreter, "started_at": started_at(pid),
+                        "port": port_of(argv), "site_dirs": sites,
+                        "real_site_dirs": [os.path.realpath(p) for p in sites],
+                        "site_from": how or "interpreter"})
+    return {"servers": servers}

