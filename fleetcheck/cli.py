@@ -30,6 +30,11 @@ from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, ho
 from fleetcheck.smoke import smoke_plan
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
+DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
+               "which fixes the code on disk has, with evidence, which build and commit it "
+               "runs, whether the install is whole, and (with --smoke) the speculative-"
+               "decoding acceptance its server reaches. Writes HTML, JSON and JUnit; the exit "
+               "code gates a CI job.")
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -49,7 +54,7 @@ def positive_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fleetcheck", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="fleetcheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version="fleetcheck " + __version__)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fleetcheck.text import is_int, is_number
+
 MAX_DEPTH = 32  # the probe's facts nest 8 deep
 MAX_TEXT = 64 * 1024  # evidence lines, paths, messages
 BIG_TEXT = 8 * 1024 * 1024  # the few fields that carry a payload (bounded by the answer cap)
@@ -158,8 +160,7 @@ def fits(value: Any, expected: Any) -> str | None:
         if len(value) > expected.limit:
             return "a text of %d characters (at most %d)" % (len(value), expected.limit)
         return None
-    ok = {INT: isinstance(value, int) and not isinstance(value, bool),
-          NUM: isinstance(value, (int, float)) and not isinstance(value, bool),
+    ok = {INT: is_int(value), NUM: is_number(value),
           BOOL: isinstance(value, bool)}[expected]
     return None if ok else "expected %s or null, got %s" % (
         {INT: "an integer", NUM: "a number", BOOL: "true or false"}[expected], kind_of(value))

@@ -17,6 +17,7 @@ import os
 import traceback
 
 from fleetcheck.results import HostError
+from fleetcheck.status import ErrorKind
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPORT_HINT = ("this is a bug in fleetcheck: please report it with this message and the "
@@ -52,7 +53,7 @@ def describe(exc: BaseException, where: str) -> str:
 
 
 def internal_error(exc: BaseException, where: str) -> HostError:
-    return HostError(kind="internal", message=describe(exc, where))
+    return HostError(kind=ErrorKind.INTERNAL.value, message=describe(exc, where))
 
 
 def _requested() -> set[tuple[str, str]]:

@@ -25,6 +25,7 @@ from fleetcheck.inventory_sources import load_sources
 from fleetcheck.inventory_templates import host_context, is_template, render
 from fleetcheck.inventory_yaml import Vaulted
 from fleetcheck.smoke import SmokeOptions, validate_smoke
+from fleetcheck.text import is_int, is_number
 
 # fleetcheck's short names -> the field they set; each is also accepted as fleetcheck_NAME
 OWN_NAMES = {
@@ -108,7 +109,7 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if canonical == "port":
         if isinstance(value, str) and value.isdigit():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        if not is_int(value) or not 0 < value < 65536:
             raise InputError(source, where, name, "must be a port number 1-65535, got %r"
                              % (value,))
         return canonical, value
@@ -120,7 +121,7 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if canonical == "timeout":
         if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
             value = float(value)  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if not is_number(value) or value <= 0:
             raise InputError(source, where, name, "must be a positive number of seconds")
         return canonical, float(value)
     if not isinstance(value, str) or not value:

@@ -17,6 +17,7 @@ from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke import SmokeOptions, validate_smoke
+from fleetcheck.text import is_number
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
@@ -256,7 +257,7 @@ def _integrity(source: str, raw: Any) -> IntegrityOptions:
             if not isinstance(value, bool):
                 raise InputError(source, where, key, "must be true or false")
         elif key == "import_timeout":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if not is_number(value) or value <= 0:
                 raise InputError(source, where, key, "must be a positive number of seconds")
             value = float(value)
         else:

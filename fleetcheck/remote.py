@@ -11,7 +11,6 @@ import importlib.util
 import json
 import marshal
 import os
-import re
 import shlex
 import threading
 import zlib
@@ -20,6 +19,7 @@ from typing import Any
 
 from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
 from fleetcheck.inventory import Host
+from fleetcheck.text import printable  # noqa: F401  (callers import it from here too)
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.connectors.base import CommandResult, TransportError
 
@@ -147,10 +147,6 @@ def serving_port(url: str) -> int:
         return 8000
 
 
-def printable(data: bytes, limit: int = 200) -> str:
-    """A short, terminal-safe rendering of bytes a host sent."""
-    text = data[:limit].decode("utf-8", "replace")
-    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "?", text)
 
 
 def decode_answer(result: CommandResult, host: Host,

@@ -7,16 +7,13 @@ inventory appears in every output whatever happened to it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetcheck.atomic_file import write_atomically
+from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, worst
+
 SCHEMA_VERSION = 1
-CHECK_STATUSES = ("pass", "fail", "warn", "error", "skip")
-HOST_STATUSES = ("pass", "fail", "warn", "error", "unreachable")
-# Worst first: a host takes the worst status among its checks.
-SEVERITY = {"fail": 4, "error": 3, "warn": 2, "pass": 1, "skip": 0}
 
 
 @dataclass
@@ -76,8 +73,7 @@ def host_status(checks: list[CheckResult], error: HostError | None) -> str:
         return "unreachable" if error.kind == "unreachable" else "error"
     if not checks:
         return "error"
-    worst = max(checks, key=lambda c: SEVERITY[c.status]).status
-    return "pass" if worst == "skip" else worst
+    return worst([c.status for c in checks])
 
 
 @dataclass
@@ -158,7 +154,6 @@ class ResultsWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self.directory = os.path.dirname(os.path.abspath(path))
         self._lines: dict[str, tuple[HostResult, str]] = {}
 
     def line(self, host: HostResult) -> str:
@@ -172,24 +167,9 @@ class ResultsWriter:
     def write(self, run: RunResult) -> None:
         """One host per line: diffable and greppable, and encoded by json's C encoder
         (indentation would switch to the pure-Python one, ten times slower)."""
-        os.makedirs(self.directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", suffix=".tmp", dir=self.directory)
-        try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
-            header = json.dumps(run.header())
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(header[:-1] + ', "hosts": [\n')
-                handle.write(",\n".join(self.line(h) for h in run.hosts))
-                handle.write("\n]}\n")
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        header = json.dumps(run.header())
+        write_atomically(self.path, [header[:-1] + ', "hosts": [\n',
+                                     ",\n".join(self.line(h) for h in run.hosts), "\n]}\n"])
 
 
 def dump_json(run: RunResult, path: str) -> None:

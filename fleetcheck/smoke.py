@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, StrictUndefined, TemplateError
 
 from fleetcheck.errors import InputError
+from fleetcheck.text import is_int, is_number
 
 if TYPE_CHECKING:
     from fleetcheck.inventory import Host
@@ -79,11 +80,10 @@ def validate_smoke(source: str, where: str, raw: Any, base: SmokeOptions) -> Smo
             raise InputError(source, where, name, "must be true or false")
         if key == "mode" and value not in ("attach", "launch"):
             raise InputError(source, where, name, "must be attach or launch")
-        if key in INT_KEYS and (isinstance(value, bool) or not isinstance(value, int)
-                                or value < (0 if key == "collapse_after_position" else 1)):
+        if key in INT_KEYS and (not is_int(value) or
+                                value < (0 if key == "collapse_after_position" else 1)):
             raise InputError(source, where, name, "must be a positive integer")
-        if key in FLOAT_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or value < 0):
+        if key in FLOAT_KEYS and (not is_number(value) or value < 0):
             raise InputError(source, where, name, "must be a non-negative number")
         if key in ("command", "model") and (not isinstance(value, str) or not value):
             raise InputError(source, where, name, "must be a non-empty string")

@@ -120,3 +120,26 @@ def test_metadata_disagreements_are_named():
 def test_pip_stash_names(name, stash):
     from fleetcheck.probe.install import is_pip_stash
     assert is_pip_stash(name) is stash
+
+
+@pytest.mark.parametrize("version, fixed_in, expected", [
+    ("0.33.0rc1", "0.33.0", "not fixed"),  # a release candidate comes before its release
+    ("0.33.0rc1", "0.32.0", "fixed"),
+    ("0.22.0.post1", "0.22.0", "fixed"),
+    ("0.33", "0.33.0", "fixed"),  # PEP 440: 0.33 == 0.33.0
+    ("0.34.0.dev5+g3cfc8f8b7", "0.22.0", None),  # a dev build says nothing
+    ("0.33.0+precompiled.cu129", "0.33.0", "fixed"),
+    ("dev", "0.22.0", None), ("0.33.0", None, None),
+])
+def test_version_suggestion_orders_as_pep_440(version, fixed_in, expected):
+    assert version_suggests(version, fixed_in) == expected
+
+
+@pytest.mark.parametrize("metadata, version_file, agree", [
+    ("0.33", "0.33.0", True), ("0.33.0rc1", "0.33.0", False),
+    ("0.33.0.post1", "0.33.0", False), ("0.33.0+cpu", "0.33.0+CPU", True),
+    ("0.1.dev1+gabc.cu129", "0.1.dev1+gabc", True), ("dev", "dev", True), ("dev", "0.1", False),
+])
+def test_versions_agree_as_pep_440(metadata, version_file, agree):
+    from fleetcheck.checks.integrity import versions_agree
+    assert versions_agree(metadata, version_file) is agree

@@ -271,4 +271,22 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     progress.finished(run.hosts[7])
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[1/2] %s %s" % (run.hosts[0].name, run.hosts[0].status)
-    assert lines[1].startswith("[2/2] %s unreachable: unreachable: " % run.hosts[7].name)
+    assert lines[1].startswith("[2/2] %s unreachable: " % run.hosts[7].name)
+    assert "unreachable: unreachable" not in lines[1]
+
+
+def test_a_terminal_shows_a_progress_bar_with_elapsed_and_left():
+    import io
+
+    from rich.console import Console
+    from fleetcheck.report.terminal import Progress
+    run = make_run(3, hostile=False)
+    stream = io.StringIO()
+    progress = Progress(3, stream)
+    progress.console, progress.live = Console(file=stream, force_terminal=True, width=140), True
+    with progress:
+        progress.started(run.hosts[0])
+        progress.finished(run.hosts[0])
+    drawn = stream.getvalue()
+    assert "━" in drawn and "1/3" in drawn and "running 0" in drawn
+    assert "0:00:0" in drawn and " left " in drawn  # elapsed, and the estimate of what is left

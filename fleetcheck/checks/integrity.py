@@ -12,7 +12,7 @@ import re
 import time
 from typing import Any
 
-from fleetcheck.checks.version import no_install_reason
+from fleetcheck.checks.version import no_install_reason, pep440
 from fleetcheck.results import CheckResult, Evidence
 
 MAX_EVIDENCE = 12
@@ -38,18 +38,18 @@ def result(check_id: str, status: str, message: str,
                        evidence=(evidence or [])[:MAX_EVIDENCE], details=details)
 
 
-def public_and_local(version: str) -> tuple[str, list[str]]:
-    public, _, local = version.partition("+")
-    return public, [part for part in re.split(r"[.]", local) if part] if local else []
-
-
 def versions_agree(metadata: str, version_file: str) -> bool:
-    """Equal once the build suffixes wheels add to METADATA only (+precompiled, +cu129, ...)
-    are set aside."""
-    m_public, m_local = public_and_local(metadata)
-    v_public, v_local = public_and_local(version_file)
-    strip = lambda parts: [p for p in parts if not KNOWN_LOCAL_SUFFIX.match(p)]
-    return m_public == v_public and strip(m_local) == strip(v_local)
+    """Equal as PEP 440 versions once the build labels wheels add to METADATA only
+    (+precompiled, +cu129, ...) are set aside; texts that are not PEP 440 must be equal."""
+    m, v = pep440(metadata), pep440(version_file)
+    if m is None or v is None:
+        return metadata == version_file
+
+    def labels(version: Any) -> list[str]:
+        return [p for p in (version.local or "").split(".") if p and
+                not KNOWN_LOCAL_SUFFIX.match(p)]
+
+    return pep440(m.public) == pep440(v.public) and labels(m) == labels(v)
 
 
 def check_record(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResult:
@@ -93,9 +93,13 @@ def check_record(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResul
     numbers = dict(rows=record["rows"], checked=record["checked"], hashed=record["hashed"],
                    hashed_bytes=record["hashed_bytes"], deep=record["deep"],
                    elapsed_s=record.get("elapsed_s"), **counts)
-    scope = "%d of %d RECORD rows checked for size, %d hashed (%.1f MiB)%s" % (
-        record["checked"], record["rows"], record["hashed"], record["hashed_bytes"] / 2**20,
-        ", deep" if record["deep"] else "")
+    unverifiable = record.get("unverifiable_rows") or 0
+    scope = "every file RECORD gives a size and hash for was checked for size (%d files), " \
+        "%d of them hashed (%.1f MiB)%s%s" % (
+            record["checked"], record["hashed"], record["hashed_bytes"] / 2**20,
+            ", deep" if record["deep"] else "",
+            "; RECORD's other %d rows carry no hash to check (RECORD itself, compiled "
+            "bytecode, rows uv healed)" % unverifiable if unverifiable else "")
     if any(counts.values()):
         said = ", ".join("%d %s" % (n, {"missing": "missing", "size": "with a different size",
                                         "hash": "with a different sha256",

@@ -6,12 +6,12 @@ Read from files the probe brought back; the version only informs, it never decid
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from fleetcheck.results import VllmInfo
 
 DEV_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
-RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def primary_dist_info(facts: dict[str, Any]) -> dict[str, Any] | None:
@@ -75,22 +75,26 @@ def vllm_info(facts: dict[str, Any]) -> VllmInfo:
                     other_installs=(facts.get("install") or {}).get("other_installs"))
 
 
-def release_tuple(version: str | None) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of a release version; None for dev builds (0.1.devN+g...)."""
-    if not version or ".dev" in version:
+@lru_cache(maxsize=256)
+def pep440(text: str | None) -> Any:
+    """A packaging Version, or None where the text is not one (imported on first use:
+    packaging costs ~20 ms of start-up that `fleetcheck --version` need not pay)."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(text) if isinstance(text, str) else None
+    except InvalidVersion:
         return None
-    match = RELEASE.match(version)
-    if not match:
-        return None
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 def version_suggests(version: str | None, fixed_in: str | None) -> str | None:
-    """'fixed' / 'not fixed' by version alone, or None when the version says nothing."""
-    have, need = release_tuple(version), release_tuple(fixed_in)
-    if have is None or need is None:
+    """'fixed' / 'not fixed' by version alone (PEP 440 order: 0.33.0rc1 comes before
+    0.33.0, a local label such as +cu129 is set aside), or None when the version says
+    nothing: not PEP 440, or a dev build (0.1.devN+g...: built from a branch, its number
+    tells nothing of what it holds)."""
+    have, need = pep440(version), pep440(fixed_in)
+    if have is None or need is None or have.is_devrelease:
         return None
-    return "fixed" if have >= need else "not fixed"
+    return "fixed" if pep440(have.public) >= need else "not fixed"
 
 
 def no_install_reason(facts: dict[str, Any]) -> str:

@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from fleetcheck.status import TRANSPORT_KINDS
+
 # A probe answer is tens of KB (a few hundred with smoke metrics); the cap bounds what a
 # flooding host can cost the controller: at most MAX_STDOUT_BYTES per host in flight.
 MAX_STDOUT_BYTES = 8 * 1024 * 1024
 MAX_STDERR_BYTES = 64 * 1024
-KINDS = ("unreachable", "auth", "host-key", "timeout", "protocol", "probe", "container",
-         "interrupted")
+KINDS = TRANSPORT_KINDS
 
 # Called with the first line the remote command writes; returns the bytes to write back
 # on its stdin, or None when the line is not a question.

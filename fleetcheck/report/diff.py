@@ -9,9 +9,8 @@ from typing import Any
 from fleetcheck.checks.build import build_key, expected_label
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.results import CheckResult, HostResult, RunResult
+from fleetcheck.status import worse
 
-HOST_RANK = {"pass": 0, "warn": 1, "error": 2, "unreachable": 2, "fail": 3}
-CHECK_RANK = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
 
 
 @dataclass
@@ -48,7 +47,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     out = HostDiff(new.name)
     if old.status != new.status:
         out.note("status", old.status, new.status,
-                 worse=HOST_RANK[new.status] > HOST_RANK[old.status])
+                 worse=worse(new.status, old.status))
     old_v, new_v = old.vllm, new.vllm
     for attr in ("version", "commit"):
         a = getattr(old_v, attr) if old_v else None
@@ -63,7 +62,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                                                                                      "error"))
         elif before.status != check.status:
             out.note("check " + check.id, before.status, check.status,
-                     worse=CHECK_RANK[check.status] > CHECK_RANK[before.status])
+                     worse=worse(check.status, before.status))
     for check_id in old_checks.keys() - {c.id for c in new.checks}:
         out.note("check " + check_id, old_checks[check_id].status, None)
     after = next((c for c in new.checks if c.id == BUILD_CHECK_ID), None)

@@ -12,17 +12,12 @@ from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_a
 
 from fleetcheck.checks.build import expected_label
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.atomic_file import write_atomically
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
-from fleetcheck.report.terminal import CONTROL, SYMBOL
+from fleetcheck.report.terminal import SYMBOL
 from fleetcheck.results import HostResult, RunResult
-
-
-def visible_controls(value: object) -> object:
-    """Control characters a host sent are shown as \\xNN, never passed into the page."""
-    if isinstance(value, str):
-        return CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), value)
-    return value
+from fleetcheck.text import visible_controls
 
 
 def template_cache() -> FileSystemBytecodeCache | None:
@@ -99,9 +94,4 @@ def render_html(run: RunResult, path: str) -> None:
         groups=sorted({g for h in run.hosts for g in h.groups}),
         inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),
         playbook=os.path.basename(run.playbook))
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(html)
-    os.replace(tmp, path)
+    write_atomically(path, [html])

@@ -4,19 +4,15 @@ A host that could not be reached gets an <error> on each of its checks, so a CI 
 
 from __future__ import annotations
 
-import os
-import re
 import xml.etree.ElementTree as ET
 
+from fleetcheck.atomic_file import write_atomically
 from fleetcheck.faults import inject
 from fleetcheck.results import RunResult
+from fleetcheck.text import xml_safe
 
 # XML 1.0 cannot carry most control characters: hosts' text is made printable first.
-XML_INVALID = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def clean(text: object) -> str:
-    return XML_INVALID.sub(lambda m: "\\x%02x" % ord(m.group()), "" if text is None else str(text))
+clean = xml_safe
 
 
 def junit_tree(run: RunResult) -> ET.ElementTree:
@@ -58,10 +54,9 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
 
 
 def write_junit(run: RunResult, path: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
     for host in run.hosts:
         inject("junit", host.name)
     tree = junit_tree(run)
     ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
+    text = ET.tostring(tree.getroot(), encoding="unicode")
+    write_atomically(path, ["<?xml version='1.0' encoding='utf-8'?>\n", text])

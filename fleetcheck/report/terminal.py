@@ -6,30 +6,25 @@ control characters, so a hostile version string cannot restyle or rewrite the te
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 from collections import defaultdict
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.text import Text
 
 from fleetcheck.results import HostResult, RunResult
+from fleetcheck.text import neutral
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
          "skip": "dim", "unreachable": "magenta"}
 SYMBOL = {"pass": "✓", "fail": "✗", "warn": "!", "error": "E", "skip": "-", "unreachable": "?"}
 
 
-def neutral(value: object) -> str:
-    """Remote text made inert for a terminal."""
-    return CONTROL.sub("?", "" if value is None else str(value))
-
-
 class Progress:
-    """Hosts done / running / left: a live line on a TTY, plain lines otherwise (CI logs)."""
+    """On a TTY a progress bar (hosts done of all, running, not passing so far, elapsed
+    time and an estimate of the time left); plain lines otherwise (CI logs)."""
 
     def __init__(self, total: int, stream: IO[str] | None = None):
         self.total = total
@@ -40,27 +35,37 @@ class Progress:
         self.done = 0
         self.failed = 0
         self.lock = threading.Lock()
-        self._status = None
+        self._bar: Any = None
+        self._task: Any = None
 
     def __enter__(self) -> "Progress":
         if self.live:
-            self._status = self.console.status(self._line())
-            self._status.__enter__()
+            from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import Progress as Bar  # only a terminal pays its import
+            self._bar = Bar(TextColumn("hosts"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
+                            TextColumn("left"), TimeRemainingColumn(), console=self.console)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("hosts", total=self.total, state=self._state())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
 
-    def _line(self) -> str:
-        return "hosts done %d / running %d / left %d, not passing so far: %d" % (
-            self.done, self.running, self.total - self.done - self.running, self.failed)
+    def _state(self) -> str:
+        return "running %d, not passing so far %d" % (self.running, self.failed)
+
+    def _show(self) -> None:
+        self._bar.update(self._task, completed=self.done, total=self.total,
+                         state=self._state())
 
     def started(self, _host: object) -> None:
         with self.lock:
             self.running += 1
-            if self._status is not None:
-                self._status.update(self._line())
+            if self._bar is not None:
+                self._show()
 
     def finished(self, host: HostResult) -> None:
         with self.lock:
@@ -70,18 +75,28 @@ class Progress:
             self.total = max(self.total, self.done)
             if host.status not in ("pass", "warn"):
                 self.failed += 1
-            if self._status is not None:
-                self._status.update(self._line())
+            if self._bar is not None:
+                self._show()
             else:  # not a terminal: a plain line, written directly (rich costs ~0.2 ms)
                 line = "[%d/%d] %s %s" % (self.done, self.total, neutral(host.name), host.status)
                 if host.error:
-                    line += ": %s: %s" % (host.error.kind, neutral(host.error.message))
+                    line += ": %s" % neutral(error_text(host))
                 self.stream.write(line + "\n")
                 self.stream.flush()
 
 
+def error_text(host: HostResult) -> str:
+    """"auth: authentication refused ...": the kind once (an unreachable host's status
+    already says unreachable)."""
+    if host.error.kind == host.status:
+        return host.error.message
+    return "%s: %s" % (host.error.kind, host.error.message)
+
+
 def failure_kind(host: HostResult) -> str:
     if host.error:
+        if host.error.kind == host.status:
+            return host.status
         return "%s: %s" % (host.status, host.error.kind)
     bad = [c.id for c in host.checks if c.status in ("fail", "error", "warn")]
     return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status

@@ -1,0 +1,61 @@
+"""The words a result is told in, each defined once: the status of a check or a host,
+ranked (a host takes its worst check's status; a diff calls a change worse when the rank
+goes up), and the kinds of error a host can end in."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Status(str, Enum):
+    """A check's or a host's status; the value is what the JSON, JUnit and HTML say."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    ERROR = "error"
+    SKIP = "skip"
+    UNREACHABLE = "unreachable"  # hosts only
+
+    @property
+    def rank(self) -> int:
+        return RANK[self]
+
+
+RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.ERROR: 3,
+        Status.UNREACHABLE: 3, Status.FAIL: 4}
+CHECK_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,
+                                         Status.SKIP))
+HOST_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,
+                                        Status.UNREACHABLE))
+
+
+def worst(statuses: list[str]) -> str:
+    """The status a host takes from its checks: the worst; a host whose checks were all
+    skipped passes (nothing was found wrong)."""
+    found = max((Status(s) for s in statuses), key=lambda s: s.rank)
+    return Status.PASS.value if found is Status.SKIP else found.value
+
+
+def worse(new: str, old: str) -> bool:
+    """Did a status get worse? A check not run (skip) is no worse than one that passed."""
+    floor = Status.PASS.rank
+    return max(Status(new).rank, floor) > max(Status(old).rank, floor)
+
+
+class ErrorKind(str, Enum):
+    """Why a host has no verdicts: what went wrong, in a word the recap groups by."""
+
+    UNREACHABLE = "unreachable"
+    AUTH = "auth"
+    HOST_KEY = "host-key"
+    TIMEOUT = "timeout"
+    PROTOCOL = "protocol"
+    PROBE = "probe"
+    CONTAINER = "container"
+    INTERRUPTED = "interrupted"
+    INTERNAL = "internal"  # a bug in fleetcheck while the host was handled
+
+
+# what a connector may raise (INTERNAL is the runner's own)
+TRANSPORT_KINDS = tuple(k.value for k in ErrorKind if k is not ErrorKind.INTERNAL)
