@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             return command_diff(args)
         if args.command == "demo":
             from fleetcheck.demo import run_demo
-            return run_demo()
+            return run_demo(main)
     except InputError as exc:
         print("fleetcheck: error: %s" % exc, file=sys.stderr)
         return EXIT_INPUT

@@ -12,10 +12,10 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Callable
 
 import yaml
 
-from fleetcheck.cli import main as cli_main
 from fleetcheck.synthetic import FIXED, UNFIXED, write_install
 from fleetcheck.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
 
@@ -23,7 +23,9 @@ DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")
 
 
-def run_demo() -> int:
+def run_demo(run_fleetcheck: Callable[[list[str]], int]) -> int:
+    """`run_fleetcheck` is the command line's entry point (passed in, so the demo does not
+    import the command line that starts it)."""
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
     try:
         healthy = os.path.join(workdir, "healthy-env")
@@ -38,7 +40,7 @@ def run_demo() -> int:
             hosts = {"gpu-healthy": {"connection": "local", "venv": healthy},
                      "gpu-stale": {"connection": "local", "venv": stale}}
             known_hosts = os.path.join(workdir, "known_hosts")
-            return _run(inventory, hosts, known_hosts)
+            return _run(run_fleetcheck, inventory, hosts, known_hosts)
         with LoopbackFleet(os.path.join(workdir, "fleet")) as fleet:
             good = fleet.add("gpu-healthy", mounts={DEMO_VENV: healthy})
             bad = fleet.add("gpu-stale", mounts={DEMO_VENV: stale})
@@ -51,15 +53,16 @@ def run_demo() -> int:
             }
             for spec in hosts.values():
                 spec.update({"ansible_user": "root", "key": fleet.client_key, "venv": DEMO_VENV})
-            return _run(inventory, hosts, fleet.known_hosts)
+            return _run(run_fleetcheck, inventory, hosts, fleet.known_hosts)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(inventory: str, hosts: dict, known_hosts: str) -> int:
+def _run(run_fleetcheck: Callable[[list[str]], int], inventory: str, hosts: dict,
+         known_hosts: str) -> int:
     with open(inventory, "w", encoding="utf-8") as handle:
         yaml.safe_dump({"all": {"children": {"demo": {"hosts": hosts}}}}, handle, sort_keys=False)
-    code = cli_main(["run", inventory, "--known-hosts", known_hosts, "--timeout", "20",
+    code = run_fleetcheck(["run", inventory, "--known-hosts", known_hosts, "--timeout", "20",
                      "--json", os.path.join(REPORT_DIR, "results.json"),
                      "--html", os.path.join(REPORT_DIR, "report.html")])
     print("demo report: %s (exit code %d: the stale host fails, as it should)"

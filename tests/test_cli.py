@@ -84,7 +84,8 @@ def test_demo_without_sshd_says_what_to_install_and_runs_locally(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(demo, "missing_requirements",
                         lambda: ["OpenSSH server: apt-get install -y openssh-server"])
-    assert demo.run_demo() == 0
+    from fleetcheck.cli import main
+    assert demo.run_demo(main) == 0
     out = capsys.readouterr().out
     assert "apt-get install -y openssh-server" in out and "connection: local" in out
     results = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
