@@ -225,18 +225,9 @@ def test_swa_window_passed_straight_as_none_is_a_fail(tmp_path):
     assert result.evidence[0].line == 14
 
 
-BLOCK_DROP = '''
-from vllm.v1.core.kv_cache_manager import KVCacheManager
-
-class Scheduler:
-    def __init__(self, speculative_config):
-        self.use_eagle = False
-        self.use_eagle_block_drop = False
-        if speculative_config:
-            self.use_eagle = speculative_config.use_eagle()
-            self.use_eagle_block_drop = speculative_config.use_eagle_block_drop()
-        self.kv_cache_manager = KVCacheManager(use_eagle=%s)
-'''
+# the synthetic fixed scheduler, with the value passed as the block-drop decision left open
+BLOCK_DROP = textwrap.dedent(FIXED[SCHEDULER]).replace(
+    "KVCacheManager(use_eagle=self.use_eagle_block_drop)", "KVCacheManager(use_eagle=%s)")
 
 
 @pytest.mark.parametrize("decision, status", [
