@@ -128,8 +128,8 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
         finder["text"] = raw["text"]
     elif kind == "key-offset":
         for key in ("key", "container"):
-            if key in raw and (not isinstance(raw[key], str) or not IDENTIFIER.match(raw[key])):
-                raise InputError(source, fwhere, key, "must be a Python identifier")
+            if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
+                raise InputError(source, fwhere, key, "must be a non-empty string")
             if key in raw:
                 finder[key] = raw[key]
     else:
