@@ -21,7 +21,7 @@ import yaml
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.synthetic import FIXED, UNFIXED, write_install
-from test_smoke import STANDIN, wait_listening
+from probe_helpers import STANDIN, wait_listening
 
 ENV = "/opt/ml-env"
 

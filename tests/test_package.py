@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ssh_hosts
-from test_smoke import wait_listening
+from probe_helpers import wait_listening
 from fleetcheck.synthetic import FIXED, write_install
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import real_vllm
 from conftest import run_fleetcheck, ssh_hosts
-from test_smoke import STANDIN, wait_listening
+from probe_helpers import STANDIN, wait_listening
 from fleetcheck.testhosts import free_loopback_port
 
 ENV = "/opt/ml-env"
