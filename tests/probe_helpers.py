@@ -1,7 +1,8 @@
 """What several test modules share (test modules never import each other): the real probe
 run locally on a tree (same bytes, same bootstrap as over SSH), linked copies of real
-installs, the stand-in vLLM server and waiting for it, and an Ansible INI inventory with
-group_vars and host_vars."""
+installs, the stand-in vLLM server and waiting for it, TCP listeners on loopback that
+decide what a connection gets, and an Ansible INI inventory with group_vars and
+host_vars."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import textwrap
+import threading
 import time
 
 from fleetcheck.inventory import Host
@@ -76,6 +78,36 @@ def edited_copy(source: str, target: str, edits: dict) -> str:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(data)
     return target
+
+
+class LoopbackListener:
+    """A TCP listener made by the test on a loopback address; subclasses decide what a
+    connection gets."""
+
+    def __init__(self, address: str):
+        self.sock = socket.socket()
+        self.sock.bind((address, 0))
+        self.sock.listen(16)
+        self.address, self.port = self.sock.getsockname()
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections.append(conn)
+            self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        """Say nothing: no SSH banner ever comes."""
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.connections:
+            conn.close()
 
 
 def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:

@@ -18,6 +18,7 @@ from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.ssh import (KnownHosts, SshConnector, SshSettings, parse_jump,
                                        resolve_endpoint, translate_errors)
 from fleetcheck.inventory import Host
+from probe_helpers import LoopbackListener
 
 ADDRESS = "127.%d.250.1" % int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
 
@@ -97,35 +98,19 @@ def test_error_seam_kinds_and_which_are_worth_a_retry(raised, kind, retryable):
     assert (caught.value.kind, caught.value.retryable) == (kind, retryable)
 
 
-class Listener:
-    """A TCP listener on loopback that hands each accepted connection to `serve` in a
-    thread of its own and counts them."""
+class Listener(LoopbackListener):
+    """Hands each connection to `serve`, one after the other, and counts them."""
 
     def __init__(self, serve):
-        self.sock = socket.socket()
-        self.sock.bind((ADDRESS, 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
         self.serve = serve
-        self.threads: list[threading.Thread] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(ADDRESS)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            thread = threading.Thread(target=self.serve, args=(conn,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
+    def handle(self, conn: socket.socket) -> None:
+        self.serve(conn)
 
-    def close(self) -> None:
-        self.sock.close()
-        for thread in self.threads:
-            thread.join(10)
+    @property
+    def accepted(self) -> int:
+        return len(self.connections)
 
 
 def no_ssh(conn: socket.socket) -> None:
