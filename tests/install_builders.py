@@ -65,14 +65,3 @@ def uv_venv(version: str = "0.33.0") -> str:
                         os.path.join(target, "bin", "python"),
                         wheel_path("vllm-%s-" % version, "vllm==%s" % version)], check=True)
     return cached("uv-vllm-%s" % version, build)
-
-
-def site_of(venv_dir: str) -> str:
-    lib = os.path.join(venv_dir, "lib")
-    return os.path.join(lib, sorted(os.listdir(lib))[0], "site-packages")
-
-
-def linked_copy(source: str, target: str) -> str:
-    """A copy whose files are hard links (fast; replace a file before editing it)."""
-    shutil.copytree(source, target, symlinks=True, copy_function=os.link)
-    return target

@@ -1,16 +1,28 @@
-"""Run the real probe locally (same bytes, same bootstrap as over SSH) on a tree."""
+"""What several test modules share (test modules never import each other): the real probe
+run locally on a tree (same bytes, same bootstrap as over SSH), linked copies of real
+installs, the stand-in vLLM server and waiting for it, TCP listeners on loopback that
+decide what a connection gets, and an Ansible INI inventory with group_vars and
+host_vars."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import socket
 import subprocess
+import textwrap
+import threading
+import time
 
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import load_playbook
 from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
 from fleetcheck.connectors.base import CommandResult
+
+# where every loopback test host sees its vLLM install (a mount namespace per host)
+ENV = "/opt/ml-env"
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")
 
 
 def probe_tree(venv: str, signatures=None) -> dict:
@@ -46,7 +58,7 @@ def rewrite(path: str, data: bytes) -> None:
 
 def site_packages(venv: str) -> str:
     lib = os.path.join(venv, "lib")
-    return os.path.join(lib, os.listdir(lib)[0], "site-packages")
+    return os.path.join(lib, sorted(os.listdir(lib))[0], "site-packages")
 
 
 def edited_copy(source: str, target: str, edits: dict) -> str:
@@ -66,3 +78,115 @@ def edited_copy(source: str, target: str, edits: dict) -> str:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(data)
     return target
+
+
+class LoopbackListener:
+    """A TCP listener made by the test on a loopback address; subclasses decide what a
+    connection gets."""
+
+    def __init__(self, address: str):
+        self.sock = socket.socket()
+        self.sock.bind((address, 0))
+        self.sock.listen(16)
+        self.address, self.port = self.sock.getsockname()
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections.append(conn)
+            self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        """Say nothing: no SSH banner ever comes."""
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.connections:
+            conn.close()
+
+
+def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection((address, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("stand-in did not listen on %s:%d" % (address, port))
+
+
+INI = """\
+# a fleet as Ansible writes it: ungrouped hosts first
+bastion ansible_host=127.0.0.5 rack=r0
+
+[dc1]
+gpu[01:04].dc1 cuda_version="12.4" gpu_count=8
+gpu05.dc1:2222 ansible_user=ops   # inline comment
+
+[dc1:vars]
+venv=/opt/dc1-env
+ansible_port=2200
+ntp_server=ntp.dc1.example
+ansible_become=true
+labels={'tier': 'gold', 'ids': [1, 2]}
+
+[canary]
+gpu02.dc1
+
+[canary:vars]
+venv=/opt/canary-group
+ansible_user=canary
+ansible_group_priority=5
+
+[gpus:children]
+dc1
+dc2
+canary
+
+[dc2]
+node[a:c] ansible_python_interpreter=/usr/bin/python3
+node[08:10:2]
+
+[dc2:vars]
+vllm_url=http://127.0.0.1:8001
+enabled=True
+; another comment style
+
+[all:vars]
+venv=/root/ml-env
+ansible_user=root
+fleetcheck_timeout=45
+"""
+
+
+def write(path, text: str) -> str:
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(str(path), "w", encoding="utf-8") as handle:
+        handle.write(textwrap.dedent(text))
+    return str(path)
+
+
+def ini_inventory(root) -> str:
+    """hosts.ini with group_vars (a file, a directory of files, a file with no extension)
+    and host_vars, overriding each other at every documented place."""
+    path = write(root / "hosts.ini", INI)
+    write(root / "group_vars" / "all.yml", "site_packages: /opt/all-sp\nunrelated: [1, 2]\n"
+                                           "ansible_user: from-group-vars-all\n")
+    write(root / "group_vars" / "dc2" / "00-base.yml", "venv: /opt/dc2-env\nrack: r2\n")
+    write(root / "group_vars" / "dc2" / "10-override.yaml", "venv: /opt/dc2-override\n")
+    write(root / "group_vars" / "dc2" / "backup.yml~", "venv: /never\n")
+    write(root / "group_vars" / "dc2" / ".hidden.yml", "venv: /never\n")
+    write(root / "group_vars" / "dc2" / "notes.txt", "venv: /never\n")
+    write(root / "group_vars" / "dc1", "ansible_port: 2201\nproxy_jump: ops@bastion:22\n")
+    write(root / "group_vars" / "nosuchgroup.yml", "venvv: /never-read\n")
+    write(root / "host_vars" / "gpu01.dc1.yml", "ansible_host: 127.0.0.11\nnote: first\n")
+    write(root / "host_vars" / "nodeb.json", json.dumps({"ansible_port": 2022}))
+    write(root / "host_vars" / "gpu03.dc1" / "a.yml", "fleetcheck_venv: /opt/ns-venv\n")
+    write(root / "host_vars" / "gpu03.dc1" / "b.yml", "ansible_become_user: vllm\n")
+    return path

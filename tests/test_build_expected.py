@@ -22,8 +22,8 @@ import yaml
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.testhosts import free_loopback_port
+from probe_helpers import ENV
 
-ENV = "/opt/ml-env"
 NEXT = "/opt/ml-next"  # where a rollout puts the new build, next to the old one
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"

@@ -43,10 +43,7 @@ def test_default_outputs_go_to_reports_timestamp(tmp_path):
     assert sorted(os.listdir(tmp_path / "reports" / runs[0])) == ["report.html", "results.json"]
 
 
-def test_packaged_playbook_is_the_repository_one():
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(here, "playbooks", "dflash.yaml")) as a, open(PACKAGED_PLAYBOOK) as b:
-        assert a.read() == b.read()
+def test_packaged_playbook_checks_the_three_fixes():
     assert [c.id for c in load_playbook().checks] == [
         "dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 

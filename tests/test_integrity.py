@@ -13,8 +13,7 @@ import time
 import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
-from probe_helpers import linked_copy, rewrite, site_packages
-from test_run_ssh import ENV
+from probe_helpers import ENV, linked_copy, rewrite, site_packages
 
 INSTALL_IDS = ("install-record", "install-leftovers", "install-metadata", "install-import",
                "install-in-progress")

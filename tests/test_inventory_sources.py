@@ -10,7 +10,6 @@ import os
 import stat
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -18,84 +17,15 @@ from fleetcheck.errors import InputError
 from fleetcheck.inventory import VAR_ALIASES, host_from_vars, read_inventory
 from fleetcheck.inventory_model import Setting, Site
 from fleetcheck.inventory_sources import load_sources
+from probe_helpers import ini_inventory, write
 from ansible_oracle import (ansible_inventory, oracle, oracle_hosts, oracle_members,
                             our_hostvars, our_members)
-
-INI = """\
-# a fleet as Ansible writes it: ungrouped hosts first
-bastion ansible_host=127.0.0.5 rack=r0
-
-[dc1]
-gpu[01:04].dc1 cuda_version="12.4" gpu_count=8
-gpu05.dc1:2222 ansible_user=ops   # inline comment
-
-[dc1:vars]
-venv=/opt/dc1-env
-ansible_port=2200
-ntp_server=ntp.dc1.example
-ansible_become=true
-labels={'tier': 'gold', 'ids': [1, 2]}
-
-[canary]
-gpu02.dc1
-
-[canary:vars]
-venv=/opt/canary-group
-ansible_user=canary
-ansible_group_priority=5
-
-[gpus:children]
-dc1
-dc2
-canary
-
-[dc2]
-node[a:c] ansible_python_interpreter=/usr/bin/python3
-node[08:10:2]
-
-[dc2:vars]
-vllm_url=http://127.0.0.1:8001
-enabled=True
-; another comment style
-
-[all:vars]
-venv=/root/ml-env
-ansible_user=root
-fleetcheck_timeout=45
-"""
-
-
-def write(path, text: str) -> str:
-    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
-    with open(str(path), "w", encoding="utf-8") as handle:
-        handle.write(textwrap.dedent(text))
-    return str(path)
 
 
 def executable(path, text: str) -> str:
     write(path, text)
     os.chmod(str(path), os.stat(str(path)).st_mode | stat.S_IXUSR | stat.S_IXGRP)
     return str(path)
-
-
-def ini_inventory(root) -> str:
-    """hosts.ini with group_vars (a file, a directory of files, a file with no extension)
-    and host_vars, overriding each other at every documented place."""
-    path = write(root / "hosts.ini", INI)
-    write(root / "group_vars" / "all.yml", "site_packages: /opt/all-sp\nunrelated: [1, 2]\n"
-                                           "ansible_user: from-group-vars-all\n")
-    write(root / "group_vars" / "dc2" / "00-base.yml", "venv: /opt/dc2-env\nrack: r2\n")
-    write(root / "group_vars" / "dc2" / "10-override.yaml", "venv: /opt/dc2-override\n")
-    write(root / "group_vars" / "dc2" / "backup.yml~", "venv: /never\n")
-    write(root / "group_vars" / "dc2" / ".hidden.yml", "venv: /never\n")
-    write(root / "group_vars" / "dc2" / "notes.txt", "venv: /never\n")
-    write(root / "group_vars" / "dc1", "ansible_port: 2201\nproxy_jump: ops@bastion:22\n")
-    write(root / "group_vars" / "nosuchgroup.yml", "venvv: /never-read\n")
-    write(root / "host_vars" / "gpu01.dc1.yml", "ansible_host: 127.0.0.11\nnote: first\n")
-    write(root / "host_vars" / "nodeb.json", json.dumps({"ansible_port": 2022}))
-    write(root / "host_vars" / "gpu03.dc1" / "a.yml", "fleetcheck_venv: /opt/ns-venv\n")
-    write(root / "host_vars" / "gpu03.dc1" / "b.yml", "ansible_become_user: vllm\n")
-    return path
 
 
 def yaml_directory(root) -> str:

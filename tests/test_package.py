@@ -16,13 +16,12 @@ import pytest
 import yaml
 
 from conftest import ssh_hosts
-from test_smoke import wait_listening
+from probe_helpers import ENV, wait_listening
 from fleetcheck.synthetic import FIXED, write_install
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "fleetcheck")
 STANDIN = os.path.join(ROOT, "tests", "standin_vllm.py")
-ENV = "/opt/ml-env"
 
 
 @pytest.fixture(scope="session")

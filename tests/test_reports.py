@@ -18,11 +18,11 @@ from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
 from fleetcheck.synthetic import FIXED, UNFIXED, write_install
 from results_factory import HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_VERSION, make_run
+from probe_helpers import ENV
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-ENV = "/opt/ml-env"
 
 
 def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:

@@ -10,14 +10,9 @@ import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.testhosts import free_loopback_port
+from probe_helpers import ENV, site_packages
 
-ENV = "/opt/ml-env"
 FIX_IDS = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
-
-
-def site_packages(venv: str) -> str:
-    lib = os.path.join(venv, "lib")
-    return os.path.join(lib, os.listdir(lib)[0], "site-packages")
 
 
 def assert_evidence_is_on_disk(venv: str, evidence: dict) -> None:

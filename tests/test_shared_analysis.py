@@ -23,8 +23,7 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
-from probe_helpers import linked_copy, rewrite
-from test_run_ssh import ENV, site_packages
+from probe_helpers import ENV, linked_copy, rewrite, site_packages
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 FIXED_LINE = b'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'

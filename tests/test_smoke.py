@@ -10,32 +10,19 @@ import json
 import os
 import socket
 import sys
-import time
 
 import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.synthetic import FIXED, write_install
+from probe_helpers import ENV, STANDIN, wait_listening
 
-ENV = "/opt/ml-env"
-STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")
 LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
 ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
                     "nostats", "dead", "failing", "slow", "trickle", "trickle-all"]
 # hosts whose server answers one byte a second: a deadline of 3 + 2 (budget) + 10 (attach)
 TRICKLE = {"timeout": 3, "smoke": dict(LOAD, time_budget_s=2)}
 TRICKLE_DEADLINE = 3 + 2 + 10
-
-
-def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((address, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("stand-in did not listen on %s:%d" % (address, port))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,159 @@
+"""The wire protocol (remote.py) without sshd: the command line quotes every inventory
+value (run here by a real /bin/sh, with an interpreter path full of shell
+metacharacters), the fallback to python3, become's wrapping, and every way an answer is
+refused by decode_answer, each with the kind and words a user sees."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from fleetcheck.connectors.base import CommandResult, TransportError
+from fleetcheck.inventory import Host
+from fleetcheck.remote import (cut_answer_field, decode_answer, host_plan, printable,
+                               probe_command, probe_payload, serving_port)
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
+HOSTILE = "we ird; touch PWNED $(touch PWNED2) `touch PWNED3` 'q\" \\ *"
+
+
+def real_facts() -> dict:
+    with open(os.path.join(FIXTURES, "vllm-0.33.0.json"), encoding="utf-8") as handle:
+        return json.load(handle)["facts"]
+
+
+def run_locally(host: Host, cwd: str) -> CommandResult:
+    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)],
+                          input=probe_payload(host_plan(host, [])), capture_output=True,
+                          cwd=cwd, timeout=60)
+    return CommandResult(proc.stdout, proc.stderr, proc.returncode)
+
+
+def test_an_interpreter_path_of_shell_metacharacters_is_one_word_that_runs_nothing(tmp_path):
+    directory = tmp_path / HOSTILE
+    directory.mkdir()
+    python = str(directory / "python")
+    os.symlink(sys.executable, python)
+    host = Host(name="h", address="h", connection="local", python=python)
+    assert shlex.split(probe_command(host))[0] == python
+    facts = decode_answer(run_locally(host, str(tmp_path)), host)
+    assert facts["python"]["executable"] == python  # the probe ran under that very path
+    assert sorted(os.listdir(tmp_path)) == [HOSTILE]  # and no PWNED file was made
+
+
+def test_an_interpreter_that_does_not_start_falls_back_to_python3(tmp_path):
+    host = Host(name="h", address="h", connection="local",
+                python=str(tmp_path / "half-built venv" / "bin" / "python"))
+    facts = decode_answer(run_locally(host, str(tmp_path)), host)
+    assert facts["probe_version"] and os.path.basename(facts["python"]["executable"]) \
+        .startswith("python3")
+
+
+def test_become_wraps_the_very_same_command_under_sudo_n():
+    plain = Host(name="h", address="h", python="/opt/env/bin/python")
+    become = Host(name="h", address="h", python="/opt/env/bin/python", become=True,
+                  become_user="svc; id")
+    words = shlex.split(probe_command(become))
+    assert words[:6] == ["sudo", "-n", "-u", "svc; id", "--", "/bin/sh"]
+    assert words[6:] == ["-c", probe_command(plain)]
+
+
+def test_the_plan_carries_inventory_values_as_data_only():
+    host = Host(name="h", address="h", venv="/opt/$(reboot)", vllm_url="http://x:8123/v1")
+    plan = host_plan(host, [{"id": "s"}])
+    assert plan["venv"] == "/opt/$(reboot)" and plan["serving_port"] == 8123
+    assert shlex.split(probe_command(host))[0] == "/opt/$(reboot)/bin/python"
+    payload = probe_payload(plan)
+    assert payload.endswith(json.dumps(plan).encode("utf-8") + b"\n")
+
+
+@pytest.mark.parametrize("url, port", [("http://127.0.0.1:8001", 8001), ("https://gpu", 443),
+                                       ("http://gpu/v1", 80), ("http://gpu:notaport", 8000)])
+def test_serving_port(url, port):
+    assert serving_port(url) == port
+
+
+def answer(stdout: bytes, stderr: bytes = b"", status: int = 0) -> CommandResult:
+    return CommandResult(stdout, stderr, status)
+
+
+HOST = Host(name="h", address="h", python="/opt/env/bin/python")
+SUDO = Host(name="h", address="h", become=True, become_user="svc")
+
+
+def refused(result: CommandResult, host: Host = HOST, required=()) -> TransportError:
+    with pytest.raises(TransportError) as caught:
+        decode_answer(result, host, required)
+    return caught.value
+
+
+def test_a_real_answer_decodes_to_its_facts():
+    facts = real_facts()
+    assert decode_answer(answer(json.dumps(facts).encode()), HOST) == facts
+
+
+@pytest.mark.parametrize("result, kind, words", [
+    (answer(b"", b"sh: 1: /opt/env/bin/python: not found\n", 127), "probe",
+     ["no Python interpreter: tried /opt/env/bin/python and python3", "not found"]),
+    (answer(b"Traceback (most recent call last)\n", b"boom", 1), "protocol",
+     ["answer is not the probe's JSON (exit 1; stdout starts 'Traceback", "stderr 'boom'"]),
+    (answer(b"\xff\xfe not utf-8"), "protocol", ["answer is not the probe's JSON"]),
+    (answer(b"[1, 2]"), "protocol", ["answer is JSON but not the probe's facts"]),
+    (answer(b"{\"python\": {}}"), "protocol", ["answer is JSON but not the probe's facts"]),
+    (answer(b"{\"probe_version\": 1, \"fatal\": \"cannot read /etc\\u001b[31m\"}"), "probe",
+     ["probe failed on the host: cannot read /etc?[31m"]),
+    (answer(b"{\"probe_version\": 1, \"x\": " + b"[" * 5000 + b"]" * 5000 + b"}"), "protocol",
+     ["not shaped like the probe's facts", "nested deeper than 32 levels"]),
+])
+def test_what_is_not_an_answer_says_why(result, kind, words):
+    error = refused(result)
+    assert error.kind == kind
+    for word in words:
+        assert word in error.message, error.message
+
+
+def test_a_misshapen_answer_names_its_field():
+    facts = real_facts()
+    facts["python"]["version"] = 3.11
+    error = refused(answer(json.dumps(facts).encode()))
+    assert error.kind == "protocol" and "python.version" in error.message
+
+
+def test_a_fact_the_plan_asked_for_must_be_there():
+    error = refused(answer(json.dumps(real_facts()).encode()), required=("smoke",))
+    assert error.kind == "protocol" and "smoke" in error.message
+
+
+@pytest.mark.parametrize("stderr, words", [
+    (b"sudo: a password is required\n", ["sudo -n wants a password", "as svc", "NOPASSWD"]),
+    (b"sh: 1: sudo: not found\n", ["sudo is not installed on this host"]),
+    (b"sudo: user is not in the sudoers file\n", ["sudo refused to run the probe as svc",
+                                                  "not in the sudoers file"]),
+])
+def test_sudo_refusals_are_auth_errors(stderr, words):
+    error = refused(answer(b"", stderr, 1), SUDO)
+    assert error.kind == "auth"
+    for word in words:
+        assert word in error.message, error.message
+
+
+def test_without_become_a_sudo_message_is_no_auth_error():
+    assert refused(answer(b"", b"sudo: a password is required\n", 1)).kind == "protocol"
+
+
+def test_printable_neutralises_control_bytes_and_cuts():
+    assert printable(b"ok\x1b[2J\x07\ttab\nline\x7f", 200) == "ok?[2J?\ttab\nline?"
+    assert printable(b"x" * 500, 10) == "x" * 10
+    assert printable(b"\xff") == "\ufffd"
+
+
+def test_cut_answer_field_names_where_the_cut_fell():
+    text = json.dumps(real_facts()).encode()
+    cut = text[:text.index(b"\"executable\"") + 20]
+    assert cut_answer_field(cut) == "python.executable"
+    assert cut_answer_field(b"not json at all") is None

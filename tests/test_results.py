@@ -1,0 +1,154 @@
+"""The result model (results.py) as values: a run survives its JSON file unchanged, a
+host's status is the worst of its checks, the exit code follows the documented table,
+the summary counts what is there, the writer leaves no temporary file, and merged runs
+keep each host once, in order, with its later result."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+
+from fleetcheck.results import (SCHEMA_VERSION, CheckResult, Evidence, HostError,
+                                HostResult, RunResult, VllmInfo, dump_json, host_status,
+                                load_json, merge_runs)
+from results_factory import make_run
+
+
+def check(status: str, cid: str = "c") -> CheckResult:
+    return CheckResult(id=cid, title=cid, status=status, message=status)
+
+
+def host(name: str, status: str, error: HostError | None = None) -> HostResult:
+    return HostResult(name=name, address=name, groups=[], status=status, error=error,
+                      checks=[check(status if status in ("pass", "fail", "warn") else "skip")])
+
+
+def run_of(*hosts: HostResult, complete: bool = True, started: str = "2026-01-01T00:00:00",
+           finished: str | None = "2026-01-01T00:01:00") -> RunResult:
+    return RunResult(started_at=started, inventory="inv.yaml", playbook="pb.yaml",
+                     finished_at=finished, complete=complete, hosts=list(hosts))
+
+
+def test_a_run_survives_its_json_file_unchanged(tmp_path):
+    run = make_run(30)  # unreachable, failing and passing hosts, hostile strings
+    run.hosts[2].checks[0].evidence.append(Evidence("vllm/a.py", None, "no line", "read"))
+    run.hosts[3].analysis = "shared with gpu000.dc1"
+    run.hosts[4].vllm.other_installs = [{"site_packages": "/usr/lib/python3/dist-packages"}]
+    run.not_finished = ["gpu999"]
+    path = str(tmp_path / "out" / "results.json")
+    dump_json(run, path)
+    loaded = load_json(path)
+    assert loaded.hosts == run.hosts
+    assert (loaded.started_at, loaded.finished_at, loaded.inventory, loaded.playbook,
+            loaded.complete, loaded.not_finished, loaded.duration_s) == \
+        (run.started_at, run.finished_at, run.inventory, run.playbook, run.complete,
+         run.not_finished, run.duration_s)
+    assert os.listdir(tmp_path / "out") == ["results.json"]  # no temporary file is left
+
+
+def test_the_file_is_one_host_per_line_and_carries_its_summary(tmp_path):
+    run = make_run(5, hostile=False)
+    path = str(tmp_path / "results.json")
+    dump_json(run, path)
+    lines = open(path, encoding="utf-8").read().splitlines()
+    assert len(lines) == 1 + 5 + 1 and lines[-1] == "]}"
+    data = json.loads("\n".join(lines))
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["summary"] == run.summary() and data["summary"]["hosts"] == 5
+    assert [h["name"] for h in data["hosts"]] == [h.name for h in run.hosts]
+
+
+def test_a_file_of_another_schema_is_refused_with_its_name(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"schema_version": 0, "started_at": "x", "hosts": []}))
+    with pytest.raises(ValueError) as caught:
+        load_json(str(path))
+    assert str(path) in str(caught.value) and "schema_version 0" in str(caught.value)
+
+
+@pytest.mark.parametrize("statuses, error, expected", [
+    (["pass", "skip"], None, "pass"),
+    (["skip", "skip"], None, "pass"),
+    (["pass", "warn"], None, "warn"),
+    (["warn", "error", "pass"], None, "error"),
+    (["error", "fail", "warn"], None, "fail"),
+    ([], None, "error"),  # a host with no verdict at all passed nothing
+    (["skip"], HostError("unreachable", "refused"), "unreachable"),
+    (["skip"], HostError("timeout", "deadline"), "error"),
+])
+def test_a_host_takes_the_worst_status_of_its_checks(statuses, error, expected):
+    assert host_status([check(s) for s in statuses], error) == expected
+
+
+@pytest.mark.parametrize("statuses, complete, code", [
+    (["pass", "warn"], True, 0),
+    (["pass", "fail", "unreachable"], True, 1),  # a failure outranks an unreachable host
+    (["pass", "unreachable"], True, 3),
+    (["pass", "error"], True, 3),
+    (["pass"], False, 3),  # an interrupted run proves nothing about the hosts left
+])
+def test_exit_codes(statuses, complete, code):
+    hosts = [host("h%d" % i, s) for i, s in enumerate(statuses)]
+    assert run_of(*hosts, complete=complete).exit_code() == code
+
+
+def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
+    hosts = [host("a", "pass"), host("b", "warn"),
+             host("c", "unreachable", HostError("unreachable", "refused"))]
+    summary = run_of(*hosts).summary()
+    assert summary["hosts"] == 3
+    assert summary["by_status"] == {"pass": 1, "fail": 0, "warn": 1, "error": 0,
+                                    "unreachable": 1}
+    assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1}}
+    assert summary["ready"] is False
+    assert run_of(*hosts[:2]).summary()["ready"] is True
+    assert run_of(*hosts[:2], complete=False).summary()["ready"] is False
+    assert run_of().summary()["ready"] is False  # no host: nothing is ready
+
+
+def test_merge_keeps_every_host_once_in_order_with_its_later_result():
+    first = run_of(host("a", "fail"), host("b", "pass"), started="2026-01-01T00:00:05",
+                   finished="2026-01-01T00:02:00")
+    first.duration_s, first.not_finished = 10.0, []
+    second = run_of(host("c", "pass"), host("a", "pass"), complete=False,
+                    started="2026-01-01T00:00:01", finished="2026-01-01T00:01:00")
+    second.duration_s, second.not_finished = 20.0, ["d"]
+    merged = merge_runs([first, second], ["dc1.json", "dc2.json"])
+    assert [(h.name, h.status) for h in merged.hosts] == [("b", "pass"), ("c", "pass"),
+                                                          ("a", "pass")]
+    assert merged.inventory == "dc1.json + dc2.json"
+    assert (merged.started_at, merged.finished_at) == ("2026-01-01T00:00:01",
+                                                       "2026-01-01T00:02:00")
+    assert merged.complete is False and merged.not_finished == ["d"]
+    assert merged.duration_s == 20.0 and merged.exit_code() == 3
+
+
+def test_merged_runs_without_a_finish_time_have_none():
+    merged = merge_runs([run_of(host("a", "pass"), finished=None)], ["one"])
+    assert merged.finished_at is None and merged.exit_code() == 0
+
+
+def test_the_writer_reuses_a_hosts_line_only_while_it_is_the_same_object(tmp_path):
+    from fleetcheck.results import ResultsWriter
+    run = run_of(host("a", "pass"))
+    writer = ResultsWriter(str(tmp_path / "r.json"))
+    writer.write(run)
+    run.hosts = [replace(run.hosts[0], status="fail", checks=[check("fail")])]
+    writer.write(run)
+    assert load_json(str(tmp_path / "r.json")).hosts[0].status == "fail"
+
+
+def test_vllm_info_and_errors_round_trip_as_json_objects(tmp_path):
+    info = VllmInfo(version="0.33.0+cu129", metadata_version="0.33.0", commit="4ba787ec9",
+                    commit_source="_version.py", found_by="running server (port 8000)")
+    broken = HostResult(name="x", address="10.0.0.1", groups=["dc1"], status="error",
+                        error=HostError("protocol", "answer is not the probe's JSON"),
+                        vllm=info, checks=[check("skip")])
+    dump_json(run_of(broken), str(tmp_path / "r.json"))
+    data = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"][0]
+    assert data["error"] == {"kind": "protocol", "message": "answer is not the probe's JSON"}
+    assert data["vllm"]["found_by"] == "running server (port 8000)"
+    assert load_json(str(tmp_path / "r.json")).hosts == [broken]
