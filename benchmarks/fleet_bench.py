@@ -48,7 +48,7 @@ sys.path.insert(0, HERE)
 import probe_cost  # noqa: E402
 from conftest import CACHE, real_install  # noqa: E402
 from results_file import write_section  # noqa: E402
-from fleetcheck.testhosts import LoopbackFleet  # noqa: E402
+from fleetcheck.lab.testhosts import LoopbackFleet  # noqa: E402
 
 ENV = "/opt/ml-env"
 BENCH_VENVS = os.path.join(CACHE, "bench")
@@ -273,7 +273,7 @@ def main() -> None:
                         help="also run fleetcheck on the largest size plus one flooding host")
     parser.add_argument("--machine-bashrc", action="store_true",
                         help="hosts keep this machine's root ~/.bashrc (default: Debian's "
-                             "stock one, as on a GPU host; see testhosts.STOCK_ROOT_BASHRC)")
+                             "stock one, as on a GPU host; see lab/testhosts.STOCK_ROOT_BASHRC)")
     parser.add_argument("--write", action="store_true",
                         help="write the tables into benchmarks/RESULTS.md (a section per "
                              "sizes x parallelism) and the probe's own cost")

@@ -16,8 +16,8 @@ from typing import Callable
 
 import yaml
 
-from fleetcheck.synthetic import FIXED, UNFIXED, write_install
-from fleetcheck.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
+from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
+from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
 
 DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")

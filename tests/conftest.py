@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fleetcheck.lab.wheels import CACHE, real_install  # noqa: F401  (the benchmarks import them from here too)
-from fleetcheck.testhosts import LoopbackFleet
+from fleetcheck.lab.testhosts import LoopbackFleet
 
 REAL_VERSIONS = ("0.20.1", "0.33.0")
 _third_octets = itertools.count(20)

@@ -15,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fleetcheck.testhosts import free_loopback_port
+from fleetcheck.lab.testhosts import free_loopback_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVED_NAME = "tiny-qwen3"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import run_fleetcheck, ssh_hosts
-from fleetcheck.testhosts import free_loopback_port
+from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV
 
 NEXT = "/opt/ml-next"  # where a rollout puts the new build, next to the old one
@@ -129,7 +129,7 @@ def inventory(fleet, groups: dict[str, tuple[dict, list]]) -> dict:
 
 @pytest.fixture(scope="module")
 def gate_fleet(tmp_path_factory, builds):
-    from fleetcheck.testhosts import LoopbackFleet
+    from fleetcheck.lab.testhosts import LoopbackFleet
     fleet = LoopbackFleet(str(tmp_path_factory.mktemp("gate-fleet")), first_octet=130)
     layout = (("canary-1", "dev"), ("canary-2", "0.33.0"), ("prod-1", "0.33.0"),
               ("prod-2", "0.33.0"), ("prod-old", "0.20.1"), ("prod-nocommit", "no-commit"),

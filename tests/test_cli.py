@@ -12,7 +12,7 @@ import yaml
 
 from fleetcheck.errors import InputError
 from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
-from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, write_install
 
 
 def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:

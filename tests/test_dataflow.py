@@ -12,7 +12,7 @@ import pytest
 
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
-from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, write_install
 from probe_helpers import edited_copy, findings, probe_tree
 
 CHECKS = {c.id: c for c in load_playbook().checks}

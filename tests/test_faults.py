@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import run_fleetcheck, ssh_hosts
-from fleetcheck.synthetic import FIXED, UNFIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 
 
@@ -170,7 +170,7 @@ KILL_HOSTS = 20
 
 @pytest.fixture(scope="module")
 def twenty(tmp_path_factory):
-    from fleetcheck.testhosts import LoopbackFleet
+    from fleetcheck.lab.testhosts import LoopbackFleet
     tmp = tmp_path_factory.mktemp("kill")
     fixed, stale = str(tmp / "fixed"), str(tmp / "stale")
     write_install(fixed, "0.33.0", FIXED)

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from conftest import CliRun, ssh_hosts
-from fleetcheck.synthetic import FIXED, write_install
-from fleetcheck.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
+from fleetcheck.lab.synthetic import FIXED, write_install
+from fleetcheck.lab.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
 from probe_helpers import ENV, LoopbackListener
 
 TIMEOUT = 5

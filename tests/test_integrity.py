@@ -40,7 +40,7 @@ def wait_for_process(argv0: str, timeout: float = 10.0) -> None:
 @pytest.fixture(scope="module")
 def broken_fleet_run(tmp_path_factory, real_venvs):
     """One run over a fleet with one breakage per host (and clean hosts)."""
-    from fleetcheck.testhosts import LoopbackFleet
+    from fleetcheck.lab.testhosts import LoopbackFleet
     tmp = tmp_path_factory.mktemp("integrity")
     fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=90)
     venvs = {}

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import ssh_hosts
 from probe_helpers import ENV, wait_listening
-from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, write_install
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "fleetcheck")

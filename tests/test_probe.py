@@ -10,7 +10,7 @@ import pytest
 
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
-from fleetcheck.synthetic import FIXED, UNFIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from probe_helpers import findings, probe_tree
 
 PLAYBOOK = load_playbook()

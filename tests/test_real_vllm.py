@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import real_vllm
 from conftest import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, STANDIN, wait_listening
-from fleetcheck.testhosts import free_loopback_port
+from fleetcheck.lab.testhosts import free_loopback_port
 
 LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)

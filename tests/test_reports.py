@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
-from fleetcheck.synthetic import FIXED, UNFIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_VERSION, make_run
 from probe_helpers import ENV
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
-from fleetcheck.testhosts import free_loopback_port
+from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV, site_packages
 
 FIX_IDS = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
@@ -164,7 +164,7 @@ def test_unknown_host_key_refused_under_strict_and_accept_new_writes_only_given_
     # the key changes (host re-imaged): refused even under accept-new
     fleet.stop()
     os.unlink(os.path.join(host.directory, "host_key"))
-    from fleetcheck.testhosts import keygen
+    from fleetcheck.lab.testhosts import keygen
     keygen(os.path.join(host.directory, "host_key"))
     fleet.start()
     changed = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(empty),

@@ -21,7 +21,7 @@ from fleetcheck.probe.shared import shipment, verify
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, ShipmentError,
                                         analyse_shipment, unpack)
-from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
 from probe_helpers import ENV, linked_copy, rewrite, site_packages
 
@@ -42,7 +42,7 @@ def comparable(host: dict) -> list:
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory, real_venvs):
-    from fleetcheck.testhosts import LoopbackFleet
+    from fleetcheck.lab.testhosts import LoopbackFleet
     base = tmp_path_factory.mktemp("shared")
     fixed = real_venvs["0.33.0"]
     edited = linked_copy(fixed, str(base / "edited"))

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import run_fleetcheck, ssh_hosts
-from fleetcheck.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 
 LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
@@ -27,7 +27,7 @@ TRICKLE_DEADLINE = 3 + 2 + 10
 
 @pytest.fixture(scope="module")
 def attach_run(tmp_path_factory):
-    from fleetcheck.testhosts import LoopbackFleet
+    from fleetcheck.lab.testhosts import LoopbackFleet
     tmp = tmp_path_factory.mktemp("smoke")
     venv = str(tmp / "env")
     write_install(venv, "0.33.0", FIXED)
