@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-shared-analysis", action="store_true",
                      help="analyse the fix code on every host (default: once per build, the "
                           "build's other hosts prove by sha256 they hold the same bytes)")
+    run.add_argument("--no-cache", action="store_true",
+                     help="neither use nor keep the controller's cache of fix analyses "
+                          "($XDG_CACHE_HOME/fleetcheck/analyses)")
     smoke = run.add_mutually_exclusive_group()
     smoke.add_argument("--smoke", dest="smoke", action="store_true", default=None,
                        help="run the speculative-decoding smoke load (overrides smoke.enabled)")
@@ -192,6 +195,7 @@ def command_run(args: argparse.Namespace) -> int:
         args.expect_version, args.expect_commit, args.expect_same_build), args.inventory)
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
                          smoke=args.smoke, share_analysis=not args.no_shared_analysis,
+                         analysis_cache=None if args.no_cache else cache_directory(),
                          expected=expected)
     report_dir = None
     if not args.json_path or not args.html_path:
@@ -214,6 +218,11 @@ def command_run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
     return exit_code(run, failed)
+
+
+def cache_directory() -> str:
+    from fleetcheck.analysis_cache import default_directory
+    return default_directory()
 
 
 def prove_smoke_templates(hosts: list[Host], playbook: Playbook, options: RunOptions) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import venv
 from dataclasses import dataclass
 
@@ -17,6 +18,9 @@ import yaml
 from fleetcheck.testhosts import LoopbackFleet
 
 CACHE = os.environ.get("FLEETCHECK_CACHE", os.path.expanduser("~/.cache/fleetcheck"))
+# fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests
+# (run_fleetcheck gives each run a cache of its own; tests of the cache set theirs)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fleetcheck-tests-xdg-")
 REAL_VERSIONS = ("0.20.1", "0.33.0")
 _third_octets = itertools.count(20)
 
@@ -72,8 +76,10 @@ class CliRun:
         return next(c for c in self.host(host)["checks"] if c["id"] == check_id)
 
 
-def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300) -> CliRun:
-    """`python -m fleetcheck run` exactly as a user would call it."""
+def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300,
+                   cache_home: str | None = None) -> CliRun:
+    """`python -m fleetcheck run` exactly as a user would call it, with a cold analysis
+    cache of its own unless `cache_home` (an XDG_CACHE_HOME) is given."""
     if isinstance(inventory, dict):
         path = tmp_path / "inventory.yaml"
         path.write_text(yaml.safe_dump(inventory, sort_keys=False))
@@ -81,9 +87,11 @@ def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float =
         path = inventory
     out_json = tmp_path / "out" / "results.json"
     out_html = tmp_path / "out" / "report.html"
+    env = dict(os.environ, XDG_CACHE_HOME=cache_home or str(tmp_path / ".xdg-cache"))
     proc = subprocess.run([sys.executable, "-m", "fleetcheck", "run", str(path),
                            "--json", str(out_json), "--html", str(out_html), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),
+                          env=env)
     results = json.loads(out_json.read_text()) if out_json.exists() else None
     html = out_html.read_text() if out_html.exists() else None
     return CliRun(proc.returncode, proc.stdout, proc.stderr, results, html)
