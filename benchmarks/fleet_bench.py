@@ -14,6 +14,22 @@ Tools, interleaved round by round (medians reported):
   pyinfra        `pyinfra exec` of the same greps (paramiko over gevent)
   fabric         a naive fabric ThreadingGroup running the greps
   paramiko-true  bare paramiko connect + `true` per host (the floor on one machine)
+
+    python3 benchmarks/fleet_bench.py --equal-work --hosts 50 --parallel 16 --write
+    python3 benchmarks/fleet_bench.py --cold-warm --hosts 50 500 --parallel 16 --write
+
+--equal-work: every tool runs fleetcheck's own probe (the same bundle and plan, on stdin)
+on every host, so the hosts' work is the same and the table measures orchestration:
+  fleetcheck-own   `fleetcheck run --no-shared-analysis --no-cache`: exactly that work
+  fleetcheck       the default (shared analysis), cache off; fleetcheck-warm: cache warm
+  probe-paramiko   paramiko threads: connect, exec the probe command, payload on stdin
+  probe-openssh    `xargs -P` of `ssh host CMD < payload`
+  probe-fabric     Fabric Connections in threads, the payload as in_stream (64 KiB reads)
+  probe-ansible    `ansible -m script` of a carrier that decodes the same payload into the
+                   same command's stdin (pipelining, cold ControlPersist; answers via --tree)
+  probe-pyinfra    `pyinfra server.script` of the same carrier
+--cold-warm: fleetcheck with the analysis cache off and warm (the warm-up run learns it).
+The analysis cache of every fleetcheck row lives in the run's temporary directory.
 Measured per tool with GNU time: wall, CPU of the tool's process tree on the controller
 (user+sys; for fleetcheck that is the controller alone, since it spawns nothing), peak RSS.
 The hosts' sshd and probe work shares the same 2 cores, so wall time weighs total CPU.
@@ -21,8 +37,9 @@ Hosts see Debian's stock root .bashrc; --machine-bashrc keeps this machine's (py
 ~0.13 s CPU per SSH session for every tool: the conditions the issue's reference figures
 were measured in).
 Every Python tool runs from a venv of its own under ~/.cache/fleetcheck/bench: ansible-core,
-pyinfra, and fleetcheck (editable: this checkout) whose venv also runs paramiko-true and
-Fabric (fleetcheck depends on both).
+pyinfra, and fleetcheck (editable: this checkout; the venv is named by the checkout's path,
+and the benchmark refuses one that imports another checkout) whose venv also runs
+paramiko-true and Fabric (fleetcheck depends on both).
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ import zlib
 from typing import Any
 
 from fleetcheck import __version__
+from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.probe import MODULES as PROBE_MODULES
+from fleetcheck.remote import host_plan
 
 DEFAULT_BUDGET_S = 60.0
 
@@ -92,12 +94,15 @@ if __name__ == "__main__":
 
 def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
                 site_packages: str | None, budget_s: float) -> dict[str, Any]:
-    """The plan `run` sends each host, minus what only a live channel can carry (shared
-    analysis, the smoke load)."""
-    interpreter = python or ((venv.rstrip("/") + "/bin/python") if venv else "python3")
-    return {"venv": venv, "site_packages": site_packages, "interpreter": interpreter,
-            "signatures": playbook.probe_signatures(), "integrity": playbook.integrity.plan(),
-            "time_budget_s": budget_s, "share_analysis": False}
+    """The plan `run` sends a host with these settings (remote.host_plan, so the two never
+    drift apart), minus what only a live channel can carry: shared analysis, the smoke
+    load."""
+    host = Host(name="bundle", address="bundle", venv=venv, python=python,
+                site_packages=site_packages)
+    plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(),
+                     time_budget_s=budget_s)
+    plan["share_analysis"] = False
+    return plan
 
 
 def probe_sources() -> list[list[str]]:

@@ -104,6 +104,16 @@ def test_ansible_carries_the_probe_and_judge_gives_runs_verdicts(tmp_path, ansib
     assert (out / "junit.xml").read_text().count("<testcase") == \
         sum(len(h["checks"]) for h in results["hosts"])
 
+    # a gate on the expected build, as run has it
+    gated = fleetcheck("judge", *sorted(str(tree / n) for n in os.listdir(tree)),
+                       "--expect-version", "==0.33.0", "--json", str(tmp_path / "gated.json"),
+                       "--html", str(tmp_path / "gated.html"), cwd=str(tmp_path))
+    assert gated.returncode == 1, gated.stderr
+    build = {h["name"]: next(c["status"] for c in h["checks"] if c["id"] == "build-expected")
+             for h in json.loads((tmp_path / "gated.json").read_text())["hosts"]}
+    assert build == {"gpu-old": "fail", "gpu-new": "pass", "gpu-new2": "pass",
+                     "gpu-edited": "pass", "gpu-down": "skip"}, build
+
     # the same facts as a JSON-lines stream on stdin (each document names its host)
     stream = "".join(json.loads((tree / name).read_text())["stdout"].strip() + "\n"
                      for name in ("gpu-old", "gpu-new", "gpu-edited"))
