@@ -510,7 +510,7 @@ def main() -> None:
         tools = args.tools if index == 0 else args.scale_tools
         results = run_size(hosts, args.rounds, tools, args.parallel,
                            machine_bashrc=args.machine_bashrc)
-        walls[hosts] = results["fleetcheck"]
+        walls[hosts] = results.get("fleetcheck") or next(iter(results.values()))
         if args.cold_warm:
             block = cold_warm_table(hosts, results, args.parallel or min(hosts, 64))
         else:
