@@ -14,6 +14,22 @@ Tools, interleaved round by round (medians reported):
   pyinfra        `pyinfra exec` of the same greps (paramiko over gevent)
   fabric         a naive fabric ThreadingGroup running the greps
   paramiko-true  bare paramiko connect + `true` per host (the floor on one machine)
+
+    python3 benchmarks/fleet_bench.py --equal-work --hosts 50 --parallel 16 --write
+    python3 benchmarks/fleet_bench.py --cold-warm --hosts 50 500 --parallel 16 --write
+
+--equal-work: every tool runs fleetcheck's own probe (the same bundle and plan, on stdin)
+on every host, so the hosts' work is the same and the table measures orchestration:
+  fleetcheck-own   `fleetcheck run --no-shared-analysis --no-cache`: exactly that work
+  fleetcheck       the default (shared analysis), cache off; fleetcheck-warm: cache warm
+  probe-paramiko   paramiko threads: connect, exec the probe command, payload on stdin
+  probe-openssh    `xargs -P` of `ssh host CMD < payload`
+  probe-fabric     Fabric Connections in threads, the payload as in_stream (64 KiB reads)
+  probe-ansible    `ansible -m script` of a carrier that decodes the same payload into the
+                   same command's stdin (pipelining, cold ControlPersist; answers via --tree)
+  probe-pyinfra    `pyinfra server.script` of the same carrier
+--cold-warm: fleetcheck with the analysis cache off and warm (the warm-up run learns it).
+The analysis cache of every fleetcheck row lives in the run's temporary directory.
 Measured per tool with GNU time: wall, CPU of the tool's process tree on the controller
 (user+sys; for fleetcheck that is the controller alone, since it spawns nothing), peak RSS.
 The hosts' sshd and probe work shares the same 2 cores, so wall time weighs total CPU.
@@ -21,13 +37,15 @@ Hosts see Debian's stock root .bashrc; --machine-bashrc keeps this machine's (py
 ~0.13 s CPU per SSH session for every tool: the conditions the issue's reference figures
 were measured in).
 Every Python tool runs from a venv of its own under ~/.cache/fleetcheck/bench: ansible-core,
-pyinfra, and fleetcheck (editable: this checkout) whose venv also runs paramiko-true and
-Fabric (fleetcheck depends on both).
+pyinfra, and fleetcheck (editable: this checkout; the venv is named by the checkout's path,
+and the benchmark refuses one that imports another checkout) whose venv also runs
+paramiko-true and Fabric (fleetcheck depends on both).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -59,10 +77,10 @@ GREPS = ("cd /opt/ml-env/lib/python3*/site-packages && "
          "cat vllm/_version.py")
 
 
-def tool_venv(name: str, *install: str) -> str:
+def tool_venv(name: str, *install: str, venv_name: str | None = None) -> str:
     """A venv of its own for a tool, with `pip install <install>` (once, cached); the
     path of its `name` program."""
-    venv = os.path.join(BENCH_VENVS, name)
+    venv = os.path.join(BENCH_VENVS, venv_name or name)
     binary = os.path.join(venv, "bin", name)
     if not os.path.exists(binary):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
@@ -77,9 +95,17 @@ def fleetcheck_python() -> str:
     pyinfra and Ansible run from theirs. The machine's own Python here processes a
     sandbox-written .pth file that imports certifi at every start (~25 ms CPU per process),
     which neither a user's install nor the other tools' venvs have."""
+    # keyed by this checkout's path: an editable venv built from another checkout would
+    # run that checkout's code
+    checkout = hashlib.sha256(os.path.realpath(ROOT).encode()).hexdigest()[:12]
     binary = tool_venv("fleetcheck", "-e", ROOT + "[bench]", "--config-settings",
-                      "editable_mode=compat")
-    return os.path.join(os.path.dirname(binary), "python")
+                       "editable_mode=compat", venv_name="fleetcheck-" + checkout)
+    python = os.path.join(os.path.dirname(binary), "python")
+    where = subprocess.run([python, "-c", "import fleetcheck; print(fleetcheck.__file__)"],
+                           capture_output=True, text=True, cwd="/", check=True).stdout.strip()
+    assert os.path.realpath(where).startswith(os.path.realpath(ROOT) + os.sep), (
+        "the benchmark's fleetcheck venv runs %s, not this checkout" % where)
+    return python
 
 
 def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
@@ -105,7 +131,9 @@ class Bench:
         self.fleet = LoopbackFleet(os.path.join(workdir, "fleet"), first_octet=1 + hosts // 250,
                                    stock_bashrc=not machine_bashrc)
         for i in range(hosts):
-            self.fleet.add("gpu%03d" % i, mounts={ENV: venvs[i % 2]})
+            # sftp: Ansible's `script` and pyinfra's `server.script` upload through it
+            self.fleet.add("gpu%03d" % i, mounts={ENV: venvs[i % 2]},
+                           sshd_options={"Subsystem": "sftp internal-sftp"})
         if flood:
             self.fleet.add("flood", sshd_options={"ForceCommand": "head -c 300000000 /dev/zero"})
         self.fleet.start(timeout=120)
@@ -114,6 +142,7 @@ class Bench:
         self.key = self.fleet.client_key
         self.known = self.fleet.known_hosts
         self._write_inventories()
+        self._probe_files()
 
     def _write_inventories(self) -> None:
         import yaml
@@ -139,14 +168,25 @@ class Bench:
     def fleetcheck_own(self) -> dict:
         return self.fleetcheck("--no-shared-analysis")
 
-    def fleetcheck(self, *extra: str) -> dict:
+    def fleetcheck_warm(self) -> dict:
+        """The default with the analysis cache on: after the warm-up run every build is
+        cached, so no host ships bytes and every host verifies."""
+        return self.fleetcheck(cache=True)
+
+    def fleetcheck(self, *extra: str, cache: bool = False) -> dict:
         out = os.path.join(self.workdir, "out")
+        # the cache lives in this run's workdir; the other rows run cold (--no-cache), as
+        # every run did before the cache existed
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.workdir, "xdg-cache"))
         result = timed([self.python, "-m", "fleetcheck", "run", self.inventory,
                         "--known-hosts", self.known, "-j", str(self.parallel), "--no-smoke",
                         "--timeout", "120", "--json", out + ".json", "--html", out + ".html",
-                        *extra], cwd=ROOT)
+                        *extra, *(() if cache else ("--no-cache",))], cwd=ROOT, env=env)
         with open(out + ".json") as handle:
-            summary = json.load(handle)["summary"]["by_status"]
+            data = json.load(handle)
+        summary = data["summary"]["by_status"]
+        result["cached_hosts"] = sum((h.get("analysis") or "").startswith(
+            "fix analysis from the controller's cache") for h in data["hosts"])
         result["ok"] = summary["pass"] + summary["fail"] == len(self.addresses) - (
             1 if "flood" in [h.name for h in self.hosts] else 0)
         return result
@@ -158,7 +198,8 @@ class Bench:
             self.parallel, ssh, self.host_file)])
         return result
 
-    def ansible(self, persist: bool = True) -> dict:
+    def ansible(self, persist: bool = True, module: tuple[str, str] = ("shell", GREPS),
+                tree: str | None = None) -> dict:
         binary = tool_venv("ansible", "ansible-core")
         control = tempfile.mkdtemp(prefix="ansible-cp-", dir="/tmp")  # cold every run
         args = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % self.known
@@ -168,8 +209,17 @@ class Bench:
                    ANSIBLE_SSH_CONTROL_PATH_DIR=control, ANSIBLE_HOST_KEY_CHECKING="True",
                    ANSIBLE_FORKS=str(self.parallel), ANSIBLE_LOCAL_TEMP=control,
                    ANSIBLE_STDOUT_CALLBACK="minimal")
-        result = timed([binary, "all", "-i", self.ansible_inventory, "-m", "shell", "-a", GREPS,
-                        "-f", str(self.parallel)], env=env)
+        result = timed([binary, "all", "-i", self.ansible_inventory, "-m", module[0],
+                        "-a", module[1], "-f", str(self.parallel)]
+                       + (["--tree", tree] if tree else []), env=env)
+        if tree:
+            for name in os.listdir(tree):  # --tree holds module results: the answer inside
+                path = os.path.join(tree, name)
+                with open(path) as handle:
+                    stdout = json.load(handle).get("stdout", "")
+                with open(path, "w") as handle:
+                    handle.write(stdout)
+            result["ok"] = result["ok"] and self._answers_ok()
         subprocess.run(["sh", "-c", "for s in %s/*; do ssh -o ControlPath=$s -O exit x "
                         ">/dev/null 2>&1; done" % control])
         return result
@@ -202,12 +252,118 @@ class Bench:
                        + self.addresses)
         return result
 
+    # Equal work: every tool runs fleetcheck's own probe (the same bundle and plan, on
+    # stdin) on every host, so only the orchestration differs. The plan is `run`'s for
+    # these hosts without shared analysis (no tool but fleetcheck answers its question).
+    # Ansible and pyinfra cannot feed a remote command's stdin: they run a carrier script
+    # (uploaded, as their `script` operations do) that decodes the same bytes into the
+    # same command's stdin.
+
+    def _probe_files(self) -> None:
+        import base64
+        from fleetcheck.inventory import Host
+        from fleetcheck.playbook import load_playbook
+        from fleetcheck.remote import host_plan, probe_command, probe_payload
+        playbook = load_playbook()
+        host = Host(name="h", address="h", venv=ENV)
+        plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(), 120.0)
+        plan["share_analysis"] = False
+        self.probe_command = probe_command(host)
+        self.payload = os.path.join(self.workdir, "probe-payload.bin")
+        with open(self.payload, "wb") as handle:
+            handle.write(probe_payload(plan))
+        with open(self.payload, "rb") as handle:
+            encoded = base64.encodebytes(handle.read()).decode("ascii")
+        self.carrier = os.path.join(self.workdir, "probe-carrier.sh")
+        with open(self.carrier, "w") as handle:
+            handle.write("#!/bin/sh\nbase64 -d <<'FLEETCHECK_PAYLOAD' | %s\n%sFLEETCHECK_PAYLOAD\n"
+                         % (self.probe_command, encoded))
+        self.answers = os.path.join(self.workdir, "answers")
+        os.makedirs(self.answers, exist_ok=True)
+        with open(os.path.join(self.workdir, "probe-command.txt"), "w") as handle:
+            handle.write(self.probe_command)
+
+    def _answers_ok(self) -> bool:
+        """Every host's saved answer is the probe's facts (checked after timing)."""
+        good = 0
+        for name in os.listdir(self.answers):
+            path = os.path.join(self.answers, name)
+            try:
+                with open(path) as handle:
+                    good += "probe_version" in json.load(handle)
+            except (OSError, ValueError):
+                pass
+            os.unlink(path)
+        return good == len(self.addresses)
+
+    def probe_paramiko(self) -> dict:
+        """The floor for the work: paramiko threads, connect, one exec of the probe with
+        its payload on stdin, read the answer."""
+        script = ("import paramiko,sys,json\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                  "key=paramiko.PKey.from_path(sys.argv[1]);cmd=open(sys.argv[4]).read()\n"
+                  "data=open(sys.argv[5],'rb').read()\n"
+                  "def one(a):\n c=paramiko.SSHClient();c.load_host_keys(sys.argv[2])\n"
+                  " c.connect(a,username='root',pkey=key,look_for_keys=False,allow_agent=False)\n"
+                  " i,o,_=c.exec_command(cmd);i.write(data);i.channel.shutdown_write()\n"
+                  " out=o.read();c.close();return 'probe_version' in json.loads(out)\n"
+                  "with ThreadPoolExecutor(int(sys.argv[3])) as p: r=list(p.map(one,sys.argv[6:]))\n"
+                  "sys.exit(0 if all(r) else 1)\n")
+        return timed([self.python, "-c", script, self.key, self.known, str(self.parallel),
+                      os.path.join(self.workdir, "probe-command.txt"), self.payload]
+                     + self.addresses)
+
+    def probe_openssh(self) -> dict:
+        one = os.path.join(self.workdir, "probe-one.sh")
+        with open(one, "w") as handle:
+            handle.write('exec ssh -o BatchMode=yes -o StrictHostKeyChecking=yes '
+                         '-o UserKnownHostsFile=%s -i %s root@"$1" %s < %s > %s/"$1"\n'
+                         % (self.known, self.key, shlex.quote(self.probe_command),
+                            self.payload, self.answers))
+        result = timed(["sh", "-c", "xargs -P %d -n 1 sh %s < %s" % (
+            self.parallel, one, self.host_file)])
+        result["ok"] = result["ok"] and self._answers_ok()
+        return result
+
+    def probe_fabric(self) -> dict:
+        """Fabric Connections in threads, each running the probe with the payload as its
+        in_stream (a ThreadingGroup shares one stream between hosts). Tuned: invoke reads a
+        stream that is not a TTY one byte per 10 ms loop (~20 min for the 120 KB payload),
+        so the stream hands out 64 KiB per read, and latin-1 carries the bytes unchanged
+        through invoke's text layer."""
+        script = ("import fabric,io,sys,json\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                  "cmd=open(sys.argv[2]).read();data=open(sys.argv[3],'rb').read()\n"
+                  "class Chunks(io.StringIO):\n def read(self,n=-1):return super().read(65536)\n"
+                  "def one(a):\n"
+                  " with fabric.Connection(a,user='root',connect_kwargs={'key_filename':sys.argv[1]}) as c:\n"
+                  "  r=c.run(cmd,hide=True,warn=True,encoding='latin-1',"
+                  "in_stream=Chunks(data.decode('latin-1')))\n"
+                  " return 'probe_version' in json.loads(r.stdout)\n"
+                  "with ThreadPoolExecutor(int(sys.argv[4])) as p: r=list(p.map(one,sys.argv[5:]))\n"
+                  "sys.exit(0 if all(r) else 1)\n")
+        return timed([self.python, "-c", script, self.key,
+                      os.path.join(self.workdir, "probe-command.txt"), self.payload,
+                      str(self.parallel)] + self.addresses)
+
+    def probe_ansible(self) -> dict:
+        return self.ansible(module=("script", self.carrier), tree=self.answers)
+
+    def probe_pyinfra(self) -> dict:
+        binary = tool_venv("pyinfra", "pyinfra")
+        return timed([binary, "-y", "--parallel", str(self.parallel), "--ssh-user", "root",
+                      "--ssh-key", self.key, "--data", "ssh_known_hosts_file=%s" % self.known,
+                      "--data", "ssh_strict_host_key_checking=yes", self.pyinfra_inventory,
+                      "server.script", "src=%s" % self.carrier], cwd=self.workdir)
+
     def stop(self) -> None:
         self.fleet.stop()
 
 
 TOOLS = ["fleetcheck", "fleetcheck_own", "paramiko_true", "openssh_loop", "pyinfra", "fabric",
          "ansible"]
+# the equal-work table: fleetcheck_own does exactly the others' work on the hosts
+EQUAL_TOOLS = ["fleetcheck_own", "fleetcheck", "fleetcheck_warm", "probe_paramiko",
+               "paramiko_true", "probe_openssh", "probe_pyinfra", "probe_fabric", "probe_ansible"]
+OTHERS = ["probe_paramiko", "probe_openssh", "probe_pyinfra", "probe_fabric", "probe_ansible"]
 
 
 def run_size(hosts: int, rounds: int, tools: list[str], parallel: int | None,
@@ -261,41 +417,115 @@ def targets(hosts: int, results: dict[str, list[dict]]) -> list[str]:
             for name, value, limit, unit in checks]
 
 
+def equal_targets(hosts: int, results: dict[str, list[dict]]) -> list[str]:
+    """The equal-work targets: wall <= the fastest other tool and <= 1/3 of tuned
+    Ansible, controller CPU per host <= 1.2x the paramiko connect+`true` floor; for the
+    equal-work row (fleetcheck_own) and for what a user runs (default, and warm)."""
+    wall = {tool: median(runs, "wall") for tool, runs in results.items()}
+    cpu = {tool: 1000 * median(runs, "cpu") / hosts for tool, runs in results.items()}
+    others = [t for t in OTHERS if t in wall]
+    fastest = min(others, key=lambda t: wall[t]) if others else None
+    lines = []
+    for tool in ("fleetcheck_own", "fleetcheck", "fleetcheck_warm"):
+        if tool not in wall:
+            continue
+        checks = []
+        if fastest:
+            checks.append(("wall <= 1.0x the fastest other (%s)" % fastest.replace("_", "-"),
+                           wall[tool] / wall[fastest], 1.0, "x"))
+        if "probe_ansible" in wall:
+            checks.append(("wall <= 1/3 of tuned Ansible", wall[tool] / wall["probe_ansible"],
+                           1 / 3, "x"))
+        if "paramiko_true" in cpu:
+            checks.append(("CPU/host <= 1.2x paramiko connect+true",
+                           cpu[tool] / cpu["paramiko_true"], 1.2, "x"))
+        lines.append("- %s: %s" % (tool.replace("_", "-"), "; ".join(
+            "%s: %.2f%s, %s" % (name, value, unit, "holds" if value <= limit else
+                                "DOES NOT hold") for name, value, limit, unit in checks)))
+    return lines
+
+
+def equal_table(hosts: int, results: dict[str, list[dict]], parallel: int) -> list[str]:
+    base = results["fleetcheck_own"]
+    lines = ["### Equal work: %d hosts, every tool runs fleetcheck's probe (parallelism %d, "
+             "%d rounds, medians)" % (hosts, parallel, len(base)), "",
+             "| tool | wall s | wall / fleetcheck-own | controller CPU s | CPU ms/host | "
+             "peak RSS MB | all ok |", "|---|---|---|---|---|---|---|"]
+    for tool, runs in results.items():
+        lines.append("| %s | %.2f | %.2fx | %.2f | %.1f | %.0f | %s |" % (
+            tool.replace("_", "-"), median(runs, "wall"),
+            median(runs, "wall") / median(base, "wall"), median(runs, "cpu"),
+            1000 * median(runs, "cpu") / hosts, median(runs, "rss_mb"),
+            "yes" if all(r["ok"] for r in runs) else "NO: " + runs[-1]["stderr"][-120:]))
+    return lines + [""] + equal_targets(hosts, results)
+
+
+def cold_warm_table(hosts: int, results: dict[str, list[dict]], parallel: int) -> list[str]:
+    cold, warm = results["fleetcheck"], results["fleetcheck_warm"]
+    return ["### %d hosts (parallelism %d, %d rounds, medians)" % (hosts, parallel, len(cold)),
+            "", "| fleetcheck | wall s | controller CPU s | CPU ms/host | peak RSS MB | all ok |",
+            "|---|---|---|---|---|---|"] + [
+        "| %s | %.2f | %.2f | %.1f | %.0f | %s |" % (
+            label, median(runs, "wall"), median(runs, "cpu"), 1000 * median(runs, "cpu") / hosts,
+            median(runs, "rss_mb"), "yes" if all(r["ok"] for r in runs) else "NO")
+        for label, runs in (("cold (--no-cache)", cold), ("warm", warm))] + [
+        "", "- warm / cold wall: %.2fx; hosts that verified against the cache (so shipped "
+        "nothing) in each warm round: %s of %d" % (
+            median(warm, "wall") / median(cold, "wall"),
+            ", ".join(str(r["cached_hosts"]) for r in warm), hosts)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[50])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=None)
-    parser.add_argument("--tools", nargs="+", default=TOOLS, choices=TOOLS)
-    parser.add_argument("--scale-tools", nargs="+", default=["fleetcheck", "openssh_loop"],
-                        choices=TOOLS, help="tools for sizes above the first")
+    parser.add_argument("--tools", nargs="+", default=None, choices=TOOLS + EQUAL_TOOLS[2:])
+    parser.add_argument("--scale-tools", nargs="+", default=None,
+                        choices=TOOLS + EQUAL_TOOLS[2:], help="tools for sizes above the first")
     parser.add_argument("--flood", action="store_true",
                         help="also run fleetcheck on the largest size plus one flooding host")
     parser.add_argument("--machine-bashrc", action="store_true",
                         help="hosts keep this machine's root ~/.bashrc (default: Debian's "
                              "stock one, as on a GPU host; see lab/testhosts.STOCK_ROOT_BASHRC)")
+    parser.add_argument("--equal-work", action="store_true",
+                        help="the equal-work table instead: every tool runs fleetcheck's own "
+                             "probe bundle and plan (default tools: %s)" % " ".join(EQUAL_TOOLS))
+    parser.add_argument("--cold-warm", action="store_true",
+                        help="fleetcheck with the analysis cache off (cold) and warm, at every "
+                             "size given")
     parser.add_argument("--write", action="store_true",
                         help="write the tables into benchmarks/RESULTS.md (a section per "
                              "sizes x parallelism) and the probe's own cost")
     args = parser.parse_args()
+    if args.cold_warm:
+        args.tools = args.scale_tools = ["fleetcheck", "fleetcheck_warm"]
+    if args.tools is None:
+        args.tools = EQUAL_TOOLS if args.equal_work else TOOLS
+    if args.scale_tools is None:
+        args.scale_tools = args.tools if args.equal_work else ["fleetcheck", "openssh_loop"]
     lines = []
     walls = {}
     for index, hosts in enumerate(args.hosts):
         tools = args.tools if index == 0 else args.scale_tools
         results = run_size(hosts, args.rounds, tools, args.parallel,
                            machine_bashrc=args.machine_bashrc)
-        walls[hosts] = results["fleetcheck"]
-        block = table(hosts, results, args.parallel or min(hosts, 64))
+        walls[hosts] = results.get("fleetcheck") or next(iter(results.values()))
+        if args.cold_warm:
+            block = cold_warm_table(hosts, results, args.parallel or min(hosts, 64))
+        else:
+            block = (equal_table if args.equal_work else table)(hosts, results,
+                                                                 args.parallel or min(hosts, 64))
         lines += block + [""]
         print("\n".join(block), flush=True)
-    if len(args.hosts) > 1:
+    if len(args.hosts) > 1 and not (args.equal_work or args.cold_warm):
         small, large = args.hosts[0], args.hosts[-1]
         ratio = median(walls[large], "wall") / median(walls[small], "wall")
         lines.append("fleetcheck scaling: %d hosts take %.2fx the %d-host wall time (%.1fx the "
                      "hosts); peak RSS at %d hosts: %.0f MB." % (
                          large, ratio, small, large / small, large,
                          median(walls[large], "rss_mb")))
-    if args.flood:
+    if args.flood and not args.cold_warm:
         hosts = args.hosts[-1]
         flood = run_size(hosts, 1, ["fleetcheck"], args.parallel, flood=True,
                          machine_bashrc=args.machine_bashrc)["fleetcheck"]
@@ -314,9 +544,35 @@ def main() -> None:
                       "this machine's ~/.bashrc (pyenv init: ~0.13 s CPU per SSH session, "
                       "for every tool)" if args.machine_bashrc else
                       "Debian's stock root .bashrc (as on a GPU host)"), ""]
-        write_section("fleet-%s-j%s%s" % ("-".join(map(str, args.hosts)), args.parallel or "auto",
-                                          "-machine-bashrc" if args.machine_bashrc else ""),
+        if args.cold_warm:
+            header[0] = "## Warm gates: fleetcheck with a cold and a warm analysis cache"
+            header.insert(2, "cold: `--no-cache` (shared analysis: one lead per build ships "
+                          "the bytes it read); warm: the cache holds both builds (the warm-up "
+                          "run learned them), no host ships bytes, every host verifies by "
+                          "sha256. Verdicts are the same in both (tests/test_analysis_cache.py).")
+            header.insert(3, "")
+            write_section("cold-warm-%s-j%s%s" % ("-".join(map(str, args.hosts)),
+                                                 args.parallel or "auto",
+                                                 "-machine-bashrc" if args.machine_bashrc else ""),
+                          header + lines)
+            return
+        if args.equal_work:
+            header[0] = "## Equal work: every tool runs fleetcheck's own probe"
+            header.insert(2, "Every tool runs the same probe bundle and plan (`run`'s, without "
+                          "shared analysis) on every host, its payload on stdin (Ansible "
+                          "`script` and pyinfra `server.script` upload a carrier script that "
+                          "decodes the same bytes into the same command's stdin): the hosts' "
+                          "work is the same, the rest is orchestration. fleetcheck-own does "
+                          "exactly that work; fleetcheck (shared analysis, cache off) and "
+                          "fleetcheck-warm (cache warmed by the warm-up run) are what a user "
+                          "runs.")
+            header.insert(3, "")
+        write_section("%sfleet-%s-j%s%s" % ("equal-" if args.equal_work else "",
+                                            "-".join(map(str, args.hosts)), args.parallel or "auto",
+                                            "-machine-bashrc" if args.machine_bashrc else ""),
                       header + lines)
+        if args.equal_work:
+            return
         rounds = max(3, args.rounds)
         write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
                                 "Command: `python3 benchmarks/probe_cost.py --rounds %d` "

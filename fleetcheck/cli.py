@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-shared-analysis", action="store_true",
                      help="analyse the fix code on every host (default: once per build, the "
                           "build's other hosts prove by sha256 they hold the same bytes)")
+    run.add_argument("--no-cache", action="store_true",
+                     help="neither use nor keep the controller's cache of fix analyses "
+                          "($XDG_CACHE_HOME/fleetcheck/analyses)")
     smoke = run.add_mutually_exclusive_group()
     smoke.add_argument("--smoke", dest="smoke", action="store_true", default=None,
                        help="run the speculative-decoding smoke load (overrides smoke.enabled)")
@@ -124,6 +127,38 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="machine-readable output")
 
     sub.add_parser("demo", help="run the whole flow on a generated loopback fleet")
+    bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "
+                                                 "script for another engine to run")
+    bundle.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    bundle.add_argument("--host", help="host name the facts carry (default: the node's "
+                                       "hostname, or the script's own --host)")
+    bundle.add_argument("--venv", help="the Python environment holding vLLM (as the "
+                                       "inventory's venv; the script's --venv overrides it)")
+    bundle.add_argument("--python", help="interpreter for the import check (default "
+                                         "<venv>/bin/python)")
+    bundle.add_argument("--site-packages", help="explicit site-packages")
+    bundle.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
+                        help="the probe's time budget (default %.0fs)" % DEFAULT_TIMEOUT)
+    bundle.add_argument("--deep", action="store_true", help="hash every file RECORD lists")
+    bundle.add_argument("--no-import-check", action="store_true",
+                        help="do not load vllm's compiled modules")
+    bundle.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+
+    judge = sub.add_parser("judge", help="turn facts from probe-bundle scripts into results")
+    judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
+                                                "`ansible --tree` output); none or - : stdin")
+    judge.add_argument("--playbook", help="the playbook the bundle was written from")
+    judge.add_argument("--json", dest="json_path", help="results JSON (default reports/<time>/)")
+    judge.add_argument("--html", dest="html_path", help="HTML report (default reports/<time>/)")
+    judge.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
+    judge.add_argument("-v", "--verbose", action="store_true",
+                       help="show evidence for passing checks too")
+    judge.add_argument("--no-import-check", action="store_true",
+                       help="as given to probe-bundle")
+    judge.add_argument("--no-integrity", action="store_true", help="as given to probe-bundle")
+    judge.add_argument("--expect-version", metavar="SPEC", help="as for run")
+    judge.add_argument("--expect-commit", metavar="PREFIX", help="as for run")
+    judge.add_argument("--expect-same-build", action="store_true", help="as for run")
     return parser
 
 
@@ -152,13 +187,7 @@ def command_run(args: argparse.Namespace) -> int:
     inventory = read_inventory(sources, args.inventory_timeout)
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
-    playbook = load_playbook(args.playbook)
-    if args.deep:
-        playbook.integrity.deep = True
-    if args.no_import_check:
-        playbook.integrity.import_check = False
-    if args.no_integrity:
-        playbook.integrity.enabled = False
+    playbook = tuned_playbook(args)
     if args.ssh_config and not os.path.exists(args.ssh_config):
         raise InputError(args.ssh_config, None, "--ssh-config", "no such file")
     try:
@@ -171,6 +200,7 @@ def command_run(args: argparse.Namespace) -> int:
         args.expect_version, args.expect_commit, args.expect_same_build), args.inventory)
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
                          smoke=args.smoke, share_analysis=not args.no_shared_analysis,
+                         analysis_cache=None if args.no_cache else cache_directory(),
                          expected=expected)
     report_dir = None
     if not args.json_path or not args.html_path:
@@ -193,6 +223,11 @@ def command_run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
     return exit_code(run, failed)
+
+
+def cache_directory() -> str:
+    from fleetcheck.analysis_cache import default_directory
+    return default_directory()
 
 
 def prove_smoke_templates(hosts: list[Host], playbook: Playbook, options: RunOptions) -> None:
@@ -286,6 +321,46 @@ def command_report(args: argparse.Namespace) -> int:
     return exit_code(run, failed)
 
 
+def tuned_playbook(args: argparse.Namespace) -> Playbook:
+    """The playbook with the command line's integrity switches applied."""
+    playbook = load_playbook(args.playbook)
+    if getattr(args, "deep", False):
+        playbook.integrity.deep = True
+    if args.no_import_check:
+        playbook.integrity.import_check = False
+    if args.no_integrity:
+        playbook.integrity.enabled = False
+    return playbook
+
+
+def command_probe_bundle(args: argparse.Namespace) -> int:
+    from fleetcheck.bundle import probe_script
+    for name, value in (("--venv", args.venv), ("--python", args.python),
+                        ("--site-packages", args.site_packages)):
+        if value is not None and (not value.startswith("/") or not value.isprintable()):
+            raise InputError("command line", None, name, "must be an absolute path")
+    if args.host is not None and (not args.host or not args.host.isprintable()):
+        raise InputError("command line", None, "--host", "must be a printable name")
+    sys.stdout.write(probe_script(tuned_playbook(args), args.host, args.venv, args.python,
+                                  args.site_packages, args.timeout))
+    return 0
+
+
+def command_judge(args: argparse.Namespace) -> int:
+    from fleetcheck.judge import judge_facts
+    playbook = tuned_playbook(args)
+    run = judge_facts(args.facts, playbook, CommandLine(
+        args.expect_version, args.expect_commit, args.expect_same_build))
+    report_dir = None if args.json_path and args.html_path else default_report_dir()
+    json_path = args.json_path or os.path.join(report_dir, "results.json")
+    html_path = args.html_path or os.path.join(report_dir, "report.html")
+    failed = write_outputs(run, ResultsWriter(json_path), html_path, args.junit_path,
+                           verbose=args.verbose)
+    print("results: %s\nreport:  %s%s" % (json_path, html_path,
+                                          "\njunit:   " + args.junit_path if args.junit_path else ""))
+    return exit_code(run, failed)
+
+
 def command_diff(args: argparse.Namespace) -> int:
     from fleetcheck.report.diff import diff_runs, diff_text  # only `diff` needs them
     result = diff_runs(load_results([args.old]), load_results([args.new]))
@@ -305,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
             return command_report(args)
         if args.command == "diff":
             return command_diff(args)
+        if args.command == "probe-bundle":
+            return command_probe_bundle(args)
+        if args.command == "judge":
+            return command_judge(args)
         if args.command == "demo":
             from fleetcheck.demo import run_demo
             return run_demo(main)

@@ -48,6 +48,7 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     smoke: bool | None = None  # --smoke / --no-smoke; None: as the playbook says
     share_analysis: bool = True  # --no-shared-analysis: every host analyses its own files
+    analysis_cache: str | None = None  # directory of the analysis cache; None: --no-cache
     # host name -> its expected build (expectations.resolve); empty: no build-expected check
     expected: dict[str, BuildExpectation] = field(default_factory=dict)
 
@@ -283,6 +284,13 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
                                             bool(options.expected)))
 
 
+def analysis_cache(options: RunOptions, signatures: list[dict[str, Any]]) -> Any:
+    if options.analysis_cache is None:
+        return None
+    from fleetcheck.analysis_cache import AnalysisCache
+    return AnalysisCache(options.analysis_cache, signatures)
+
+
 CHECKPOINT_CPU_SHARE = 0.05  # of the controller's CPU, at most, spent on checkpoints
 CHECKPOINT_STALE_S = 1.0  # past this, a checkpoint is written whatever it costs
 
@@ -304,7 +312,8 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
                     fleetcheck_version=__version__)
     started = time.monotonic()
     signatures = playbook.probe_signatures()
-    shared = SharedAnalysis(signatures) if options.share_analysis else None
+    shared = SharedAnalysis(signatures, analysis_cache(options, signatures)) \
+        if options.share_analysis else None
     done: dict[str, list[HostResult]] = {}
     unreported: list[HostResult] = []
     placeholders: dict[str, HostResult] = {}

@@ -17,13 +17,16 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.probe.files import MissingFile, ProbeFileError
 from fleetcheck.probe.shared import listing_digest
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.probe.source import SourceFile
 from fleetcheck.connectors.base import Deadline, TransportError
+
+if TYPE_CHECKING:
+    from fleetcheck.analysis_cache import AnalysisCache
 
 QUESTION = b"fleetcheck-ask "
 LEAD_WAIT_S = 5.0
@@ -43,6 +46,7 @@ class Build:
     done: threading.Event = field(default_factory=threading.Event)
     signatures: str | None = None  # the controller's analysis (JSON), once shared
     reply: bytes | None = None  # what the build's other hosts are asked to verify
+    cached: bool = False  # the analysis came from the controller's cache: no lead
 
 
 def parse_question(text: bytes) -> tuple[str, str] | None:
@@ -138,8 +142,9 @@ def analyse_shipment(shipped: Any, signatures: list[dict[str, Any]],
 class SharedAnalysis:
     """Per run: which host leads each build, and each build's shared analysis."""
 
-    def __init__(self, signatures: list[dict[str, Any]]):
+    def __init__(self, signatures: list[dict[str, Any]], cache: AnalysisCache | None = None):
         self.signatures = signatures
+        self.cache = cache
         self._lock = threading.Lock()
         self._builds: dict[tuple[str, str], Build] = {}
         self._asked: dict[str, tuple[str, str]] = {}
@@ -156,6 +161,8 @@ class SharedAnalysis:
         with self._lock:
             self._asked[host] = key
             build = self._builds.get(key)
+            if build is None and self.cache is not None:
+                build = self.from_cache(key)
             if build is None or (build.lead == host and not build.done.is_set()):
                 self._builds[key] = Build(lead=host)
                 return b'{"role": "lead"}\n'
@@ -185,6 +192,9 @@ class SharedAnalysis:
                 raise TransportError("protocol", "probe sent no analysis and its build has "
                                                  "none to share")
             facts["signatures"] = json.loads(build.signatures)  # a fresh copy per host
+            if build.cached:
+                return ("fix analysis from the controller's cache of this build: %d files "
+                        "and %d directory listings verified identical on this host" % counts)
             return ("fix analysis shared with %s: %d files and %d directory listings "
                     "verified identical on this host" % ((build.lead,) + counts))
         if info.get("mismatch"):
@@ -201,6 +211,17 @@ class SharedAnalysis:
             del self._builds[key]
         build.done.set()  # its waiters analyse their own files
 
+    def from_cache(self, key: tuple[str, str]) -> Build | None:
+        """A build whose analysis an earlier run learned: its hosts verify at once."""
+        found = self.cache.get(key[0]) if self.cache is not None else None
+        if found is None:
+            return None
+        build = Build(lead="the controller's cache", signatures=found[0], reply=found[1],
+                      cached=True)
+        build.done.set()
+        self._builds[key] = build
+        return build
+
     def _learn(self, build: Build, key: str, shipped: Any, lead_facts: Any) -> None:
         """Share the controller's analysis of the shipment if it equals the lead's own;
         otherwise (nothing shipped, a refused shipment, a disagreeing lead) the build is
@@ -211,6 +232,8 @@ class SharedAnalysis:
                 text = json.dumps(signatures, sort_keys=True)
                 if text == json.dumps(lead_facts, sort_keys=True):
                     build.signatures, build.reply = text, reply
+                    if self.cache is not None:
+                        self.cache.put(key, text, reply)
         except Exception:  # ShipmentError, or hostile bytes tripping the analysis
             pass
         finally:

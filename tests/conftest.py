@@ -7,6 +7,8 @@ import itertools
 import json
 import subprocess
 import sys
+import os
+import tempfile
 from dataclasses import dataclass
 
 import pytest
@@ -15,6 +17,9 @@ import yaml
 from fleetcheck.lab.wheels import CACHE, real_install  # noqa: F401  (the benchmarks import them from here too)
 from fleetcheck.lab.testhosts import LoopbackFleet
 
+# fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests
+# (run_fleetcheck gives each run a cache of its own; tests of the cache set theirs)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fleetcheck-tests-xdg-")
 REAL_VERSIONS = ("0.20.1", "0.33.0")
 _third_octets = itertools.count(20)
 
@@ -50,8 +55,10 @@ class CliRun:
 
 
 def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300,
-                   env: dict | None = None) -> CliRun:
-    """`python -m fleetcheck run` exactly as a user would call it."""
+                   env: dict | None = None, cache_home: str | None = None) -> CliRun:
+    """`python -m fleetcheck run` exactly as a user would call it (in `env`, default this
+    process's environment), with a cold analysis cache of its own unless `cache_home`
+    (an XDG_CACHE_HOME) is given."""
     if isinstance(inventory, dict):
         path = tmp_path / "inventory.yaml"
         path.write_text(yaml.safe_dump(inventory, sort_keys=False))
@@ -59,6 +66,8 @@ def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float =
         path = inventory
     out_json = tmp_path / "out" / "results.json"
     out_html = tmp_path / "out" / "report.html"
+    env = dict(os.environ if env is None else env,
+               XDG_CACHE_HOME=cache_home or str(tmp_path / ".xdg-cache"))
     proc = subprocess.run([sys.executable, "-m", "fleetcheck", "run", str(path),
                            "--json", str(out_json), "--html", str(out_html), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),

@@ -190,3 +190,19 @@ def ini_inventory(root) -> str:
     write(root / "host_vars" / "gpu03.dc1" / "a.yml", "fleetcheck_venv: /opt/ns-venv\n")
     write(root / "host_vars" / "gpu03.dc1" / "b.yml", "ansible_become_user: vllm\n")
     return path
+
+
+# the real 0.33.0 V1 runner, the line of it that holds DFlash's +1, and that line without it
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+FIXED_LINE = b'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
+UNFIXED_LINE = b'i for i in (dflash_config.get("target_layer_ids") or [])'
+
+
+def comparable(host: dict) -> list:
+    """A host's checks without timings (which differ run to run)."""
+    out = []
+    for check in host["checks"]:
+        details = {k: v for k, v in check["details"].items() if k != "elapsed_s"}
+        out.append([check["id"], check["status"], check["message"], check["evidence"],
+                    details])
+    return out

@@ -23,22 +23,8 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
-from probe_helpers import ENV, linked_copy, rewrite, site_packages
-
-RUNNER = "vllm/v1/worker/gpu_model_runner.py"
-FIXED_LINE = b'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
-UNFIXED_LINE = b'i for i in (dflash_config.get("target_layer_ids") or [])'
-
-
-def comparable(host: dict) -> list:
-    """A host's checks without timings (which differ run to run)."""
-    out = []
-    for check in host["checks"]:
-        details = {k: v for k, v in check["details"].items() if k != "elapsed_s"}
-        out.append([check["id"], check["status"], check["message"], check["evidence"],
-                    details])
-    return out
-
+from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, comparable, linked_copy,
+                           rewrite, site_packages)
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory, real_venvs):

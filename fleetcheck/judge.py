@@ -1,0 +1,175 @@
+"""`fleetcheck judge`: facts gathered by another engine (the `probe-bundle` script run by
+Ansible, srun, a DaemonSet) turned into the results `run` would give for those hosts.
+
+Inputs, per file (or `-` / no file: a stream on stdin): one facts document, several as
+JSON lines, or Ansible's `--tree` output for one host (the module result, whose `stdout`
+holds the facts; the host is the file's name, Ansible's inventory_hostname). An Ansible
+result for an unreachable or failed host, or a document that is not the probe's facts,
+is that host's `unreachable` / `error` result, as in `run`: it never stops the others."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Iterator
+
+from fleetcheck import __version__
+from fleetcheck.errors import InputError
+from fleetcheck.expectations import CommandLine, resolve
+from fleetcheck.inventory import Host
+from fleetcheck.playbook import Playbook
+from fleetcheck.remote import decode_answer, printable
+from fleetcheck.results import HostError, HostResult, RunResult, host_status
+from fleetcheck.runner import add_fleet_checks, judge_host, now_iso, skipped_checks
+from fleetcheck.transport import CommandResult, TransportError
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+
+class Answer:
+    """One host's answer as it arrived: the facts text, or the engine's word on why
+    there is none."""
+
+    def __init__(self, name: str, origin: str, stdout: bytes = b"", exit_status: int = 0,
+                 stderr: bytes = b"", unreachable: str | None = None):
+        self.name = name
+        self.origin = origin
+        self.stdout = stdout
+        self.exit_status = exit_status
+        self.stderr = stderr
+        self.unreachable = unreachable
+
+
+def read_text(path: str) -> str:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(path, None, None, "cannot read facts: %s" % (exc.strerror or exc))
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(path, None, None, "more than %d MiB of facts" % (MAX_INPUT_BYTES >> 20))
+    return data.decode("utf-8", "replace")
+
+
+def documents(path: str, text: str) -> list[tuple[int | None, Any]]:
+    """(line number or None, parsed document). A file that is neither one JSON document
+    nor JSON lines is one host's answer that is not JSON: returned whole, as text."""
+    try:
+        return [(None, json.loads(text))]
+    except (ValueError, RecursionError):
+        pass
+    lines = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                lines.append((number, json.loads(line)))
+            except (ValueError, RecursionError):
+                if path != "-":
+                    return [(None, text)]
+                lines.append((number, line))
+    return lines
+
+
+def file_host(path: str) -> str:
+    """The host a per-host file is for: its name (Ansible's --tree names files by
+    inventory_hostname, dots included), less a .json or .jsonl suffix."""
+    name = os.path.basename(path)
+    for suffix in (".jsonl", ".json"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def answers(path: str) -> Iterator[Answer]:
+    text = read_text(path)
+    if not text.strip():
+        raise InputError(path, None, None, "no facts in this file")
+    for line, document in documents(path, text):
+        where = path if line is None else "%s line %d" % (path, line)
+        if isinstance(document, dict) and "probe_version" in document:
+            name = document.get("host")
+            if not isinstance(name, str) or not name or not name.isprintable():
+                raise InputError(where, None, "host", "the facts name no host (the probe "
+                                 "takes it from --host NAME or the node's hostname)")
+            yield Answer(name, where, json.dumps(document).encode("utf-8"))
+        elif isinstance(document, dict) and path != "-" and line is None and \
+                ({"stdout", "unreachable", "failed", "msg"} & set(document)):
+            yield ansible_answer(file_host(path), where, document)
+        elif path != "-" and line is None:
+            # not facts at all: this file's host answered with something else
+            yield Answer(file_host(path), where, text.encode("utf-8"), exit_status=0)
+        else:
+            raise InputError(where, None, None, "not a fleetcheck facts document (%s)"
+                             % printable(str(document).encode("utf-8"), 80))
+
+
+def ansible_answer(name: str, where: str, result: dict[str, Any]) -> Answer:
+    """A module result as `ansible --tree` writes it for one host."""
+    if result.get("unreachable"):
+        return Answer(name, where, unreachable="Ansible: %s" % printable(
+            str(result.get("msg") or "unreachable").encode("utf-8"), 500))
+    stdout = result.get("stdout")
+    stdout = stdout if isinstance(stdout, str) else ""
+    stderr = result.get("stderr") if isinstance(result.get("stderr"), str) else ""
+    if not stdout.strip() and result.get("msg"):
+        stderr = (stderr + " " + str(result["msg"])).strip()
+    rc = result.get("rc")
+    return Answer(name, where, stdout.encode("utf-8"), rc if isinstance(rc, int) else 0,
+                  stderr.encode("utf-8"))
+
+
+def collect(paths: list[str]) -> list[Answer]:
+    """Every host's answer, once: a host named twice is an input error naming both."""
+    found: dict[str, Answer] = {}
+    for path in paths or ["-"]:
+        for answer in answers(path):
+            if answer.name in found:
+                raise InputError(answer.origin, answer.name, "host", "facts for this host "
+                                 "also in %s" % found[answer.name].origin)
+            found[answer.name] = answer
+    return list(found.values())
+
+
+def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -> HostResult:
+    host = Host(name=answer.name, address=answer.name)
+    error = None
+    info = None
+    checks = []
+    try:
+        if answer.unreachable is not None:
+            raise TransportError("unreachable", answer.unreachable)
+        facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
+                              host)
+        if playbook.integrity.enabled and "integrity" not in facts:
+            raise TransportError("protocol", "these facts hold no integrity facts: the bundle "
+                                 "was written with --no-integrity; give judge the same")
+        info, checks, _ = judge_host(playbook, None, facts, expected, host.name)
+    except TransportError as exc:
+        error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
+    if error is not None:
+        checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message), False,
+                                bool(expected))
+        info = None
+    return HostResult(name=host.name, address=host.address, groups=[],
+                      status=host_status([] if error else checks, error), error=error,
+                      vllm=info, checks=checks)
+
+
+def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunResult:
+    """The run these facts make: every host judged as `run` judges it, then the checks
+    that need the whole fleet (same build)."""
+    started = now_iso()
+    collected = collect(paths)
+    hosts = [Host(name=a.name, address=a.name) for a in collected]
+    expected = resolve(hosts, playbook.expect, cli, "facts")
+    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
+                    playbook=playbook.source, fleetcheck_version=__version__)
+    run.hosts = [judge_answer(answer, playbook, expected) for answer in collected]
+    run.complete = True
+    run.finished_at = now_iso()
+    add_fleet_checks(run, playbook)
+    return run

@@ -1,0 +1,177 @@
+"""The product split at its seam: `fleetcheck probe-bundle` writes the probe as one script
+that another engine runs on every node, `fleetcheck judge` turns what it printed into
+results. Over a real sshd fleet, real Ansible (`ansible all -m script`) carries the
+script, and judge gives the verdicts, reports and exit code of `fleetcheck run` on the
+same hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import run_fleetcheck
+from fleetcheck.lab.testhosts import free_loopback_port
+from probe_helpers import ENV, edited_copy
+
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+FIXED = 'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
+UNFIXED = 'i for i in (dflash_config.get("target_layer_ids") or [])'
+
+
+def fleetcheck(*args: str, stdin: str | None = None, cwd: str | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleetcheck", *args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def ansible_executable() -> str:
+    beside = os.path.join(os.path.dirname(sys.executable), "ansible")
+    assert os.path.exists(beside), "ansible-core must be installed (test extra)"
+    return beside
+
+
+def verdicts(results: dict) -> dict:
+    """Per host: its status and every check's id, status and message."""
+    return {h["name"]: (h["status"], [(c["id"], c["status"], c["message"])
+                                      for c in h["checks"]])
+            for h in results["hosts"]}
+
+
+@pytest.fixture
+def ansible_fleet(tmp_path, fleet, real_venvs):
+    edited = edited_copy(real_venvs["0.33.0"], str(tmp_path / "edited"),
+                         {RUNNER: [(FIXED, UNFIXED)]})
+    hosts = [fleet.add("gpu-old", mounts={ENV: real_venvs["0.20.1"] + ":ro"}),
+             fleet.add("gpu-new", mounts={ENV: real_venvs["0.33.0"] + ":ro"}),
+             fleet.add("gpu-new2", mounts={ENV: real_venvs["0.33.0"] + ":ro"}),
+             fleet.add("gpu-edited", mounts={ENV: edited + ":ro"})]
+    fleet.start()
+    common = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % fleet.known_hosts
+    entries = {h.name: {"ansible_host": h.address, "ansible_user": "root"} for h in hosts}
+    dead = fleet.next_address()
+    entries["gpu-down"] = {"ansible_host": dead, "ansible_port": free_loopback_port(dead),
+                           "ansible_user": "root"}
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {
+        "venv": ENV, "ansible_ssh_private_key_file": fleet.client_key,
+        "ansible_ssh_common_args": common}, "hosts": entries}}))
+    return fleet, str(inventory)
+
+
+def test_ansible_carries_the_probe_and_judge_gives_runs_verdicts(tmp_path, ansible_fleet):
+    fleet, inventory = ansible_fleet
+    (tmp_path / "run").mkdir()
+    run = run_fleetcheck(tmp_path / "run", inventory, "--known-hosts", fleet.known_hosts,
+                         "-j", "4")
+    assert run.code == 1, run.stderr
+    ran = verdicts(run.results)
+    assert ran["gpu-edited"][0] == "fail" and ran["gpu-new"][0] == "pass"
+
+    bundle = fleetcheck("probe-bundle", "--venv", ENV)
+    assert bundle.returncode == 0, bundle.stderr
+    probe = tmp_path / "probe.py"
+    probe.write_text(bundle.stdout)
+    tree = tmp_path / "facts"
+    home = tmp_path / "ansible-home"
+    env = dict(os.environ, ANSIBLE_HOME=str(home), ANSIBLE_LOCAL_TEMP=str(home / "tmp"),
+               ANSIBLE_SSH_CONTROL_PATH_DIR=str(home / "cp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_HOST_KEY_CHECKING="true", ANSIBLE_TIMEOUT="20")
+    ansible = subprocess.run(
+        [ansible_executable(), "all", "-i", inventory, "-m", "script",
+         "-a", "%s --host {{ inventory_hostname }}" % probe, "--tree", str(tree), "-f", "5"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+    assert sorted(os.listdir(tree)) == sorted(ran), (ansible.stdout, ansible.stderr)
+
+    out = tmp_path / "judged"
+    judged = fleetcheck("judge", *sorted(str(tree / n) for n in os.listdir(tree)),
+                        "--json", str(out / "results.json"), "--html", str(out / "report.html"),
+                        "--junit", str(out / "junit.xml"), cwd=str(tmp_path))
+    assert judged.returncode == run.code, judged.stderr
+    results = json.loads((out / "results.json").read_text())
+    got = verdicts(results)
+    assert got["gpu-down"][0] == ran["gpu-down"][0] == "unreachable"
+    assert "Ansible" in next(h for h in results["hosts"]
+                             if h["name"] == "gpu-down")["error"]["message"]
+    for name in ("gpu-old", "gpu-new", "gpu-new2", "gpu-edited"):
+        assert got[name] == ran[name], name
+    assert "gpu-edited" in (out / "report.html").read_text()
+    assert (out / "junit.xml").read_text().count("<testcase") == \
+        sum(len(h["checks"]) for h in results["hosts"])
+
+    # a gate on the expected build, as run has it
+    gated = fleetcheck("judge", *sorted(str(tree / n) for n in os.listdir(tree)),
+                       "--expect-version", "==0.33.0", "--json", str(tmp_path / "gated.json"),
+                       "--html", str(tmp_path / "gated.html"), cwd=str(tmp_path))
+    assert gated.returncode == 1, gated.stderr
+    build = {h["name"]: next(c["status"] for c in h["checks"] if c["id"] == "build-expected")
+             for h in json.loads((tmp_path / "gated.json").read_text())["hosts"]}
+    assert build == {"gpu-old": "fail", "gpu-new": "pass", "gpu-new2": "pass",
+                     "gpu-edited": "pass", "gpu-down": "skip"}, build
+
+    # the same facts as a JSON-lines stream on stdin (each document names its host)
+    stream = "".join(json.loads((tree / name).read_text())["stdout"].strip() + "\n"
+                     for name in ("gpu-old", "gpu-new", "gpu-edited"))
+    piped = fleetcheck("judge", "--json", str(tmp_path / "piped.json"), "--html",
+                       str(tmp_path / "piped.html"), stdin=stream, cwd=str(tmp_path))
+    assert piped.returncode == 1, piped.stderr
+    piped_verdicts = verdicts(json.loads((tmp_path / "piped.json").read_text()))
+    assert piped_verdicts == {n: ran[n] for n in ("gpu-old", "gpu-new", "gpu-edited")}
+
+
+def test_bundle_runs_as_python3_probe_py_and_names_its_host(tmp_path, real_venvs):
+    bundle = fleetcheck("probe-bundle", "--venv", real_venvs["0.33.0"], "--host", "gpu7")
+    assert bundle.returncode == 0, bundle.stderr
+    probe = tmp_path / "probe.py"
+    probe.write_text(bundle.stdout)
+    # an empty environment and a hostile directory on the path change nothing
+    (tmp_path / "fleetcheck").mkdir()
+    (tmp_path / "fleetcheck" / "__init__.py").write_text("raise SystemExit('shadowed')\n")
+    before = sorted(os.listdir(tmp_path))
+    proc = subprocess.run(["python3", str(probe)], capture_output=True, text=True, timeout=120,
+                          cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin",
+                                                  "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    facts = json.loads(proc.stdout)
+    assert facts["host"] == "gpu7" and facts["install"]["dist_infos"][0]["version"] == "0.33.0"
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written
+    renamed = subprocess.run(["python3", str(probe), "--host", "other"], capture_output=True,
+                             text=True, timeout=120)
+    assert json.loads(renamed.stdout)["host"] == "other"
+    unnamed = fleetcheck("probe-bundle", "--venv", real_venvs["0.33.0"])
+    (tmp_path / "p2.py").write_text(unnamed.stdout)
+    plain = subprocess.run(["python3", str(tmp_path / "p2.py")], capture_output=True,
+                           text=True, timeout=120)
+    assert json.loads(plain.stdout)["host"] == os.uname().nodename
+
+
+def test_judge_refuses_what_names_no_host_and_keeps_bad_answers_as_errors(tmp_path):
+    nameless = tmp_path / "nameless.json"
+    nameless.write_text(json.dumps({"probe_version": 1, "errors": []}))
+    proc = fleetcheck("judge", str(nameless), "--json", str(tmp_path / "r.json"),
+                      "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 2 and "nameless.json" in proc.stderr and "host" in proc.stderr
+    twice = tmp_path / "twice.jsonl"
+    doc = json.dumps({"probe_version": 1, "host": "a", "errors": []})
+    twice.write_text(doc + "\n" + doc + "\n")
+    proc = fleetcheck("judge", str(twice), "--json", str(tmp_path / "r.json"),
+                      "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 2 and "twice.jsonl line 2" in proc.stderr, proc.stderr
+    garbage = tmp_path / "gpu9.example.json"
+    garbage.write_text("Traceback (most recent call last):\n  oops\n")
+    shaped = tmp_path / "gpu8"
+    shaped.write_text(json.dumps({"probe_version": 1, "host": "gpu8",
+                                  "install": {"dist_infos": "nope"}}))
+    proc = fleetcheck("judge", str(garbage), str(shaped), "--json", str(tmp_path / "r.json"),
+                      "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 3, proc.stderr
+    hosts = {h["name"]: h for h in json.loads((tmp_path / "r.json").read_text())["hosts"]}
+    assert hosts["gpu9.example"]["error"]["kind"] == "protocol"
+    assert "gpu9.example.json" in hosts["gpu9.example"]["error"]["message"]
+    assert hosts["gpu8"]["error"]["kind"] == "protocol"
+    assert "install.dist_infos" in hosts["gpu8"]["error"]["message"]
+    assert all(c["status"] == "skip" for h in hosts.values() for c in h["checks"])
