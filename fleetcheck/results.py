@@ -89,6 +89,15 @@ class RunResult:
     not_finished: list[str] = field(default_factory=list)
     duration_s: float = 0.0
 
+    def check_titles(self) -> dict[str, str]:
+        """Every check id of the run with its title, in the order hosts first name them:
+        the columns of the terminal table and of the HTML matrix."""
+        titles: dict[str, str] = {}
+        for host in self.hosts:
+            for check in host.checks:
+                titles.setdefault(check.id, check.title)
+        return titles
+
     def summary(self) -> dict[str, Any]:
         counts = {status: 0 for status in HOST_STATUSES}
         for host in self.hosts:

@@ -79,14 +79,10 @@ def drift_groups(run: RunResult) -> list[dict[str, Any]]:
 
 
 def render_html(run: RunResult, path: str) -> None:
-    check_ids: list[str] = []
-    titles: dict[str, str] = {}
     for host in run.hosts:
         inject("html", host.name)
-        for check in host.checks:
-            if check.id not in titles:
-                check_ids.append(check.id)
-                titles[check.id] = check.title
+    titles = run.check_titles()
+    check_ids = list(titles)
     html = environment().get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
         drift=drift_groups(run), symbol=SYMBOL, acceptance=acceptance_chart(run.hosts),

@@ -210,11 +210,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     readable at 80 columns), then evidence, then a recap grouped by failure kind."""
     out = stream or sys.stdout
     console = Console(file=out, highlight=False, width=None if out.isatty() else 160)
-    check_ids: list[str] = []
-    for host in run.hosts:
-        for check in host.checks:
-            if check.id not in check_ids:
-                check_ids.append(check.id)
+    check_ids = list(run.check_titles())
     console.print(host_table(run, check_ids))
     console.print(Text("checks: " + "  ".join("%d %s" % (i, cid) for i, cid in
                                               enumerate(check_ids, 1)), style="dim"))
