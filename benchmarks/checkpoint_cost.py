@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 
 import yaml  # noqa: E402
 
-from conftest import real_install  # noqa: E402
+from fleetcheck.lab.wheels import real_install  # noqa: E402
 from results_file import write_section  # noqa: E402
 from fleetcheck.cli import Checkpoints  # noqa: E402
 from fleetcheck.inventory import load_inventory  # noqa: E402

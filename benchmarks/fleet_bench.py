@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, HERE)
 
 import probe_cost  # noqa: E402
-from conftest import CACHE, real_install  # noqa: E402
+from fleetcheck.lab.wheels import CACHE, real_install  # noqa: E402
 from results_file import write_section  # noqa: E402
 from fleetcheck.lab.testhosts import LoopbackFleet  # noqa: E402
 
@@ -387,17 +387,22 @@ def median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def tool_rows(results: dict[str, list[dict]], base: list[dict], hosts: int) -> list[str]:
+    """One table row per tool: medians, and wall time against the table's baseline."""
+    return ["| %s | %.2f | %.2fx | %.2f | %.1f | %.0f | %s |" % (
+        tool.replace("_", "-"), median(runs, "wall"),
+        median(runs, "wall") / median(base, "wall"), median(runs, "cpu"),
+        1000 * median(runs, "cpu") / hosts, median(runs, "rss_mb"),
+        "yes" if all(r["ok"] for r in runs) else "NO: " + runs[-1]["stderr"][-120:])
+        for tool, runs in results.items()]
+
+
 def table(hosts: int, results: dict[str, list[dict]], parallel: int) -> list[str]:
     base = results["fleetcheck"]
     lines = ["### %d hosts (parallelism %d, %d rounds, medians)" % (hosts, parallel, len(base)),
              "", "| tool | wall s | wall / fleetcheck | controller CPU s | CPU ms/host | "
              "peak RSS MB | all ok |", "|---|---|---|---|---|---|---|"]
-    for tool, runs in results.items():
-        lines.append("| %s | %.2f | %.2fx | %.2f | %.1f | %.0f | %s |" % (
-            tool.replace("_", "-"), median(runs, "wall"),
-            median(runs, "wall") / median(base, "wall"), median(runs, "cpu"),
-            1000 * median(runs, "cpu") / hosts, median(runs, "rss_mb"),
-            "yes" if all(r["ok"] for r in runs) else "NO: " + runs[-1]["stderr"][-120:]))
+    lines += tool_rows(results, base, hosts)
     return lines + [""] + targets(hosts, results)
 
 
@@ -451,12 +456,7 @@ def equal_table(hosts: int, results: dict[str, list[dict]], parallel: int) -> li
              "%d rounds, medians)" % (hosts, parallel, len(base)), "",
              "| tool | wall s | wall / fleetcheck-own | controller CPU s | CPU ms/host | "
              "peak RSS MB | all ok |", "|---|---|---|---|---|---|---|"]
-    for tool, runs in results.items():
-        lines.append("| %s | %.2f | %.2fx | %.2f | %.1f | %.0f | %s |" % (
-            tool.replace("_", "-"), median(runs, "wall"),
-            median(runs, "wall") / median(base, "wall"), median(runs, "cpu"),
-            1000 * median(runs, "cpu") / hosts, median(runs, "rss_mb"),
-            "yes" if all(r["ok"] for r in runs) else "NO: " + runs[-1]["stderr"][-120:]))
+    lines += tool_rows(results, base, hosts)
     return lines + [""] + equal_targets(hosts, results)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from fleetcheck.lab.wheels import CACHE, real_install  # noqa: F401  (the benchmarks import them from here too)
+from fleetcheck.lab.wheels import real_install
 from fleetcheck.lab.testhosts import LoopbackFleet
 
 # fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import venv
 
-from conftest import CACHE, real_install
+from fleetcheck.lab.wheels import CACHE, real_install
 
 CPU_VERSION = "0.32.0"
 
