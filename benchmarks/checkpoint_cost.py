@@ -30,7 +30,7 @@ from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.results import ResultsWriter  # noqa: E402
 from fleetcheck.runner import RunOptions, run_fleet  # noqa: E402
 from fleetcheck.lab.testhosts import LoopbackFleet  # noqa: E402
-from fleetcheck.transport import KnownHosts, SshSettings  # noqa: E402
+from fleetcheck.connectors.ssh import KnownHosts, SshSettings  # noqa: E402
 
 ENV = "/opt/ml-env"
 

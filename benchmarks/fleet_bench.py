@@ -263,7 +263,7 @@ class Bench:
         import base64
         from fleetcheck.inventory import Host
         from fleetcheck.playbook import load_playbook
-        from fleetcheck.remote import host_plan, probe_command, probe_payload
+        from fleetcheck.wire_protocol import host_plan, probe_command, probe_payload
         playbook = load_playbook()
         host = Host(name="h", address="h", venv=ENV)
         plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(), 120.0)

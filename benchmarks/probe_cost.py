@@ -28,7 +28,7 @@ from fleetcheck.inventory import Host  # noqa: E402
 from fleetcheck.lab.wheels import real_install  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
-from fleetcheck.remote import host_plan, probe_command, probe_payload  # noqa: E402
+from fleetcheck.wire_protocol import host_plan, probe_command, probe_payload  # noqa: E402
 from fleetcheck.shared_analysis import analyse_shipment  # noqa: E402
 from results_file import write_section  # noqa: E402
 

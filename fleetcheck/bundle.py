@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import zlib
 from typing import Any
 
 from fleetcheck import __version__
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.probe import MODULES as PROBE_MODULES
-from fleetcheck.remote import host_plan
+from fleetcheck.wire_protocol import host_plan, probe_sources
 
 DEFAULT_BUDGET_S = 60.0
 
@@ -105,22 +103,11 @@ def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
     return plan
 
 
-def probe_sources() -> list[list[str]]:
-    """The probe modules without smoke (a smoke load needs the controller's fleet view)."""
-    directory = os.path.join(os.path.dirname(__file__), "probe")
-    sources = []
-    for name in PROBE_MODULES:
-        if name == "smoke":
-            continue
-        with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
-            sources.append(["fleetcheck.probe." + name, handle.read()])
-    return sources
-
-
 def probe_script(playbook: Playbook, host: str | None = None, venv: str | None = None,
                  python: str | None = None, site_packages: str | None = None,
                  budget_s: float = DEFAULT_BUDGET_S) -> str:
-    packed = base64.b64encode(zlib.compress(json.dumps(probe_sources()).encode("utf-8"), 9))
+    sources = json.dumps(probe_sources(with_smoke=False)).encode("utf-8")
+    packed = base64.b64encode(zlib.compress(sources, 9))
     text = packed.decode("ascii")
     lines = "".join("    %r\n" % text[i:i + 96] for i in range(0, len(text), 96))
     plan = json.dumps(bundle_plan(playbook, venv, python, site_packages, budget_s),

@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Callable
 
 from fleetcheck import __version__
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
-from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
+from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, neutral, render_summary
@@ -27,7 +27,7 @@ from fleetcheck.faults import describe
 from fleetcheck.results import ResultsWriter, RunResult, load_json, merge_runs
 from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
                                run_fleet)
-from fleetcheck.smoke import smoke_plan
+from fleetcheck.smoke_settings import check_override, smoke_plan
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
@@ -184,7 +184,7 @@ def command_run(args: argparse.Namespace) -> int:
     if not sources:
         raise InputError("fleetcheck run", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
-    inventory = read_inventory(sources, args.inventory_timeout)
+    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override})
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
     playbook = tuned_playbook(args)
@@ -232,7 +232,7 @@ def cache_directory() -> str:
 
 def prove_smoke_templates(hosts: list[Host], playbook: Playbook, options: RunOptions) -> None:
     """Every launch command rendered for every host before any host is contacted: an
-    undefined name is exit 2 now, not a failure at the first host (see smoke.py)."""
+    undefined name is exit 2 now, not a failure at the first host (see smoke_settings.py)."""
     for host in hosts:
         smoke = host_smoke(host, playbook, options.smoke)
         if smoke is not None and smoke.mode == "launch":

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
     from packaging.specifiers import SpecifierSet

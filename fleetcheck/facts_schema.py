@@ -1,4 +1,4 @@
-"""The shape of the probe's facts, checked once where the answer is decoded (remote.py):
+"""The shape of the probe's facts, checked once where the answer is decoded (wire_protocol.py):
 every field the checks read has the type they expect, no number is NaN or infinite, no
 text is absurdly long and nothing nests deeper than a probe ever writes. A host whose
 answer does not fit is a `protocol` error naming the field, so past this seam a check

@@ -15,14 +15,15 @@ import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.remote import decode_answer, printable
+from fleetcheck.wire_protocol import decode_answer
+from fleetcheck.text import printable
 from fleetcheck.results import HostError, HostResult, RunResult, host_status
 from fleetcheck.runner import add_fleet_checks, judge_host, now_iso, skipped_checks
-from fleetcheck.transport import CommandResult, TransportError
+from fleetcheck.connectors.base import CommandResult, TransportError
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 

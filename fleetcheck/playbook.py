@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern
-from fleetcheck.smoke import SmokeOptions, validate_smoke
+from fleetcheck.smoke_settings import SmokeOptions, validate_smoke
 from fleetcheck.text import is_number
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")

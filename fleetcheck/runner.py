@@ -17,9 +17,9 @@ from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity
-from fleetcheck.checks.smoke import FLEET_TITLE
-from fleetcheck.checks.smoke import TITLE as SMOKE_TITLE
-from fleetcheck.checks.smoke import fleet_checks, judge_smoke
+from fleetcheck.checks.acceptance import FLEET_TITLE
+from fleetcheck.checks.acceptance import TITLE as SMOKE_TITLE
+from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
@@ -27,12 +27,13 @@ from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.remote import (cut_answer_field, decode_answer, host_plan, printable,
-                               probe_command, probe_payload)
+from fleetcheck.text import printable
+from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
+                                      probe_payload)
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
-from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Deadline, Target, TransportError
 from fleetcheck.connectors.ssh import SshSettings

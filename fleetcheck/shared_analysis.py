@@ -1,4 +1,4 @@
-"""The controller's side of shared analysis (see probe/shared.py): one lead host per
+"""The controller's side of shared analysis (see probe/shared_bytes.py): one lead host per
 build, the controller's own analysis of the bytes the lead shipped, and the reply that
 lets every other host of the build prove it holds those same bytes.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.probe.files import MissingFile, ProbeFileError
-from fleetcheck.probe.shared import listing_digest
+from fleetcheck.probe.shared_bytes import listing_digest
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.probe.source import SourceFile
 from fleetcheck.connectors.base import Deadline, TransportError
@@ -72,7 +72,7 @@ def safe_relative(path: Any) -> bool:
 
 
 def unpack(shipped: Any) -> tuple[dict[str, bytes], dict[str, list[str]], list[str]]:
-    """Files, listings and absent files from a shipment (see probe/shared.py: shipment),
+    """Files, listings and absent files from a shipment (see probe/shared_bytes.py: shipment),
     refusing anything but plain relative paths."""
     import zlib  # only a lead's answer needs it
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 
 # libyaml's safe loader when PyYAML was built with it: the pure-Python one spends ~15 ms of
 # controller start-up on the packaged playbook alone. Same documents, same safety.

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
-from fleetcheck.inventory_model import InventoryData
+from fleetcheck.inventory.model import InventoryData
 
 
 def ansible_inventory() -> str:

@@ -17,7 +17,7 @@ import time
 
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import load_playbook
-from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+from fleetcheck.wire_protocol import decode_answer, host_plan, probe_command, probe_payload
 from fleetcheck.connectors.base import CommandResult
 
 # where every loopback test host sees its vLLM install (a mount namespace per host)

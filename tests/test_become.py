@@ -99,7 +99,7 @@ def test_become_reads_a_root_only_install_and_a_password_prompt_is_an_auth_error
 
 def test_become_wraps_the_whole_command_and_quotes_the_user():
     from fleetcheck.inventory import Host
-    from fleetcheck.remote import probe_command
+    from fleetcheck.wire_protocol import probe_command
 
     plain = Host(name="gpu1", address="gpu1", venv="/opt/env")
     hostile = Host(name="gpu1", address="gpu1", venv="/opt/env", become=True,

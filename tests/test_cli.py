@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
 from fleetcheck.lab.synthetic import FIXED, write_install
 

@@ -8,6 +8,7 @@ are never seen."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 
 import pytest
@@ -167,7 +168,6 @@ def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxe
 
 def unix_listener(path: str, mode: int) -> "socket.socket":
     """A Docker socket that accepts and never answers (a wedged daemon)."""
-    import socket
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(path)
     sock.listen(8)

@@ -14,7 +14,7 @@ import yaml
 from fleetcheck.checks.build import (NO_COMMIT, apply_same_build, expectation_warnings,
                                      judge_build)
 from fleetcheck.checks.version import vllm_info
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)

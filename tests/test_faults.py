@@ -138,7 +138,7 @@ def test_report_names_a_renderer_that_failed_and_writes_the_rest(tmp_path):
 
 
 def test_an_internal_error_names_the_innermost_fleetcheck_frame():
-    from fleetcheck.checks.smoke import percentile
+    from fleetcheck.checks.acceptance import percentile
     from fleetcheck.faults import internal_error
     try:
         percentile([1.0, None], 0.5)  # a shape no decoded answer can have: a bug
@@ -146,7 +146,7 @@ def test_an_internal_error_names_the_innermost_fleetcheck_frame():
         error = internal_error(exc, "checking this host")
     assert error.kind == "internal"
     assert "TypeError: " in error.message
-    assert "(at fleetcheck/checks/smoke.py:" in error.message
+    assert "(at fleetcheck/checks/acceptance.py:" in error.message
     assert " percentile)" in error.message and "please report it" in error.message
 
 

@@ -10,9 +10,10 @@ import subprocess
 import pytest
 import yaml
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.inventory import apply_limit, load_inventory
-from fleetcheck.inventory_hostnames import expand_host_pattern
+from fleetcheck.inventory.hostnames import expand_host_pattern
+from fleetcheck.smoke_settings import check_override
 
 NESTED = {
     "all": {
@@ -111,6 +112,23 @@ def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
     assert message.startswith(path)
     for needle in needles:
         assert needle in message
+
+
+def test_a_feature_checks_its_own_variable_with_the_file_and_group_that_set_it(tmp_path):
+    """The inventory knows `smoke` is a mapping; what may be in it is the smoke feature's
+    to say (handed in, never imported), and its error still names where it was set."""
+    path = write(tmp_path, "[gpus]\ngpu1\n", "hosts.ini")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpus.yml").write_text("smoke: {requests: 0}\n")
+    assert load_inventory(path)[0].smoke == {"requests": 0}
+    with pytest.raises(InputError) as info:
+        load_inventory(path, features={"smoke": check_override})
+    message = str(info.value)
+    assert "group_vars/gpus.yml" in message and "group 'gpus'" in message
+    assert "field 'smoke.requests'" in message and "positive integer" in message
+    (tmp_path / "group_vars" / "gpus.yml").write_text("smoke: [1]\n")
+    with pytest.raises(InputError, match="field 'smoke': must be a mapping"):
+        load_inventory(path)
 
 
 def test_proxy_jump_from_ansible_common_args(tmp_path):

@@ -13,10 +13,11 @@ import sys
 
 import pytest
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory import VAR_ALIASES, host_from_vars, read_inventory
-from fleetcheck.inventory_model import Setting, Site
-from fleetcheck.inventory_sources import load_sources
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory import host_from_vars, read_inventory
+from fleetcheck.inventory.hosts import VAR_ALIASES
+from fleetcheck.inventory.model import Setting, Site
+from fleetcheck.inventory.sources import load_sources
 from probe_helpers import ini_inventory, write
 from ansible_oracle import (ansible_inventory, oracle, oracle_hosts, oracle_members,
                             our_hostvars, our_members)

@@ -209,7 +209,7 @@ def test_host_python_of_another_version_compiles_the_sources(tmp_path):
     import subprocess
 
     from fleetcheck.inventory import Host
-    from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+    from fleetcheck.wire_protocol import decode_answer, host_plan, probe_command, probe_payload
     from fleetcheck.connectors.base import CommandResult
     venv = tree(tmp_path, FIXED)
     host = Host(name="local", address="local", connection="local", venv=venv)
@@ -231,7 +231,7 @@ def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
 
     def metadata(venv):
         from fleetcheck.inventory import Host
-        from fleetcheck.remote import decode_answer, host_plan, probe_command, probe_payload
+        from fleetcheck.wire_protocol import decode_answer, host_plan, probe_command, probe_payload
         from fleetcheck.connectors.base import CommandResult
         import subprocess
         host = Host(name="local", address="local", connection="local", venv=venv)
@@ -402,11 +402,11 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
     stdlib modules whose import is ~20 ms of a slow host's start-up."""
     import subprocess
     import sys
-    from fleetcheck.remote import BOOTSTRAP, probe_bundle
+    from fleetcheck.wire_protocol import BOOTSTRAP, probe_bundle
     bundle = probe_bundle()
     boot = BOOTSTRAP.replace(
         "import fleetcheck.probe.main as p;p.main()\n",
-        "import fleetcheck.probe.main,fleetcheck.probe.shared,fleetcheck.probe.integrity\n"
+        "import fleetcheck.probe.main,fleetcheck.probe.shared_bytes,fleetcheck.probe.integrity\n"
         "print(sorted(m for m in sys.modules if m.startswith('fleetcheck') or "
         "m in ('re','json','ast','enum')))\n")
     out = subprocess.run([sys.executable, "-S", "-I", "-B", "-c", boot], input=bundle,
@@ -414,4 +414,4 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
     assert eval(out) == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.files",
                          "fleetcheck.probe.install", "fleetcheck.probe.integrity",
                          "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
-                         "fleetcheck.probe.servers", "fleetcheck.probe.shared"]
+                         "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]

@@ -17,7 +17,7 @@ import pytest
 from conftest import run_fleetcheck, ssh_hosts
 from fleetcheck import shared_analysis
 from fleetcheck.playbook import load_playbook
-from fleetcheck.probe.shared import shipment, verify
+from fleetcheck.probe.shared_bytes import shipment, verify
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, ShipmentError,
                                         analyse_shipment, unpack)

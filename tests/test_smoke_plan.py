@@ -6,10 +6,10 @@ import shlex
 
 import pytest
 
-from fleetcheck.checks.smoke import counter_totals, measure
-from fleetcheck.errors import InputError
+from fleetcheck.checks.acceptance import counter_totals, measure
+from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
-from fleetcheck.smoke import SmokeOptions, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
 
 
 def test_prompt_set_is_versioned_and_has_a_long_prompt():

@@ -15,6 +15,7 @@ import shlex
 import threading
 from typing import Any
 
+from fleetcheck.text import printable
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         Target, TransportError)
 
@@ -37,7 +38,6 @@ def engine_prelude(engine: str | None) -> str:
 
 
 def quote_text(data: bytes, limit: int = 400) -> str:
-    from fleetcheck.remote import printable  # remote imports connectors.base: no cycle at load
     return printable(data.strip(), limit).strip() or "(no message)"
 
 

@@ -13,7 +13,7 @@ from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_
                                         installs_running, install_changed_at, record_rows,
                                         verify_record)
 from fleetcheck.probe.servers import running_servers
-from fleetcheck.probe.shared import build_key, shipment, verify
+from fleetcheck.probe.shared_bytes import build_key, shipment, verify
 
 PROBE_VERSION = 1
 
@@ -48,14 +48,14 @@ def probe(plan, ask=None):
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline)
     if plan.get("smoke"):
-        from fleetcheck.probe.smoke import smoke  # only sent, and imported, when planned
+        from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
     return facts
 
 
 def analyse(plan, install, code_root, facts, ask):
     """Fix signatures, or proof that this host holds the bytes its build's analysis read
-    (see shared.py). Returns the examined files' hashes for the integrity check."""
+    (see shared_bytes.py). Returns the examined files' hashes for the integrity check."""
     reply = {}
     dists = install["dist_infos"]
     if ask is not None and plan.get("share_analysis") and dists and \

@@ -15,9 +15,9 @@ import shlex
 import warnings
 from typing import Any
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_hostnames import expand_host_entry
-from fleetcheck.inventory_model import InventoryData
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.hostnames import expand_host_entry
+from fleetcheck.inventory.model import InventoryData
 
 SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NamedTuple
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 

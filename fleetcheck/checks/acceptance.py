@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from fleetcheck.results import CheckResult, Evidence, HostResult
-from fleetcheck.smoke import SmokeOptions
+from fleetcheck.smoke_settings import SmokeOptions
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

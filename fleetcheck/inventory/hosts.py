@@ -1,7 +1,7 @@
 """fleetcheck's hosts from Ansible inventories: which variables it uses, how it checks them,
 and the Host each inventory host becomes.
 
-The sources are read as Ansible reads them (inventory_sources and the readers it picks);
+The sources are read as Ansible reads them (sources.py and the readers it picks);
 here only the variables fleetcheck uses count. Every other variable is ignored, since real
 inventories serve many playbooks, except names that look like a typo of fleetcheck's own
 (`venvv`, `site_package`) or that carry the `fleetcheck_` prefix without being one of its
@@ -15,16 +15,15 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from fleetcheck.errors import InputError
-from fleetcheck.host_patterns import select_hosts
-from fleetcheck.inventory_model import CONTROL_CHARACTERS, Setting
-from fleetcheck.inventory_script import DEFAULT_SCRIPT_TIMEOUT
-from fleetcheck.inventory_sources import load_sources
-from fleetcheck.inventory_templates import host_context, is_template, render
-from fleetcheck.inventory_yaml import Vaulted
-from fleetcheck.smoke import SmokeOptions, validate_smoke
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.patterns import select_hosts
+from fleetcheck.inventory.model import CONTROL_CHARACTERS, Setting
+from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
+from fleetcheck.inventory.sources import load_sources
+from fleetcheck.inventory.templates import host_context, is_template, render
+from fleetcheck.inventory.yaml_format import Vaulted
 from fleetcheck.text import is_int, is_number
 
 # fleetcheck's short names -> the field they set; each is also accepted as fleetcheck_NAME
@@ -100,7 +99,14 @@ class Host:
         return "python3"
 
 
-def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]:
+# A feature's own check of the variable it reads (`smoke`: the smoke settings), handed in
+# by the caller so the inventory never imports a feature; called with the file and the
+# group or host that set the value, so its errors name them too.
+FeatureCheck = Callable[[str, str, Any], None]
+
+
+def check_var(source: str, where: str, name: str, value: Any,
+              features: Mapping[str, FeatureCheck] = {}) -> tuple[str, Any]:
     """The field a variable fleetcheck uses sets, and its checked value."""
     canonical = VAR_ALIASES[name]
     if isinstance(value, Vaulted):
@@ -116,7 +122,10 @@ def check_var(source: str, where: str, name: str, value: Any) -> tuple[str, Any]
     if canonical == "become":
         return canonical, ansible_boolean(source, where, name, value)
     if canonical == "smoke":
-        validate_smoke(source, where, value, SmokeOptions())
+        if not isinstance(value, dict):
+            raise InputError(source, where, "smoke", "must be a mapping")
+        if "smoke" in features:
+            features["smoke"](source, where, value)
         return canonical, dict(value)
     if canonical == "timeout":
         if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
@@ -268,9 +277,10 @@ class Inventory:
     groups: list[str]
 
 
-def read_inventory(sources: list[str],
-                   script_timeout: float = DEFAULT_SCRIPT_TIMEOUT) -> Inventory:
-    """Every host of the sources, merged as Ansible merges them, as fleetcheck Hosts."""
+def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
+                   features: Mapping[str, FeatureCheck] = {}) -> Inventory:
+    """Every host of the sources, merged as Ansible merges them, as fleetcheck Hosts.
+    features: the checks of feature variables (see FeatureCheck)."""
     data = load_sources(sources, script_timeout)
     label = ", ".join(sources)
     for name, site in data.definitions():
@@ -278,19 +288,21 @@ def read_inventory(sources: list[str],
     if not data.hosts:
         raise InputError(label, None, "hosts", "inventory defines no hosts")
     hosts = [host_from_vars(name, data.merged_vars(name),
-                            [g for g in data.host_groups(name) if g not in ("all", "ungrouped")])
+                            [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
+                            features)
              for name in data.hosts]
     return Inventory(hosts, sorted(data.groups))
 
 
-def load_inventory(sources: str | list[str],
-                   script_timeout: float = DEFAULT_SCRIPT_TIMEOUT) -> list[Host]:
+def load_inventory(sources: str | list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
+                   features: Mapping[str, FeatureCheck] = {}) -> list[Host]:
     """Every host of the inventory (one source, or several merged in order)."""
     return read_inventory([sources] if isinstance(sources, str) else sources,
-                          script_timeout).hosts
+                          script_timeout, features).hosts
 
 
-def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> Host:
+def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
+                   features: Mapping[str, FeatureCheck] = {}) -> Host:
     """The Host for one inventory host, from its merged variables (templates in the ones
     fleetcheck uses evaluated, each value checked where it was set)."""
     chosen: dict[str, tuple[int, str, Setting]] = {}
@@ -311,7 +323,7 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> 
                 context = host_context(name, {k: s.value for k, s in merged.items()},
                                        groups or ["ungrouped"])
             value = render(value, context, site, var)
-        field_name, value = check_var(site.source, site.where, var, value)
+        field_name, value = check_var(site.source, site.where, var, value, features)
         if field_name == "proxy_jump" and ("proxy_jump" in chosen and canonical != "proxy_jump"
                                            or value is None):
             continue  # an explicit proxy_jump beats one read from ssh common args
@@ -335,7 +347,7 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str]) -> 
 
 def apply_limit(hosts: list[Host], limit: str | None, source: str,
                 groups: Iterable[str] = ()) -> list[Host]:
-    """Ansible's --limit (see host_patterns); hosts keep inventory order. groups: every
+    """Ansible's --limit (see patterns.py); hosts keep inventory order. groups: every
     group name, empty ones included (the hosts' own groups are always known)."""
     if not limit:
         return hosts

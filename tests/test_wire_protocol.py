@@ -1,4 +1,4 @@
-"""The wire protocol (remote.py) without sshd: the command line quotes every inventory
+"""The wire protocol (wire_protocol.py) without sshd: the command line quotes every inventory
 value (run here by a real /bin/sh, with an interpreter path full of shell
 metacharacters), the fallback to python3, become's wrapping, and every way an answer is
 refused by decode_answer, each with the kind and words a user sees."""
@@ -15,8 +15,9 @@ import pytest
 
 from fleetcheck.connectors.base import CommandResult, TransportError
 from fleetcheck.inventory import Host
-from fleetcheck.remote import (cut_answer_field, decode_answer, host_plan, printable,
-                               probe_command, probe_payload, serving_port)
+from fleetcheck.text import printable
+from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
+                                      probe_payload, serving_port)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 HOSTILE = "we ird; touch PWNED $(touch PWNED2) `touch PWNED3` 'q\" \\ *"

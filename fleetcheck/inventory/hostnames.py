@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import string
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 
 BRACKETED_HOST_PORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
 HOST_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")

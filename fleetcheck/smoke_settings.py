@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, StrictUndefined, TemplateError
 
-from fleetcheck.errors import InputError
+from fleetcheck.input_error import InputError
 from fleetcheck.text import is_int, is_number
 
 if TYPE_CHECKING:
@@ -61,6 +61,12 @@ INT_KEYS = {"requests", "concurrency", "max_tokens", "port", "collapse_after_pos
             "log_tail_lines"}
 FLOAT_KEYS = {"time_budget_s", "min_acceptance_rate", "min_mean_acceptance_length",
               "fleet_median_ratio", "collapse_below", "startup_timeout_s"}
+
+
+def check_override(source: str, where: str, raw: Any) -> None:
+    """An inventory's `smoke:` override, checked as the inventory is read (inventory.py's
+    FeatureCheck) so a bad one stops the run before any host is contacted."""
+    validate_smoke(source, where, raw, SmokeOptions())
 
 
 def validate_smoke(source: str, where: str, raw: Any, base: SmokeOptions) -> SmokeOptions:

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
 from fleetcheck.inventory import Host
-from fleetcheck.text import printable  # noqa: F401  (callers import it from here too)
+from fleetcheck.text import printable
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.connectors.base import CommandResult, TransportError
 
@@ -58,18 +58,24 @@ def probe_bundle(with_smoke: bool = False) -> bytes:
         return build_probe_bundle(with_smoke)
 
 
+def probe_sources(with_smoke: bool) -> list[list[str]]:
+    """[[module name, source], ...] of the probe, in dependency order."""
+    directory = os.path.join(os.path.dirname(__file__), "probe")
+    sources = []
+    for name in PROBE_MODULES:
+        if name == "smoke_load" and not with_smoke:
+            continue
+        with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
+            sources.append(["fleetcheck.probe." + name, handle.read()])
+    return sources
+
+
 @lru_cache(maxsize=2)
 def build_probe_bundle(with_smoke: bool) -> bytes:
     """The probe modules in dependency order, compiled (marshal, for hosts whose Python
     matches ours) and as source (for the others). The smoke module, and the HTTP stack it
     imports, travels only when a smoke load is planned."""
-    directory = os.path.join(os.path.dirname(__file__), "probe")
-    sources = []
-    for name in PROBE_MODULES:
-        if name == "smoke" and not with_smoke:
-            continue
-        with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
-            sources.append(["fleetcheck.probe." + name, handle.read()])
+    sources = probe_sources(with_smoke)
     # compressed: the bundle crosses every SSH connection, and paramiko's per-packet work
     # is controller CPU
     compiled = zlib.compress(marshal.dumps([(name, compile(source, name, "exec"))

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_hostnames import expand_host_entry
-from fleetcheck.inventory_model import InventoryData
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.hostnames import expand_host_entry
+from fleetcheck.inventory.model import InventoryData
 from fleetcheck.yamlfile import SAFE_LOADER
 
 GROUP_KEYS = ("vars", "children", "hosts")

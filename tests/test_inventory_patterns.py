@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ansible_oracle import oracle, oracle_hosts
-from fleetcheck.errors import InputError
-from fleetcheck.host_patterns import split_host_pattern
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.patterns import split_host_pattern
 from fleetcheck.inventory import apply_limit, read_inventory
 from probe_helpers import ini_inventory
 

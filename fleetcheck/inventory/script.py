@@ -17,8 +17,8 @@ import signal
 import subprocess
 from typing import Any
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_model import InventoryData
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.model import InventoryData
 
 DEFAULT_SCRIPT_TIMEOUT = 30.0
 STDERR_SHOWN = 2000

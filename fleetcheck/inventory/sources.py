@@ -22,14 +22,14 @@ from __future__ import annotations
 import os
 import re
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_hostnames import split_port
-from fleetcheck.inventory_ini import parse_ini
-from fleetcheck.inventory_model import InventoryData
-from fleetcheck.inventory_script import (DEFAULT_SCRIPT_TIMEOUT, add_script_output, is_script,
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.hostnames import split_port
+from fleetcheck.inventory.ini import parse_ini
+from fleetcheck.inventory.model import InventoryData
+from fleetcheck.inventory.script import (DEFAULT_SCRIPT_TIMEOUT, add_script_output, is_script,
                                          is_script_output, load_script)
-from fleetcheck.inventory_varsfiles import add_vars_files
-from fleetcheck.inventory_yaml import load_yaml_text, looks_like_yaml_inventory, \
+from fleetcheck.inventory.varsfiles import add_vars_files
+from fleetcheck.inventory.yaml_format import load_yaml_text, looks_like_yaml_inventory, \
     parse_yaml_inventory
 
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")

@@ -18,8 +18,8 @@ import os
 import re
 from typing import Protocol, Sequence, TypeVar
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_hostnames import BRACKETED_HOST_PORT, HOST_PORT
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.hostnames import BRACKETED_HOST_PORT, HOST_PORT
 
 SPLIT_ON_COLONS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 SUBSCRIPT = re.compile(r"^(.+)\[(?:-?[0-9]+|[0-9]+[:-][0-9]*)\]$")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_model import InventoryData, VarsFile
-from fleetcheck.inventory_yaml import load_yaml_text
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.model import InventoryData, VarsFile
+from fleetcheck.inventory.yaml_format import load_yaml_text
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 VAULT_HEADER = "$ANSIBLE_VAULT;"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetcheck.errors import InputError
-from fleetcheck.inventory_model import Site
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory.model import Site
 
 MAX_PASSES = 10  # a variable whose value is a template of another template, and so on
 
