@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fleetcheck.inventory import Host  # noqa: E402
 from fleetcheck.lab.wheels import real_install  # noqa: E402

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fleetcheck.input_error import InputError
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
+    from fleetcheck.results import CheckResult, HostResult
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -238,3 +239,50 @@ def commit_matches(prefix: str, found: str) -> tuple[bool, str | None]:
             return True, "the build records %d digits; they agree" % len(found)
         return True, None
     return False, None
+
+
+# Reading expectations back from results: the words for what a host was expected to run
+# (terminal, HTML, diff) and the expectations no host matched (the summary's warnings).
+
+def expected_label(check: CheckResult) -> str:
+    """What a host was expected to run, in the words of its build-expected check."""
+    expected = check.details.get("expected") or {}
+    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
+             if name in expected]
+    if (expected.get("same_build") or {}).get("value"):
+        parts.append("same build as its group")
+    return ", ".join(parts)
+
+
+def names(hosts: list[str], shown: int = 10) -> str:
+    """A list of host names that stays readable at fleet scale."""
+    more = len(hosts) - shown
+    return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
+
+
+def expectation_warnings(hosts: list[HostResult]) -> list[str]:
+    """An expected version or commit that no host it applies to holds: most often a typo
+    or a build not rolled out yet. Only hosts that were checked count."""
+    applies: dict[tuple[str, str, str], list[str]] = {}
+    matched: set[tuple[str, str, str]] = set()
+    for host in hosts:
+        if host.error is not None:
+            continue
+        for check in host.checks:
+            if check.id != CHECK_ID or "expected" not in check.details:
+                continue
+            for name in ("version", "commit"):
+                item = check.details["expected"].get(name)
+                if item is None or check.details.get(name + "_ok") is None:
+                    continue
+                key = (name, item["value"], item["source"])
+                applies.setdefault(key, []).append(host.name)
+                if check.details[name + "_ok"]:
+                    matched.add(key)
+    out = []
+    for key, hosts in applies.items():
+        if key not in matched:
+            name, value, source = key
+            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
+                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
+    return out

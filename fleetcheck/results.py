@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcheck.atomic_file import write_atomically
+from fleetcheck.expectations import expectation_warnings
 from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, worst
 
 SCHEMA_VERSION = 1
@@ -67,6 +68,13 @@ class HostResult:
     smoke: dict[str, Any] | None = None
     analysis: str | None = None  # how the fix analysis was obtained, when shared or not
 
+    def build_key(self) -> tuple[str | None, str | None, str | None]:
+        """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
+        info = self.vllm
+        if info is None:
+            return (None, None, None)
+        return (info.version, info.commit, info.record_sha256)
+
 
 def host_status(checks: list[CheckResult], error: HostError | None) -> str:
     if error is not None:
@@ -107,7 +115,6 @@ class RunResult:
             for check in host.checks:
                 per = check_counts.setdefault(check.id, {s: 0 for s in CHECK_STATUSES})
                 per[check.status] += 1
-        from fleetcheck.checks.build import expectation_warnings  # imports this module
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
                 counts["pass"] + counts["warn"] == len(self.hosts),

@@ -11,11 +11,11 @@ import os
 import pytest
 import yaml
 
-from fleetcheck.checks.build import (NO_COMMIT, apply_same_build, expectation_warnings,
-                                     judge_build)
+from fleetcheck.checks.build import NO_COMMIT, apply_same_build, judge_build
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
+                                     expectation_warnings,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)
 from fleetcheck.inventory import load_inventory

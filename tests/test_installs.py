@@ -23,9 +23,20 @@ def fake_server(tmp_path, name: str) -> tuple[str, str]:
     bindir.mkdir()
     flag = bindir / "running"
     flag.write_text("")
-    (bindir / "vllm").write_text("import os, time\nwhile os.path.exists(%r):\n"
-                                 "    time.sleep(0.2)\n" % str(flag))
+    (bindir / "vllm").write_text("import os, time\nopen(%r, 'w').close()\n"
+                                 "while os.path.exists(%r):\n    time.sleep(0.2)\n"
+                                 % (str(flag) + ".started", str(flag)))
     return str(bindir / "vllm"), str(flag)
+
+
+def started(flag: str) -> None:
+    """Wait until the fake server runs (a loaded machine may take seconds to exec it),
+    then a little more, so its start time is clearly before what the test does next."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(flag + ".started"):
+        assert time.monotonic() < deadline, "the fake server never started"
+        time.sleep(0.1)
+    time.sleep(1.5)
 
 
 def no_false_alarm(run, host: str) -> None:
@@ -59,7 +70,7 @@ def test_system_install_over_ssh_without_venv_and_a_server_older_than_it(
     script, flag = fake_server(tmp_path, "server-1")
     fleet.spawn_on(host, "exec /usr/bin/python3.11 %s serve /models/qwen --port 8123" % script)
     try:
-        time.sleep(1.5)
+        started(flag)
         dist_info = os.path.join(system, "vllm-0.33.0.dist-info")  # a directory of the copy
         os.utime(dist_info)  # the install changes after the server started: a rollout
         stale = run_fleetcheck(tmp_path, inventory, *args)
@@ -76,7 +87,7 @@ def test_system_install_over_ssh_without_venv_and_a_server_older_than_it(
     script, flag = fake_server(tmp_path, "server-2")
     fleet.spawn_on(host, "exec /usr/bin/python3.11 %s serve /models/qwen" % script)
     try:
-        time.sleep(1.5)
+        started(flag)
         fresh = run_fleetcheck(tmp_path, inventory, *args)
         check = fresh.check("gpu-system", "install-running")
         assert check["status"] == "pass", check
@@ -143,7 +154,7 @@ def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(
     script, flag = fake_server(tmp_path, "server-other")
     fleet.spawn_on(host, "exec /opt/other/bin/python %s serve /models/qwen" % script)
     try:
-        time.sleep(1.5)
+        started(flag)
         checked = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
             fleet, [host], venv="/opt/venv")}}, "--known-hosts", fleet.known_hosts)
         check = checked.check("gpu-two", "install-running")

@@ -275,6 +275,31 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     assert "unreachable: unreachable" not in lines[1]
 
 
+def test_one_finding_under_every_check_of_a_host_is_said_once():
+    """A host with no install has every check say so: one entry, not one per check;
+    checks of a host that differ keep their own entries."""
+    import io
+
+    from fleetcheck.report.terminal import render_summary
+
+    run = make_run(3, hostile=False)
+    bare, partly = run.hosts[0], run.hosts[1]
+    for check in bare.checks:
+        check.status, check.message, check.evidence = "error", "no vllm install found", []
+    for check in partly.checks[:2]:
+        check.status, check.message, check.evidence = "error", "cannot read it", []
+    for host in (bare, partly):
+        host.status = "error"
+    out = io.StringIO()
+    render_summary(run, stream=out)
+    text = out.getvalue()
+    assert text.count("no vllm install found") == 1, text
+    assert "  %s every check error: no vllm install found" % bare.name in text
+    assert "  %s %s, %s error: cannot read it" % (partly.name, partly.checks[0].id,
+                                                   partly.checks[1].id) in text
+    assert "error: every check (1): %s" % bare.name in text
+
+
 def test_a_terminal_shows_a_progress_bar_with_elapsed_and_left():
     import io
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 
@@ -123,8 +124,9 @@ def test_failure_modes_say_what_went_wrong(attach_run, host, status, words):
 
 
 @pytest.mark.parametrize("host, words", [
-    ("trickle-11", "every request failed (2): POST http://"),
-    ("trickle-all-12", "/health: no complete answer within 10.0s"),
+    ("trickle-11", re.escape("every request failed (2): POST http://")),
+    # at most 10 s for /health, less when the host's deadline leaves less (a loaded machine)
+    ("trickle-all-12", r"/health: no complete answer within (10\.0|[0-9]\.[0-9])s"),
 ])
 def test_a_trickling_server_never_takes_the_host_past_its_deadline(attach_run, host, words):
     """One byte a second defeats a per-read timeout; each stage (here /health, and each
@@ -135,7 +137,7 @@ def test_a_trickling_server_never_takes_the_host_past_its_deadline(attach_run, h
     assert result["error"] is None, result  # not `timeout`: the probe answered in time
     assert result["duration_s"] < TRICKLE_DEADLINE
     check = run.check(host, "smoke-acceptance")
-    assert check["status"] == "error" and words in check["message"], check["message"]
+    assert check["status"] == "error" and re.search(words, check["message"]), check["message"]
     assert "no complete answer" in check["message"]
     assert run.check(host, "dflash-layer-offset")["status"] == "pass"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetcheck.checks.version import commit_of, primary_dist_info
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
-                                     found_version, version_matches)
+                                     found_version, names, version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, host_status
 
 NO_COMMIT = "this build records no commit"
@@ -114,33 +114,10 @@ def settle(check: CheckResult) -> None:
         check.message = "only same_build is expected: compared once every host has finished"
 
 
-def expected_label(check: CheckResult) -> str:
-    """What a host was expected to run, in the words of its build-expected check."""
-    expected = check.details.get("expected") or {}
-    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
-             if name in expected]
-    if (expected.get("same_build") or {}).get("value"):
-        parts.append("same build as its group")
-    return ", ".join(parts)
-
-
-def names(hosts: list[str], shown: int = 10) -> str:
-    """A list of host names that stays readable at fleet scale."""
-    more = len(hosts) - shown
-    return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
-
-
 def build_label(key: tuple[str | None, str | None, str | None]) -> str:
     version, commit, record = key
     return "%s @ %s, RECORD sha256 %s" % (version or "no version", commit or "no commit",
                                           record[:12] if record else "none")
-
-
-def build_key(host: HostResult) -> tuple[str | None, str | None, str | None]:
-    info = host.vllm
-    if info is None:
-        return (None, None, None)
-    return (info.version, info.commit, info.record_sha256)
 
 
 def cohort_name(expected: dict[str, Any]) -> str:
@@ -165,15 +142,15 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                str((expected.get("commit") or {}).get("value", "")))
         cohorts.setdefault(key, []).append((host, check))
     for members in cohorts.values():
-        counts = Counter(build_key(host) for host, _ in members)
+        counts = Counter(host.build_key() for host, _ in members)
         ranked = counts.most_common()
         tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
         majority = None if tie else ranked[0][0]
         group = cohort_name(members[0][1].details["expected"])
         source = members[0][1].details["expected"]["same_build"]["source"]
-        differing = [host.name for host, _ in members if build_key(host) != majority]
+        differing = [host.name for host, _ in members if host.build_key() != majority]
         for host, check in members:
-            mine = build_key(host)
+            mine = host.build_key()
             summary = {"group": group, "hosts": len(members), "differing": differing,
                        "majority": build_label(majority) if majority else None}
             if majority is None:
@@ -206,31 +183,3 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                    "same_build (from %s): %s" % (source, line))
             settle(check)
             host.status = host_status(host.checks, None)
-
-
-def expectation_warnings(hosts: list[HostResult]) -> list[str]:
-    """An expected version or commit that no host it applies to holds: most often a typo
-    or a build not rolled out yet. Only hosts that were checked count."""
-    applies: dict[tuple[str, str, str], list[str]] = {}
-    matched: set[tuple[str, str, str]] = set()
-    for host in hosts:
-        if host.error is not None:
-            continue
-        for check in host.checks:
-            if check.id != CHECK_ID or "expected" not in check.details:
-                continue
-            for name in ("version", "commit"):
-                item = check.details["expected"].get(name)
-                if item is None or check.details.get(name + "_ok") is None:
-                    continue
-                key = (name, item["value"], item["source"])
-                applies.setdefault(key, []).append(host.name)
-                if check.details[name + "_ok"]:
-                    matched.add(key)
-    out = []
-    for key, hosts in applies.items():
-        if key not in matched:
-            name, value, source = key
-            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
-                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
-    return out

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.checks.build import build_key, expected_label
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.results import CheckResult, HostResult, RunResult
 from fleetcheck.status import worse
 
@@ -70,7 +69,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     move = expected_build_move(was, after)
     if move is not None and after is not None and was is not None:
         moved = "moved %s the expected build" % move
-        if build_key(old) == build_key(new) and expected_label(was) != expected_label(after):
+        if old.build_key() == new.build_key() and expected_label(was) != expected_label(after):
             # the host did not change: the expectation did
             moved = "%s the expected build, which changed from %s to %s" % (
                 "now on" if move == "onto" else "now off", expected_label(was) or "-",

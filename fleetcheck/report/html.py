@@ -10,9 +10,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 
-from fleetcheck.checks.build import expected_label
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.atomic_file import write_atomically
+from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.terminal import SYMBOL

@@ -99,6 +99,8 @@ def failure_kind(host: HostResult) -> str:
             return host.status
         return "%s: %s" % (host.status, host.error.kind)
     bad = [c.id for c in host.checks if c.status in ("fail", "error", "warn")]
+    if len(bad) > 1 and len(bad) == len(host.checks):
+        return "%s: every check" % host.status
     return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status
 
 
@@ -122,12 +124,20 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
             groups.setdefault(key, []).append(host.name)
     if not groups:
         return
-    out = Text("Evidence:\n", style="bold")
+    # the same hosts with the same finding under several checks (no install found: every
+    # check says so) are one entry too
+    merged: dict[tuple, list[str]] = {}
     for (check_id, status, message, evidence), names in groups.items():
+        merged.setdefault((status, message, evidence, tuple(names)), []).append(check_id)
+    every = list(run.check_titles())
+    out = Text("Evidence:\n", style="bold")
+    for (status, message, evidence, names), check_ids in merged.items():
         shown = ", ".join(neutral(name) for name in names[:EVIDENCE_HOSTS_NAMED])
         if len(names) > EVIDENCE_HOSTS_NAMED:
             shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
-        out.append("  %s %s " % (shown, check_id))
+        checks = "every check" if len(check_ids) > 1 and check_ids == every else \
+            ", ".join(check_ids)
+        out.append("  %s %s " % (shown, checks))
         out.append(status, style=STYLE[status])
         out.append(": " + neutral(message) + "\n")
         for file, line, text, step in evidence:
