@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from probe_helpers import probe_tree  # noqa: E402
+from fleetcheck.lab.local_probe import probe_tree  # noqa: E402
 from fleetcheck.checks.fixes import judge_fix  # noqa: E402
 from fleetcheck.lab.wheels import unpacked  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402

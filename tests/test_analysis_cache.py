@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.analysis_cache import SUFFIX, AnalysisCache
 from fleetcheck.playbook import load_playbook
 from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, comparable, linked_copy,

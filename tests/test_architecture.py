@@ -113,3 +113,27 @@ def test_the_checking_path_never_imports_the_lab():
     users = sorted(p for p in module_files() if not p.startswith("fleetcheck/lab/") and any(
         m.startswith("fleetcheck.lab") for m in runtime_imports(p)))
     assert users == ["fleetcheck/demo.py"]
+
+
+def python_files(folder: str) -> list[str]:
+    return sorted(os.path.join(folder, name) for name in os.listdir(os.path.join(ROOT, folder))
+                  if name.endswith(".py"))
+
+
+def test_test_modules_import_helpers_never_each_other_and_benchmarks_never_tests():
+    """Shared test code lives in helper modules; a test module imported by another would
+    run its tests twice and tie the two together. Benchmarks stand on the product (and
+    fleetcheck.lab), not on the test suite."""
+    test_side = {os.path.basename(p)[:-3] for p in python_files("tests")}
+    wrong = []
+    for path in python_files("tests"):
+        for module in runtime_imports(path):
+            if module.startswith("test_") or module == "conftest":
+                wrong.append("%s imports %s" % (path, module))
+    for path in python_files("benchmarks"):
+        source = open(os.path.join(ROOT, path), encoding="utf-8").read()
+        wrong += ["%s imports %s (from tests/)" % (path, module)
+                  for module in sorted(runtime_imports(path) & test_side)]
+        if re.search(r"sys\.path\.insert\([^\n]*[\"']tests[\"']", source):
+            wrong.append("%s puts tests/ on sys.path" % path)
+    assert not wrong, "\n".join(wrong)

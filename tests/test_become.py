@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_fleetcheck
+from fleet_helpers import run_fleetcheck
 
 LOGIN = "fcbecome"
 LOCKED = "/opt/fleetcheck-locked"

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV
 

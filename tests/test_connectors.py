@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.connectors import Registry, connection_names, connector_class
 from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.local import LocalConnector

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from install_builders import cached, uv_binary, wheel_path
 
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 

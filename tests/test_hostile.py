@@ -21,7 +21,7 @@ import time
 import pytest
 import yaml
 
-from conftest import CliRun, ssh_hosts
+from fleet_helpers import CliRun, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
 from probe_helpers import ENV, LoopbackListener

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from install_builders import uv_venv, vllm_cpu_venv
 from probe_helpers import linked_copy, site_packages
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, linked_copy, rewrite, site_packages
 
 INSTALL_IDS = ("install-record", "install-leftovers", "install-metadata", "install-import",

@@ -15,7 +15,7 @@ import zipfile
 import pytest
 import yaml
 
-from conftest import ssh_hosts
+from fleet_helpers import ssh_hosts
 from probe_helpers import ENV, wait_listening
 from fleetcheck.lab.synthetic import FIXED, write_install
 

@@ -22,7 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import real_vllm
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, STANDIN, wait_listening
 from fleetcheck.lab.testhosts import free_loopback_port
 

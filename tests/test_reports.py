@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from playwright.sync_api import sync_playwright
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_VERSION, make_run

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV, site_packages
 

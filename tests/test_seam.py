@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import run_fleetcheck
+from fleet_helpers import run_fleetcheck
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV, edited_copy
 

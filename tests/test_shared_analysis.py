@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck import shared_analysis
 from fleetcheck.playbook import load_playbook
 from fleetcheck.probe.shared_bytes import shipment, verify

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import run_fleetcheck, ssh_hosts
+from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 
