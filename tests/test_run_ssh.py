@@ -83,6 +83,8 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
     assert "] gpu-old fail" in run.stderr and "] gpu-down unreachable" in run.stderr
     assert "Recap (hosts not passing, by kind):" in run.stdout
     assert "  unreachable (1): gpu-down" in run.stdout  # the kind once, not "unreachable: unreachable"
+    assert "unreachable: unreachable" not in run.html
+    assert "? unreachable</summary>" in run.html  # the host's own line in the HTML says it once too
     for host in ("gpu-old", "gpu-new"):
         for check_id in FIX_IDS:
             item = run.check(host, check_id)["evidence"][0]
