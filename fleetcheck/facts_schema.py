@@ -1,23 +1,46 @@
-"""The shape of the probe's facts, checked once where the answer is decoded (wire_protocol.py):
-every field the checks read has the type they expect, no number is NaN or infinite, no
-text is absurdly long and nothing nests deeper than a probe ever writes. A host whose
-answer does not fit is a `protocol` error naming the field, so past this seam a check
-that trips is a fleetcheck bug, never a host's doing.
+"""The probe's facts as typed values, described once (the classes below) and decoded once,
+where the answer arrives (wire_protocol.py, judge.py through it): every field the checks
+read has the type they expect, no number is NaN or infinite, no text is absurdly long and
+nothing nests deeper than a probe ever writes. A host whose answer does not fit is a
+`protocol` error naming the field, so past this seam a check that trips is a fleetcheck
+bug, never a host's doing.
 
-Notation: a dict is an object whose listed keys have these types (other keys are allowed
-and only get the generic limits); Map(x) an object of any keys to x; List(x) a list of x;
-Req(x) a key that must be present and not null, unless its object reports an `error`
-(the probe's convention: an object with an error holds only what was learned before it;
-Req(x, always=True): even then); Present(x) a key that may be missing but not null.
-Any other key may be missing or null.
+Frozen dataclasses (with slots), not TypedDicts: a TypedDict is a dict at run time, so a
+check reading a key the probe renamed gets None from `.get` and quietly turns into
+`error`; an attribute that does not exist is an AttributeError in the first test that
+reads it, and a type checker flags it before that. Frozen: a host's facts are evidence,
+and the shared analysis of a build is handed to each of its hosts, so no one may edit them.
+
+The description is the annotations plus field metadata, and the decoder is derived from
+them (nothing else lists the fields):
+- `str` (at most MAX_TEXT characters; `fact(limit=BIG_TEXT)` for the few payloads),
+  `int`, `float` (a number: an int or a float, never a bool; kept as sent), `bool`,
+  `Any` (a value as the host's file holds it: only the generic limits), `list[X]`,
+  `dict[str, X]` (any keys), or a facts class.
+- A scalar that is missing or null reads as None. A list, map or object annotated
+  `X | None` reads as None when missing or null; annotated plain `X` it reads as empty
+  ([], {}, or the class with every field empty), so checks read it without `or {}`.
+- `fact(required=True)`: present and not null, unless its object reports an `error` (the
+  probe's convention: an object with an error holds only what was learned before it);
+  `always=True`: even then. `fact(present=True)`: may be missing, never null.
+- Unknown keys: the probe and the controller ship together, so a key this description
+  does not know means they drifted. At run time it is ignored (only the generic limits
+  apply): a host is never failed for it. `decode_facts(..., unknown=[])` lists them, and
+  the tests decode every real probe output they have and assert the list is empty, so a
+  renamed field fails one test here instead of turning a check into `error`. Classes
+  with `OPEN = True` hold a file of the host (direct_url.json): their other keys are not
+  drift.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any
+import sys
+import types
+from dataclasses import MISSING, dataclass, field, fields
+from typing import (Any, Callable, Generic, NamedTuple, TypeVar, Union, get_args, get_origin,
+                    get_type_hints)
 
 from fleetcheck.text import is_int, is_number
 
@@ -39,102 +62,360 @@ def short_path(path: str) -> str:
     return re.sub(r"(?:\[\d+\]){6,}", "[...]", path)
 
 
-@dataclass(frozen=True)
-class Req:
-    type: Any
-    always: bool = False
+def fact(*, required: bool = False, always: bool = False, present: bool = False,
+         limit: int = MAX_TEXT, key: str | None = None) -> Any:
+    """A field's rules beyond its type; `key`: its JSON name where that is no Python name."""
+    return field(metadata={"required": required or always, "always": always,
+                           "present": present, "limit": limit, "key": key})
 
 
-@dataclass(frozen=True)
-class Present:
-    type: Any
+def facts_class(cls: type) -> type:
+    return dataclass(frozen=True, slots=True)(cls)
 
 
-@dataclass(frozen=True)
-class List:
-    item: Any
+# --- the facts ------------------------------------------------------------------------
+
+@facts_class
+class Python:
+    executable: str | None
+    version: str | None
 
 
-@dataclass(frozen=True)
-class Map:
-    value: Any
+@facts_class
+class DirInfo:
+    OPEN = True
+    editable: Any
 
 
-@dataclass(frozen=True)
-class Text:
-    limit: int = MAX_TEXT
+@facts_class
+class VcsInfo:
+    OPEN = True
+    commit_id: Any
 
 
-STR = Text()
-BIG = Text(BIG_TEXT)
-INT = "int"
-NUM = "number"
-BOOL = "bool"
-ANY = "any"
+@facts_class
+class DirectUrl:
+    """PEP 610 direct_url.json as the host holds it (absent for index installs)."""
+    OPEN = True
+    url: Any
+    dir_info: DirInfo | None = fact(present=True)
+    vcs_info: VcsInfo | None
+    archive_info: Any  # only whether it is there is read
 
-FILES = lambda **more: {"count": Req(INT), "files": Req(List(dict({"file": Req(STR)}, **more)))}
 
-FACTS = {
-    "probe_version": Req(INT),
-    "errors": List(STR),
-    "python": {"executable": STR, "version": STR},
-    "venv": STR,
-    "install": {
-        "site_packages": STR, "code_root": STR, "package_dir": STR, "editable_source": STR,
-        "stash_dirs": List(STR), "site_packages_candidates": List(STR), "errors": List(STR),
-        "dist_infos": List({
-            "path": Req(STR), "version": STR, "installer": STR, "name": STR,
-            "errors": List(STR),
-            "direct_url": {"dir_info": Present({"editable": ANY}), "vcs_info": {"commit_id": ANY}}}),
-    },
-    # values as _version.py assigns them (any literal): the checks judge odd ones
-    "version_file": {"path": STR, "exists": BOOL, "error": STR},
-    "signatures": Map({
-        # offset: the constant a key-offset path adds, or "?" (the probe files hits under
-        # their label; the checks read labels, never the offset itself)
-        "findings": Map(List({"file": STR, "line": INT, "text": STR, "function": STR,
-                              "offset": ANY, "step": STR, "why": STR, "source": STR,
-                              "trail": List({"file": STR, "line": INT, "step": STR,
-                                             "text": STR})})),
-        "files_searched": Map({"count": Req(INT), "first": Req(List(STR))}),
-        "errors": List(STR),
-    }),
-    "shared_analysis": {"build": STR, "files": INT, "listings": INT},
-    "shared_read": BIG,
-    "integrity": {
-        "record": {
-            "dist_info": Req(STR, always=True), "error": STR, "rows": Req(INT), "checked": Req(INT),
-            "hashed": Req(INT), "hashed_bytes": Req(INT), "deep": BOOL, "elapsed_s": NUM,
-            "unverifiable_rows": INT, "missing": Req(FILES()),
-            "size": Req(FILES(expected=Req(INT), actual=Req(INT))), "hash": Req(FILES()),
-            "unreadable": Req(FILES(error=STR)),
-        },
-        "editable": {"source": Req(STR), "exists": Req(BOOL), "version_file": ANY,
-                     "compiled": Req(List(STR))},
-        "in_progress": {"error": STR, "processes": List({"pid": Req(INT), "cmdline": Req(STR),
-                                                         "cwd": STR})},
-        "import": {
-            "interpreter": Req(STR, always=True), "error": STR, "expected": Req(List(STR)),
-            "modules": Req(List({"module": Req(STR), "ok": Req(BOOL), "error": STR})),
-            "torch": {"ok": BOOL, "detail": STR}, "torch_installed": BOOL,
-            "crashed_in": STR, "timed_out": BOOL, "timeout_s": NUM, "returncode": INT,
-            "stderr_tail": STR, "elapsed_s": NUM,
-        },
-    },
-    "smoke": {
-        "mode": STR, "url": STR, "model": STR, "log_file": STR, "log_tail": STR,
-        "error": {"kind": Req(STR), "detail": Req(STR)},
-        "metrics_before": Req(BIG), "metrics_after": Req(BIG), "startup_s": NUM,
-        "server_exit": INT,
-        "load": Req({"results": Req(List({"ok": BOOL, "latency_s": Req(NUM), "status": INT,
-                                          "completion_tokens": INT, "error": STR,
-                                          "prompt": STR})),
-                     "wall_s": NUM, "planned": INT, "budget_exhausted": BOOL}),
-    },
-}
+@facts_class
+class DistInfo:
+    path: str = fact(required=True)
+    version: str | None
+    installer: str | None
+    name: str | None
+    errors: list[str]
+    direct_url: DirectUrl | None
+
+
+@facts_class
+class OtherInstall:
+    """Another vllm install seen on the host, not checked (reported as found)."""
+    dist_infos: list[str]
+    found_by: str | None
+    site_packages: str | None
+
+
+@facts_class
+class Install:
+    site_packages: str | None
+    code_root: str | None
+    package_dir: str | None
+    editable_source: str | None
+    stash_dirs: list[str]
+    site_packages_candidates: list[str]
+    errors: list[str]
+    dist_infos: list[DistInfo]
+    found_by: str | None
+    site_real: str | None
+    interpreter: str | None
+    shims: list[str]
+    tmp_dirs: list[str]
+    other_installs: list[OtherInstall] | None
+
+
+@facts_class
+class VersionFile:
+    """vllm/_version.py; its values as the file assigns them (any literal): the checks
+    judge odd ones."""
+    path: str | None
+    exists: bool | None
+    error: str | None
+    version: Any
+    version_tuple: Any
+    commit_id: Any
+
+
+@facts_class
+class TrailStep:
+    file: str | None
+    line: int | None
+    step: str | None
+    text: str | None
+
+
+@facts_class
+class Finding:
+    """One hit; a dataflow finding is a path whose deciding step comes first. offset: the
+    constant a key-offset path adds, or "?" (the probe files hits under their label; the
+    checks read labels, never the offset itself)."""
+    file: str | None
+    line: int | None
+    text: str | None
+    function: str | None
+    offset: Any
+    step: str | None
+    why: str | None
+    source: str | None
+    trail: list[TrailStep]
+
+
+@facts_class
+class FilesSearched:
+    count: int = fact(required=True)
+    first: list[str] = fact(required=True)
+
+
+@facts_class
+class Module:
+    """A module resolved through vLLM's model registry."""
+    file: str | None
+    line: int | None
+    registry: str | None
+
+
+@facts_class
+class Signature:
+    """One fix check's findings, by label."""
+    findings: dict[str, list[Finding]]
+    files_searched: dict[str, FilesSearched]
+    errors: list[str]
+    modules: dict[str, Module]
+
+
+@facts_class
+class SharedAnalysisFacts:
+    build: str | None
+    files: int | None
+    listings: int | None
+    mismatch: str | None
+
+
+@facts_class
+class RecordFile:
+    file: str = fact(required=True)
+
+
+@facts_class
+class SizeMismatch:
+    file: str = fact(required=True)
+    expected: int = fact(required=True)
+    actual: int = fact(required=True)
+
+
+@facts_class
+class UnreadableFile:
+    file: str = fact(required=True)
+    error: str | None
+
+
+Entry = TypeVar("Entry")
+
+
+@facts_class
+class Listed(Generic[Entry]):
+    """Files of one kind: how many in all, and the first few."""
+    count: int = fact(required=True)
+    files: list[Entry] = fact(required=True)
+
+
+@facts_class
+class Record:
+    """RECORD verified like `rpm -V`."""
+    dist_info: str = fact(always=True)
+    error: str | None
+    rows: int = fact(required=True)
+    checked: int = fact(required=True)
+    hashed: int = fact(required=True)
+    hashed_bytes: int = fact(required=True)
+    deep: bool | None
+    elapsed_s: float | None
+    unverifiable_rows: int | None
+    missing: Listed[RecordFile] = fact(required=True)
+    size: Listed[SizeMismatch] = fact(required=True)
+    hash: Listed[RecordFile] = fact(required=True)
+    unreadable: Listed[UnreadableFile] = fact(required=True)
+
+
+@facts_class
+class Editable:
+    source: str = fact(required=True)
+    exists: bool = fact(required=True)
+    version_file: Any
+    compiled: list[str] = fact(required=True)
+
+
+@facts_class
+class Process:
+    pid: int = fact(required=True)
+    cmdline: str = fact(required=True)
+    cwd: str | None
+    target: str | None
+
+
+@facts_class
+class InProgress:
+    error: str | None
+    processes: list[Process]
+    elsewhere: list[Process]
+
+
+@facts_class
+class ChangedAt:
+    mtime: float | None
+    path: str | None
+
+
+@facts_class
+class Torch:
+    ok: bool | None
+    detail: str | None
+
+
+@facts_class
+class ModuleLoad:
+    module: str = fact(required=True)
+    ok: bool = fact(required=True)
+    error: str | None
+
+
+@facts_class
+class ImportCheck:
+    interpreter: str = fact(always=True)
+    error: str | None
+    expected: list[str] = fact(required=True)
+    modules: list[ModuleLoad] = fact(required=True)
+    torch: Torch
+    torch_installed: bool | None
+    crashed_in: str | None
+    timed_out: bool | None
+    timeout_s: float | None
+    returncode: int | None
+    stderr_tail: str | None
+    elapsed_s: float | None
+
+
+@facts_class
+class Integrity:
+    record: Record | None
+    editable: Editable | None
+    in_progress: InProgress
+    changed_at: ChangedAt
+    imports: ImportCheck | None = fact(key="import")
+
+
+@facts_class
+class SmokeError:
+    kind: str = fact(required=True)
+    detail: str = fact(required=True)
+
+
+@facts_class
+class LoadResult:
+    ok: bool | None
+    latency_s: float = fact(required=True)
+    status: int | None
+    completion_tokens: int | None
+    error: str | None
+    prompt: str | None
+
+
+@facts_class
+class Load:
+    results: list[LoadResult] = fact(required=True)
+    wall_s: float | None
+    planned: int | None
+    budget_exhausted: bool | None
+
+
+@facts_class
+class Smoke:
+    mode: str | None
+    url: str | None
+    model: str | None
+    log_file: str | None
+    log_tail: str | None
+    error: SmokeError | None
+    metrics_before: str = fact(required=True, limit=BIG_TEXT)
+    metrics_after: str = fact(required=True, limit=BIG_TEXT)
+    startup_s: float | None
+    server_exit: int | None
+    load: Load = fact(required=True)
+
+
+@facts_class
+class Server:
+    pid: int = fact(required=True)
+    cmdline: str | None
+    exe: str | None
+    interpreter: str | None
+    started_at: float | None
+    port: int | None
+    site_dirs: list[str]
+    real_site_dirs: list[str]
+    site_from: str | None
+
+
+@facts_class
+class Servers:
+    servers: list[Server]
+    error: str | None
+    serving_port: int | None
+
+
+@facts_class
+class Bundle:
+    """Set by a probe-bundle script (bundle.py)."""
+    fleetcheck_version: str | None
+    playbook: str | None
+
+
+@facts_class
+class Facts:
+    """The probe's whole answer."""
+    probe_version: int = fact(required=True)
+    errors: list[str]
+    python: Python
+    venv: str | None
+    install: Install
+    version_file: VersionFile
+    # None: the host verified its build's bytes and the controller fills in the analysis
+    signatures: dict[str, Signature] | None
+    shared_analysis: SharedAnalysisFacts
+    shared_read: str | None = fact(limit=BIG_TEXT)
+    integrity: Integrity | None
+    smoke: Smoke | None
+    servers: Servers
+    record_sha256: str | None
+    host: str | None
+    bundle: Bundle | None
+
+
+Signatures = dict[str, Signature]
+
+
+# --- the decoder, derived from the classes above -------------------------------------
 
 NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true or false",
          int: "an integer", float: "a number", type(None): "null"}
+
+# (value, path, depth, unknown keys or None) -> the decoded value
+Decoder = Callable[[Any, str, int, Union[list, None]], Any]
 
 
 def kind_of(value: Any) -> str:
@@ -150,81 +431,243 @@ def join(path: str, key: Any) -> str:
     return "%s.%s" % (path, text) if path else text
 
 
-def fits(value: Any, expected: Any) -> str | None:
-    """Why value is not of the expected scalar type, or None."""
-    if expected == ANY or isinstance(expected, (dict, List, Map)):
-        return None
-    if isinstance(expected, Text):
-        if not isinstance(value, str):
-            return "expected a string or null, got %s" % kind_of(value)
-        if len(value) > expected.limit:
-            return "a text of %d characters (at most %d)" % (len(value), expected.limit)
-        return None
-    ok = {INT: is_int(value), NUM: is_number(value),
-          BOOL: isinstance(value, bool)}[expected]
-    return None if ok else "expected %s or null, got %s" % (
-        {INT: "an integer", NUM: "a number", BOOL: "true or false"}[expected], kind_of(value))
+def misfit(value: Any, path: str, expected: str) -> FactsError:
+    """Why a value is not what was expected (a non-finite number first: its type is
+    beside the point)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return FactsError(path, "%r is not a number a probe sends" % value)
+    return FactsError(path, "expected %s or null, got %s" % (expected, kind_of(value)))
 
 
-def validate_facts(facts: Any, required: tuple[str, ...] = ()) -> None:
-    """The probe's whole answer; `required`: top-level keys this host's plan asked for."""
-    if not isinstance(facts, dict):
-        raise FactsError("", "expected an object, got %s" % kind_of(facts))
-    for key in required:
-        if facts.get(key) is None:
-            raise FactsError(key, "missing (the plan asked for it)")
-    validate(facts)
-
-
-def validate(value: Any, expected: Any = FACTS, path: str = "", depth: int = 0) -> None:
-    """Raise FactsError at the first field that does not fit."""
+def generic(value: Any, path: str, depth: int, unknown: list | None = None) -> Any:
+    """A value only the generic limits apply to: nesting, finite numbers, text length."""
     if depth > MAX_DEPTH:
         raise FactsError(path, "nested deeper than %d levels" % MAX_DEPTH)
-    if isinstance(expected, (Req, Present)):
-        expected = expected.type
-    if isinstance(value, float) and not math.isfinite(value):
-        raise FactsError(path, "%r is not a number a probe sends" % value)
-    if value is not None:
-        problem = fits(value, expected)
-        if problem:
-            raise FactsError(path, problem)
-    if isinstance(value, dict):
-        if isinstance(expected, List):  # scalar expectations were refused by fits()
-            raise FactsError(path, "expected a list or null, got an object")
-        shape = expected if isinstance(expected, dict) else {}
-        for key, rule in shape.items():
-            if isinstance(rule, Req) and value.get(key) is None and \
-                    (rule.always or value.get("error") is None):
-                raise FactsError(join(path, key), "missing")
-            if isinstance(rule, Present) and key in value and value[key] is None:
-                raise FactsError(join(path, key), "null where %s belongs"
-                                 % kind_of_expected(rule.type))
+    kind = type(value)
+    if kind is dict:
         for key, item in value.items():
             if len(key) > MAX_TEXT:
                 raise FactsError(path, "a key of %d characters" % len(key))
-            rule = expected.value if isinstance(expected, Map) else shape.get(key, ANY)
-            validate(item, rule, join(path, key), depth + 1)
-    elif isinstance(value, list):
-        if isinstance(expected, (dict, Map)):
-            raise FactsError(path, "expected an object or null, got a list")
-        rule = expected.item if isinstance(expected, List) else ANY
+            generic(item, join(path, key), depth + 1)
+    elif kind is list:
         for index, item in enumerate(value):
-            validate(item, rule, join(path, index), depth + 1)
-    elif value is not None and isinstance(expected, (dict, Map, List)):
-        raise FactsError(path, "expected %s or null, got %s"
-                         % (kind_of_expected(expected), kind_of(value)))
-    elif isinstance(value, str) and expected == ANY and len(value) > MAX_TEXT:
-        raise FactsError(path, "a text of %d characters (at most %d)" % (len(value), MAX_TEXT))
+            generic(item, "%s[%d]" % (path, index), depth + 1)
+    elif kind is str:
+        if len(value) > MAX_TEXT:
+            raise FactsError(path, "a text of %d characters (at most %d)"
+                             % (len(value), MAX_TEXT))
+    elif kind is float and not math.isfinite(value):
+        raise FactsError(path, "%r is not a number a probe sends" % value)
+    return value
 
 
-def kind_of_expected(expected: Any) -> str:
-    if isinstance(expected, (dict, Map)):
-        return "an object"
-    if isinstance(expected, List):
-        return "a list"
-    if isinstance(expected, Text):
-        return "a string"
-    return {INT: "an integer", NUM: "a number", BOOL: "true or false"}.get(expected, "a value")
+def text_decoder(limit: int) -> Decoder:
+    def decode(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+        if type(value) is str:
+            if len(value) > limit:
+                raise FactsError(path, "a text of %d characters (at most %d)"
+                                 % (len(value), limit))
+            return value
+        if value is None:
+            return None
+        raise misfit(value, path, "a string")
+    return decode
+
+
+def decode_int(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+    if value is None or is_int(value):
+        return value
+    raise misfit(value, path, "an integer")
+
+
+def decode_number(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+    if value is None or (is_number(value) and
+                         (type(value) is not float or math.isfinite(value))):
+        return value
+    raise misfit(value, path, "a number")
+
+
+def decode_bool(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+    if value is None or type(value) is bool:
+        return value
+    raise misfit(value, path, "true or false")
+
+
+def list_decoder(item: Decoder, empty: Callable[[], Any]) -> Decoder:
+    def decode(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+        if type(value) is list:
+            return [item(entry, "%s[%d]" % (path, index), depth + 1, unknown)
+                    for index, entry in enumerate(value)]
+        if value is None:
+            return empty()
+        raise misfit(value, path, "a list")
+    return decode
+
+
+def map_decoder(item: Decoder, empty: Callable[[], Any]) -> Decoder:
+    def decode(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+        if type(value) is dict:
+            out = {}
+            for key, entry in value.items():
+                if len(key) > MAX_TEXT:
+                    raise FactsError(path, "a key of %d characters" % len(key))
+                out[key] = item(entry, join(path, key), depth + 1, unknown)
+            return out
+        if value is None:
+            return empty()
+        raise misfit(value, path, "an object")
+    return decode
+
+
+class Rule(NamedTuple):
+    """How one annotation is decoded: the decoder, what a missing field reads as, and
+    the words for what belongs there (in messages)."""
+    decode: Decoder
+    empty: Callable[[], Any]
+    expects: str
+
+
+NO_RULES = {"required": False, "always": False, "present": False, "limit": MAX_TEXT,
+            "key": None}
+
+
+class ClassDecoder:
+    """Decodes one facts class (a generic one with its type arguments); built once per
+    class, on first use."""
+
+    def __init__(self, cls: type, arguments: tuple[Any, ...] = ()):
+        self.cls = cls
+        self.open = getattr(cls, "OPEN", False)
+        hints = get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        if arguments:
+            bound = dict(zip(cls.__parameters__, arguments))  # type: ignore[attr-defined]
+            hints = {name: bound[hint] if isinstance(hint, TypeVar) else
+                     hint[tuple(bound[p] for p in hint.__parameters__)]
+                     if getattr(hint, "__parameters__", ()) else hint
+                     for name, hint in hints.items()}
+        self.keys: list[str] = []
+        self.decoders: list[Decoder] = []
+        self.empties: list[Callable[[], Any]] = []
+        self.checks: list[tuple[str, bool, bool, bool, str]] = []  # required / present
+        for item in fields(cls):
+            meta = item.metadata or NO_RULES
+            key = meta["key"] or item.name
+            rule = rule_for(hints[item.name], meta["limit"])
+            self.keys.append(key)
+            self.decoders.append(rule.decode)
+            self.empties.append(rule.empty)
+            if meta["required"] or meta["present"]:
+                self.checks.append((key, meta["required"], meta["always"], meta["present"],
+                                    rule.expects))
+        self.index = {key: slot for slot, key in enumerate(self.keys)}
+
+    def empty(self) -> Any:
+        return self.cls(*[make() for make in self.empties])
+
+    def decode(self, value: Any, path: str, depth: int, unknown: list | None) -> Any:
+        if type(value) is not dict:
+            raise misfit(value, path, "an object")
+        if self.checks:
+            reports_error = value.get("error") is not None
+            for key, required, always, present, expected in self.checks:
+                if value.get(key) is None:
+                    if required and (always or not reports_error):
+                        raise FactsError(join(path, key), "missing")
+                    if present and key in value:
+                        raise FactsError(join(path, key), "null where %s belongs" % expected)
+        out: list[Any] = [MISSING] * len(self.keys)
+        index = self.index
+        for key, item in value.items():
+            if len(key) > MAX_TEXT:
+                raise FactsError(path, "a key of %d characters" % len(key))
+            slot = index.get(key)
+            if slot is None:
+                where = join(path, key)
+                generic(item, where, depth + 1)
+                if unknown is not None and not self.open:
+                    unknown.append(where)
+            else:
+                out[slot] = self.decoders[slot](item, "%s.%s" % (path, key) if path else key,
+                                                depth + 1, unknown)
+        for slot, decoded in enumerate(out):
+            if decoded is MISSING:
+                out[slot] = self.empties[slot]()
+        return self.cls(*out)
+
+
+CLASS_DECODERS: dict[tuple[type, tuple[Any, ...]], ClassDecoder] = {}
+
+
+def class_decoder(cls: type, arguments: tuple[Any, ...] = ()) -> ClassDecoder:
+    found = CLASS_DECODERS.get((cls, arguments))
+    if found is None:
+        found = CLASS_DECODERS[cls, arguments] = ClassDecoder(cls, arguments)
+    return found
+
+
+def none() -> None:
+    return None
+
+
+SCALARS = {int: (decode_int, "an integer"), float: (decode_number, "a number"),
+           bool: (decode_bool, "true or false")}
+
+
+def rule_for(annotation: Any, limit: int = MAX_TEXT) -> Rule:
+    """The rule of one annotation of the description."""
+    optional = False
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            raise TypeError("facts fields are one type or None, not %r" % annotation)
+        annotation, optional = args[0], True
+    origin = get_origin(annotation)
+    if annotation is Any:
+        return Rule(generic, none, "a value")
+    if annotation is str:
+        return Rule(text_decoder(limit), none, "a string")
+    if annotation in SCALARS:
+        return Rule(SCALARS[annotation][0], none, SCALARS[annotation][1])
+    if origin is list:
+        empty = none if optional else list
+        return Rule(list_decoder(rule_for(get_args(annotation)[0]).decode, empty), empty,
+                    "a list")
+    if origin is dict:
+        empty = none if optional else dict
+        return Rule(map_decoder(rule_for(get_args(annotation)[1]).decode, empty), empty,
+                    "an object")
+    cls, arguments = (origin, get_args(annotation)) if origin else (annotation, ())
+    if isinstance(cls, type) and hasattr(cls, "__dataclass_fields__"):
+
+        def decode_object(value: Any, path: str, depth: int, unknown: list | None) -> Any:
+            if value is None:
+                return empty()
+            return class_decoder(cls, arguments).decode(value, path, depth, unknown)
+
+        def empty() -> Any:
+            return None if optional else class_decoder(cls, arguments).empty()
+
+        return Rule(decode_object, empty, "an object")
+    raise TypeError("no rule for the facts annotation %r" % annotation)
+
+
+def decode(annotation: Any, value: Any, path: str = "", unknown: list | None = None) -> Any:
+    """A part of the facts (e.g. `Signatures`, as the shared analysis holds it), decoded
+    as the field of that type would be."""
+    return rule_for(annotation).decode(value, path, 0, unknown)
+
+
+def decode_facts(raw: Any, required: tuple[str, ...] = (),
+                 unknown: list[str] | None = None) -> Facts:
+    """The probe's whole answer (parsed JSON) as Facts; `required`: top-level keys this
+    host's plan asked for; `unknown`, when given, receives the path of every key the
+    description does not know."""
+    if not isinstance(raw, dict):
+        raise FactsError("", "expected an object, got %s" % kind_of(raw))
+    for key in required:
+        if raw.get(key) is None:
+            raise FactsError(key, "missing (the plan asked for it)")
+    return class_decoder(Facts).decode(raw, "", 0, unknown)
 
 
 TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}:,]|[^\s\[\]{}:,"]+')

@@ -24,6 +24,7 @@ from fleetcheck.checks.version import vllm_info
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
+from fleetcheck.facts_schema import Facts
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -58,7 +59,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: dict[str, Any],
+def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: Facts,
                expected: dict[str, BuildExpectation] | None = None,
                host_name: str = "") -> tuple[Any, list[CheckResult], dict | None]:
     """`expected` (every host's, by name) adds build-expected to every host when any host
@@ -72,7 +73,7 @@ def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: dict[str, 
                       build_skipped("no expected build set for this host"))
     numbers = None
     if smoke is not None:
-        smoke_check, numbers = judge_smoke(facts["smoke"], smoke)
+        smoke_check, numbers = judge_smoke(facts.smoke, smoke)
         checks.append(smoke_check)
     return info, checks, numbers
 
@@ -184,7 +185,9 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
                 return shared.answer(name, line, deadline, cancel)
         answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
         facts = decode_answer(answer, host, ("smoke",) if smoke is not None else ())
-        note = shared.complete(name, facts) if shared is not None else None
+        note = None
+        if shared is not None:
+            facts, note = shared.complete(name, facts)
         inject("judge", name)
         info, checks, numbers = judge_host(playbook, smoke, facts, options.expected, host.name)
     except TransportError as exc:

@@ -17,7 +17,7 @@ import zlib
 from functools import lru_cache
 from typing import Any
 
-from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
+from fleetcheck.facts_schema import MAX_DEPTH, Facts, FactsError, decode_facts, open_field
 from fleetcheck.inventory import Host
 from fleetcheck.text import printable
 from fleetcheck.probe import MODULES as PROBE_MODULES
@@ -156,10 +156,11 @@ def serving_port(url: str) -> int:
 
 
 def decode_answer(result: CommandResult, host: Host,
-                  required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The probe's facts, or a TransportError saying why the answer is not one. This is
-    the one place an answer's types are checked (facts_schema.py): past it, the checks
-    may rely on them. `required`: top-level facts this host's plan asked for."""
+                  required: tuple[str, ...] = ()) -> Facts:
+    """The probe's facts, typed, or a TransportError saying why the answer is not one.
+    This is the one place an answer is decoded and its types checked (facts_schema.py):
+    past it, the checks read typed facts and may rely on them. `required`: top-level
+    facts this host's plan asked for."""
     refused = become_failure(result, host)
     if refused:
         raise refused
@@ -185,11 +186,10 @@ def decode_answer(result: CommandResult, host: Host,
         raise TransportError("probe", "probe failed on the host: %s"
                              % printable(str(facts["fatal"]).encode("utf-8", "replace"), 500))
     try:
-        validate_facts(facts, required)
+        return decode_facts(facts, required)
     except FactsError as exc:
         raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
                              "facts: %s" % printable(str(exc).encode("utf-8", "replace"), 300))
-    return facts
 
 
 def cut_answer_field(received: bytes) -> str | None:
