@@ -9,7 +9,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.build import apply_same_build, judge_build
@@ -24,7 +24,6 @@ from fleetcheck.checks.version import vllm_info
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
-from fleetcheck.facts_schema import Facts
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -38,6 +37,9 @@ from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, vali
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Deadline, Target, TransportError
 from fleetcheck.connectors.ssh import SshSettings
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import Facts
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.facts_schema import Facts, FactsError, Signatures, decode
 from fleetcheck.probe.files import MissingFile, ProbeFileError
 from fleetcheck.probe.shared_bytes import listing_digest
 from fleetcheck.probe.signatures import run_signature
@@ -28,6 +27,7 @@ from fleetcheck.connectors.base import Deadline, TransportError
 
 if TYPE_CHECKING:
     from fleetcheck.analysis_cache import AnalysisCache
+    from fleetcheck.facts_schema import Facts, Signatures
 
 QUESTION = b"fleetcheck-ask "
 LEAD_WAIT_S = 5.0
@@ -223,6 +223,7 @@ class SharedAnalysis:
         found = self.cache.get(key[0]) if self.cache is not None else None
         if found is None:
             return None
+        from fleetcheck.facts_schema import FactsError, Signatures, decode
         try:
             analysis = decode(Signatures, json.loads(found[0]))
         except (ValueError, FactsError):  # an entry this fleetcheck would not write: a miss
@@ -239,6 +240,7 @@ class SharedAnalysis:
         (decoded alike: every field a check reads is the same); otherwise (nothing
         shipped, a refused shipment, a disagreeing lead) the build is not shared and its
         other hosts analyse their own files."""
+        from fleetcheck.facts_schema import Signatures, decode
         try:
             if shipped:
                 signatures, reply = analyse_shipment(shipped, self.signatures, key)

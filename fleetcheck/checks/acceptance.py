@@ -10,11 +10,13 @@ collapses) are added once every host is in.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetcheck.facts_schema import Smoke
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke_settings import SmokeOptions
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import Smoke
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import commit_of, primary_dist_info
-from fleetcheck.facts_schema import Facts
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
                                      found_version, version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, host_status
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import Facts
 
 NO_COMMIT = "this build records no commit"
 

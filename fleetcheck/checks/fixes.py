@@ -6,12 +6,14 @@ out loud, because a version number is exactly what misled people in the incident
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, version_suggests
-from fleetcheck.facts_schema import Facts, Finding
 from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import Facts, Finding
 
 MAX_EVIDENCE = 14
 

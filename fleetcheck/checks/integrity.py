@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, pep440, vcs_commit
-from fleetcheck.facts_schema import Facts, Integrity, Process, Server
 from fleetcheck.results import CheckResult, Evidence
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import Facts, Integrity, Process, Server
 
 MAX_EVIDENCE = 12
 KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu|neuron|"

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetcheck.facts_schema import DistInfo, Facts
 from fleetcheck.results import VllmInfo
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts_schema import DistInfo, Facts
 
 DEV_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
 
