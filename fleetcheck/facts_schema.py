@@ -20,9 +20,13 @@ them (nothing else lists the fields):
 - A scalar that is missing or null reads as None. A list, map or object annotated
   `X | None` reads as None when missing or null; annotated plain `X` it reads as empty
   ([], {}, or the class with every field empty), so checks read it without `or {}`.
+  Decision: missing and null mean the same to the checks (the probe writes one or the
+  other, never both for the same fact).
 - `fact(required=True)`: present and not null, unless its object reports an `error` (the
-  probe's convention: an object with an error holds only what was learned before it);
-  `always=True`: even then. `fact(present=True)`: may be missing, never null.
+  probe's convention: an object with an error holds only what was learned before it;
+  such fields are annotated without `| None`, and the checks read them only once they
+  have seen no `error`); `always=True`: even then. `fact(present=True)`: may be missing,
+  never null.
 - Unknown keys: the probe and the controller ship together, so a key this description
   does not know means they drifted. At run time it is ignored (only the generic limits
   apply): a host is never failed for it. `decode_facts(..., unknown=[])` lists them, and
