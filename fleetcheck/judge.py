@@ -145,7 +145,7 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
             raise TransportError("unreachable", answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
                               host)
-        if playbook.integrity.enabled and "integrity" not in facts:
+        if playbook.integrity.enabled and facts.integrity is None:
             raise TransportError("protocol", "these facts hold no integrity facts: the bundle "
                                  "was written with --no-integrity; give judge the same")
         info, checks, _ = judge_host(playbook, None, facts, expected, host.name)

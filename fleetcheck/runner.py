@@ -9,7 +9,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.build import apply_same_build, judge_build
@@ -35,8 +35,11 @@ from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
 from fleetcheck.shared_analysis import SharedAnalysis
 from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.connectors import Registry
-from fleetcheck.connectors.base import Deadline, Target, TransportError
+from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
 from fleetcheck.connectors.ssh import SshSettings
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import Facts
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0
@@ -58,7 +61,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: dict[str, Any],
+def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: Facts,
                expected: dict[str, BuildExpectation] | None = None,
                host_name: str = "") -> tuple[Any, list[CheckResult], dict | None]:
     """`expected` (every host's, by name) adds build-expected to every host when any host
@@ -72,7 +75,7 @@ def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: dict[str, 
                       build_skipped("no expected build set for this host"))
     numbers = None
     if smoke is not None:
-        smoke_check, numbers = judge_smoke(facts["smoke"], smoke)
+        smoke_check, numbers = judge_smoke(facts.smoke, smoke)
         checks.append(smoke_check)
     return info, checks, numbers
 
@@ -162,6 +165,15 @@ def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
                                             smoke is not None, bool(options.expected)))
 
 
+def shared_answerer(shared: SharedAnalysis, name: str, deadline: Deadline,
+                    cancel: threading.Event | None) -> Answerer:
+    """What answers the probe's one question (its build's key) during the dialogue."""
+    def asked(line: bytes) -> bytes | None:
+        inject("shared", name)
+        return shared.answer(name, line, deadline, cancel)
+    return asked
+
+
 def probe_target(host: Host, target: Target, playbook: Playbook,
                  signatures: list[dict[str, Any]], options: RunOptions,
                  smoke: SmokeOptions | None, deadline: Deadline,
@@ -177,14 +189,12 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
         inject("plan", name)
-        asked = None
-        if shared is not None:
-            def asked(line: bytes) -> bytes | None:
-                inject("shared", name)
-                return shared.answer(name, line, deadline, cancel)
+        asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
         answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
         facts = decode_answer(answer, host, ("smoke",) if smoke is not None else ())
-        note = shared.complete(name, facts) if shared is not None else None
+        note = None
+        if shared is not None:
+            facts, note = shared.complete(name, facts)
         inject("judge", name)
         info, checks, numbers = judge_host(playbook, smoke, facts, options.expected, host.name)
     except TransportError as exc:

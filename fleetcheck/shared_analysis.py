@@ -16,7 +16,7 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.probe.files import MissingFile, ProbeFileError
@@ -27,6 +27,7 @@ from fleetcheck.connectors.base import Deadline, TransportError
 
 if TYPE_CHECKING:
     from fleetcheck.analysis_cache import AnalysisCache
+    from fleetcheck.facts import Facts, Signatures
 
 QUESTION = b"fleetcheck-ask "
 LEAD_WAIT_S = 5.0
@@ -44,7 +45,10 @@ class ShipmentError(Exception):
 class Build:
     lead: str
     done: threading.Event = field(default_factory=threading.Event)
-    signatures: str | None = None  # the controller's analysis (JSON), once shared
+    # the controller's analysis, once shared: decoded (frozen, so every follower gets
+    # this one object) and as JSON (for the cache)
+    analysis: Signatures | None = None
+    signatures: str | None = None
     reply: bytes | None = None  # what the build's other hosts are asked to verify
     cached: bool = False  # the analysis came from the controller's cache: no lead
 
@@ -173,33 +177,36 @@ class SharedAnalysis:
                 break
         return build.reply or ALONE
 
-    def complete(self, host: str, facts: dict[str, Any]) -> str | None:
+    def complete(self, host: str, facts: Facts) -> tuple[Facts, str | None]:
         """After a host's answer: a lead's shipment is analysed; a follower that verified
-        gets the build's analysis. Returns what to say about it in the results."""
-        shipped = facts.pop("shared_read", None)
+        gets the build's analysis. Returns the facts to judge (without the shipment) and
+        what to say about the analysis in the results."""
+        shipped = facts.shared_read
+        if shipped is not None:
+            facts = replace(facts, shared_read=None)
         with self._lock:
             key = self._asked.get(host)
             build = self._builds.get(key) if key else None
         if build is not None and build.lead == host and not build.done.is_set():
-            self._learn(build, key[0], shipped, facts.get("signatures"))
-            return None
-        info = facts.get("shared_analysis")
-        info = info if isinstance(info, dict) else {}
-        if facts.get("signatures") is None:
-            counts = (info.get("files"), info.get("listings"))
-            if build is None or build.signatures is None or build.reply is None or \
-                    not all(isinstance(n, int) for n in counts):
+            self._learn(build, key[0], shipped, facts.signatures)
+            return facts, None
+        info = facts.shared_analysis
+        if facts.signatures is None:
+            counts = (info.files, info.listings)
+            if build is None or build.analysis is None or build.reply is None or \
+                    None in counts:
                 raise TransportError("protocol", "probe sent no analysis and its build has "
                                                  "none to share")
-            facts["signatures"] = json.loads(build.signatures)  # a fresh copy per host
+            facts = replace(facts, signatures=build.analysis)
             if build.cached:
-                return ("fix analysis from the controller's cache of this build: %d files "
-                        "and %d directory listings verified identical on this host" % counts)
-            return ("fix analysis shared with %s: %d files and %d directory listings "
-                    "verified identical on this host" % ((build.lead,) + counts))
-        if info.get("mismatch"):
-            return "fix analysis run on this host: %s" % str(info["mismatch"])[:300]
-        return None
+                return facts, ("fix analysis from the controller's cache of this build: %d "
+                               "files and %d directory listings verified identical on this "
+                               "host" % counts)
+            return facts, ("fix analysis shared with %s: %d files and %d directory listings "
+                           "verified identical on this host" % ((build.lead,) + counts))
+        if info.mismatch:
+            return facts, "fix analysis run on this host: %s" % info.mismatch[:300]
+        return facts, None
 
     def abandon(self, host: str) -> None:
         """A host failed: if it led a build, the next host of that build leads instead."""
@@ -216,22 +223,33 @@ class SharedAnalysis:
         found = self.cache.get(key[0]) if self.cache is not None else None
         if found is None:
             return None
-        build = Build(lead="the controller's cache", signatures=found[0], reply=found[1],
-                      cached=True)
+        from fleetcheck.facts import Signatures
+        from fleetcheck.facts_decoder import FactsError, decode
+        try:
+            analysis = decode(Signatures, json.loads(found[0]))
+        except (ValueError, FactsError):  # an entry this fleetcheck would not write: a miss
+            return None
+        build = Build(lead="the controller's cache", analysis=analysis, signatures=found[0],
+                      reply=found[1], cached=True)
         build.done.set()
         self._builds[key] = build
         return build
 
-    def _learn(self, build: Build, key: str, shipped: Any, lead_facts: Any) -> None:
-        """Share the controller's analysis of the shipment if it equals the lead's own;
-        otherwise (nothing shipped, a refused shipment, a disagreeing lead) the build is
-        not shared and its other hosts analyse their own files."""
+    def _learn(self, build: Build, key: str, shipped: str | None,
+               lead_analysis: Signatures | None) -> None:
+        """Share the controller's analysis of the shipment if it equals the lead's own
+        (decoded alike: every field a check reads is the same); otherwise (nothing
+        shipped, a refused shipment, a disagreeing lead) the build is not shared and its
+        other hosts analyse their own files."""
+        from fleetcheck.facts import Signatures
+        from fleetcheck.facts_decoder import decode
         try:
             if shipped:
                 signatures, reply = analyse_shipment(shipped, self.signatures, key)
                 text = json.dumps(signatures, sort_keys=True)
-                if text == json.dumps(lead_facts, sort_keys=True):
-                    build.signatures, build.reply = text, reply
+                analysis = decode(Signatures, json.loads(text))  # as if it had crossed the wire
+                if analysis == lead_analysis:
+                    build.analysis, build.signatures, build.reply = analysis, text, reply
                     if self.cache is not None:
                         self.cache.put(key, text, reply)
         except Exception:  # ShipmentError, or hostile bytes tripping the analysis

@@ -15,13 +15,15 @@ import shlex
 import threading
 import zlib
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetcheck.facts_schema import MAX_DEPTH, FactsError, open_field, validate_facts
 from fleetcheck.inventory import Host
 from fleetcheck.text import printable
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.connectors.base import CommandResult, TransportError
+
+if TYPE_CHECKING:
+    from fleetcheck.facts import Facts
 
 # stdin: a header line "<magic> <marshal length> <json length>", the probe modules as
 # zlib-compressed marshalled code objects (used when the host's Python has the controller's
@@ -156,10 +158,14 @@ def serving_port(url: str) -> int:
 
 
 def decode_answer(result: CommandResult, host: Host,
-                  required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The probe's facts, or a TransportError saying why the answer is not one. This is
-    the one place an answer's types are checked (facts_schema.py): past it, the checks
-    may rely on them. `required`: top-level facts this host's plan asked for."""
+                  required: tuple[str, ...] = ()) -> Facts:
+    """The probe's facts, typed, or a TransportError saying why the answer is not one.
+    This is the one place an answer is decoded and its types checked (facts_decoder.py):
+    past it, the checks read typed facts and may rely on them. `required`: top-level
+    facts this host's plan asked for. (The facts' description is imported here, with the
+    first answer: building its classes costs ~25 ms that `fleetcheck --version` need not
+    pay.)"""
+    from fleetcheck.facts_decoder import MAX_DEPTH, FactsError, decode_facts, open_field
     refused = become_failure(result, host)
     if refused:
         raise refused
@@ -185,15 +191,15 @@ def decode_answer(result: CommandResult, host: Host,
         raise TransportError("probe", "probe failed on the host: %s"
                              % printable(str(facts["fatal"]).encode("utf-8", "replace"), 500))
     try:
-        validate_facts(facts, required)
+        return decode_facts(facts, required)
     except FactsError as exc:
         raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
                              "facts: %s" % printable(str(exc).encode("utf-8", "replace"), 300))
-    return facts
 
 
 def cut_answer_field(received: bytes) -> str | None:
     """For an answer stopped at the output cap: the field it was inside, if it was JSON."""
+    from fleetcheck.facts_decoder import open_field
     if not received.lstrip()[:1] == b"{":
         return None
     return open_field(received.decode("utf-8", "replace"))

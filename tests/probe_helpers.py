@@ -1,46 +1,72 @@
-"""What several test modules share (test modules never import each other): the real probe
-run locally on a tree (same bytes, same bootstrap as over SSH), linked copies of real
-installs, the stand-in vLLM server and waiting for it, TCP listeners on loopback that
-decide what a connection gets, and an Ansible INI inventory with group_vars and
-host_vars."""
+"""What several test modules share (test modules never import each other): recorded
+facts and facts decoded from a test's JSON, the decoded-equals-sent comparison, linked
+copies of real installs, the stand-in vLLM server and waiting for it, TCP listeners on
+loopback that decide what a connection gets, and an Ansible INI inventory with
+group_vars and host_vars. (The probe run on a tree: fleetcheck.lab.local_probe.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import socket
-import subprocess
 import textwrap
 import threading
 import time
 
-from fleetcheck.inventory import Host
-from fleetcheck.playbook import load_playbook
-from fleetcheck.wire_protocol import decode_answer, host_plan, probe_command, probe_payload
-from fleetcheck.connectors.base import CommandResult
+from fleetcheck.facts import Facts
+from fleetcheck.facts_decoder import decode_facts
 
 # where every loopback test host sees its vLLM install (a mount namespace per host)
 ENV = "/opt/ml-env"
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")
 
 
-def probe_tree(venv: str, signatures=None) -> dict:
-    host = Host(name="local", address="local", connection="local", venv=venv)
-    if signatures is None:
-        signatures = load_playbook().probe_signatures()
-    payload = probe_payload(host_plan(host, signatures))
-    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
-                          capture_output=True, timeout=60)
-    return decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
+FACTS_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "facts")
 
 
-def findings(facts: dict, check_id: str) -> dict:
-    return facts["signatures"][check_id]["findings"]
+def findings(facts: Facts, check_id: str) -> dict:
+    return facts.signatures[check_id].findings
 
 
-def dump(facts: dict) -> str:
-    return json.dumps(facts, indent=1)[:4000]
+def recorded(version: str) -> dict:
+    """A real probe's recorded answer (tests/fixtures/facts/vllm-VERSION.json), as JSON."""
+    with open(os.path.join(FACTS_FIXTURES, "vllm-%s.json" % version), encoding="utf-8") as handle:
+        return json.load(handle)["facts"]
+
+
+def assert_holds(typed, raw, path: str = "facts") -> None:
+    """The decoded facts hold exactly what the JSON said: every key of it is a described
+    field (classes marked OPEN, a host's own files, excepted) of the same value and JSON
+    type, lists, maps and objects compared through, and every field the JSON left out or
+    sent as null reads as None or empty."""
+    if dataclasses.is_dataclass(typed):
+        assert raw is None or isinstance(raw, dict), (path, raw)
+        raw = raw or {}
+        keys = {(f.metadata.get("key") or f.name): f.name for f in dataclasses.fields(typed)}
+        unknown = set(raw) - set(keys)
+        assert not unknown or getattr(typed, "OPEN", False), (path, sorted(unknown))
+        for key, name in keys.items():
+            assert_holds(getattr(typed, name), raw.get(key), "%s.%s" % (path, key))
+    elif isinstance(typed, list):
+        assert raw is None or isinstance(raw, list), (path, raw)
+        assert len(typed) == len(raw or []), path
+        for index, (item, sent) in enumerate(zip(typed, raw or [])):
+            assert_holds(item, sent, "%s[%d]" % (path, index))
+    elif isinstance(typed, dict):
+        assert raw is None or isinstance(raw, dict), (path, raw)
+        assert set(typed) == set(raw or {}), path
+        for key, item in typed.items():
+            assert_holds(item, raw[key], "%s.%s" % (path, key))
+    else:
+        assert typed == raw and type(typed) is type(raw), (path, typed, raw)
+
+
+def facts_of(raw: dict) -> Facts:
+    """Facts as a check gets them, from JSON a test wrote or edited (decoded as at the
+    wire; probe_version added when the test left it out)."""
+    return decode_facts(json.loads(json.dumps(dict({"probe_version": 1}, **raw))))
 
 
 def linked_copy(source: str, target: str) -> str:

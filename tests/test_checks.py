@@ -6,8 +6,6 @@ wheels; changing the probe's fact format shows up here without any host."""
 from __future__ import annotations
 
 import copy
-import json
-import os
 
 import pytest
 
@@ -16,13 +14,9 @@ from fleetcheck.checks.version import commit_of, install_kind, version_suggests,
 from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, host_status
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
+from probe_helpers import facts_of, recorded
+
 CHECKS = {c.id: c for c in load_playbook().checks}
-
-
-def recorded(version: str) -> dict:
-    with open(os.path.join(FIXTURES, "vllm-%s.json" % version)) as handle:
-        return json.load(handle)["facts"]
 
 
 @pytest.mark.parametrize("version, expected", [
@@ -30,7 +24,7 @@ def recorded(version: str) -> dict:
     ("0.33.0", {"dflash-layer-offset": "pass", "dflash-swa": "pass", "dflash-cache-drop": "pass"}),
 ])
 def test_recorded_release_facts(version, expected):
-    facts = recorded(version)
+    facts = facts_of(recorded(version))
     info = vllm_info(facts)
     assert info.version == version
     for check_id, status in expected.items():
@@ -41,7 +35,7 @@ def test_recorded_release_facts(version, expected):
 
 
 def test_version_disagreement_is_said():
-    facts = recorded("0.33.0")
+    facts = facts_of(recorded("0.33.0"))
     result = judge_fix(CHECKS["dflash-layer-offset"], facts, "0.20.1")
     assert result.status == "pass"
     assert result.details["version_agrees"] is False
@@ -51,21 +45,22 @@ def test_version_disagreement_is_said():
 def test_probe_errors_turn_a_verdict_into_error():
     facts = copy.deepcopy(recorded("0.33.0"))
     facts["signatures"]["dflash-swa"]["errors"] = ["finder x: vllm/a.py: Permission denied"]
-    result = judge_fix(CHECKS["dflash-swa"], facts, "0.33.0")
+    result = judge_fix(CHECKS["dflash-swa"], facts_of(facts), "0.33.0")
     assert result.status == "error" and "Permission denied" in result.message
 
 
 def test_commit_sources_in_order_of_trust():
     facts = copy.deepcopy(recorded("0.33.0"))
-    assert commit_of(facts) == ("4ba787ec9", "_version.py")
+    assert commit_of(facts_of(facts)) == ("4ba787ec9", "_version.py")
     facts["install"]["dist_infos"][0]["direct_url"] = {
         "url": "https://example.invalid/vllm.git",
         "vcs_info": {"vcs": "git", "commit_id": "3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2"}}
-    assert commit_of(facts) == ("3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2", "direct_url.json")
-    assert install_kind(facts["install"]["dist_infos"][0]).startswith("vcs")
+    assert commit_of(facts_of(facts)) == ("3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2",
+                                          "direct_url.json")
+    assert install_kind(facts_of(facts).install.dist_infos[0]).startswith("vcs")
     facts["install"]["dist_infos"][0]["direct_url"] = None
     facts["version_file"].update(commit_id=None, version="0.1.dev16016+g3cfc8f8b7")
-    assert commit_of(facts) == ("3cfc8f8b7", "version")
+    assert commit_of(facts_of(facts)) == ("3cfc8f8b7", "version")
 
 
 @pytest.mark.parametrize("version, fixed_in, expected", [
@@ -100,17 +95,18 @@ def test_versions_agree_beyond_known_suffixes(metadata, version_file, agree):
 def test_metadata_disagreements_are_named():
     from fleetcheck.checks.integrity import check_metadata
     facts = copy.deepcopy(recorded("0.33.0"))
-    assert check_metadata(facts).status == "pass"
+    assert check_metadata(facts_of(facts)).status == "pass"
     facts["install"]["dist_infos"][0]["version"] = "0.32.0"
     facts["install"]["dist_infos"][0]["direct_url"] = {
         "url": "https://example.invalid/vllm.git", "vcs_info": {"commit_id": "ffff" * 10}}
-    result = check_metadata(facts)
+    result = check_metadata(facts_of(facts))
     texts = " | ".join(e.text for e in result.evidence)
     assert result.status == "fail"
     assert "__version__ 0.33.0 but METADATA says 0.32.0" in texts
     assert "__commit_id__ g4ba787ec9 but direct_url.json says commit ffff" in texts
     facts["version_file"]["version"] = "dev"
-    assert "'dev': suspect build" in " ".join(e.text for e in check_metadata(facts).evidence)
+    assert "'dev': suspect build" in " ".join(e.text for e in
+                                              check_metadata(facts_of(facts)).evidence)
 
 
 @pytest.mark.parametrize("name, stash", [
@@ -143,3 +139,45 @@ def test_version_suggestion_orders_as_pep_440(version, fixed_in, expected):
 def test_versions_agree_as_pep_440(metadata, version_file, agree):
     from fleetcheck.checks.integrity import versions_agree
     assert versions_agree(metadata, version_file) is agree
+
+
+def record_facts(**record) -> dict:
+    empty = {"count": 0, "files": []}
+    return {"integrity": {"record": dict(
+        {"dist_info": "/x/vllm-0.33.0.dist-info", "rows": 10, "checked": 9, "hashed": 3,
+         "hashed_bytes": 3 * 2**20 // 2, "deep": False, "unverifiable_rows": 1,
+         "missing": empty, "size": empty, "hash": empty, "unreadable": empty}, **record)}}
+
+
+@pytest.mark.parametrize("record, words", [
+    ({}, "every file matches RECORD: 9 files checked for size (every file RECORD gives a size "
+         "and hash for), 3 of them also by sha256 (1.5 MiB); 1 other row of RECORD has no "
+         "hash to check (RECORD itself, compiled bytecode, rows uv healed)"),
+    ({"checked": 1, "hashed": 1, "hashed_bytes": 700, "deep": True, "unverifiable_rows": 2},
+     "1 file checked for size (every file RECORD gives a size and hash for), all of them also "
+     "by sha256 (700 bytes, --deep); 2 other rows of RECORD have no hash to check"),
+    ({"hashed_bytes": 5 * 2**30, "unverifiable_rows": 0}, "3 of them also by sha256 (5.0 GiB)"),
+])
+def test_the_record_check_says_what_it_checked(record, words):
+    """Every row RECORD can be checked by is checked for size; the message says so, how
+    many were hashed too, and why the other rows were not, in counted words."""
+    from fleetcheck.checks.integrity import check_record
+    result = check_record(facts_of(record_facts(**record)).integrity)
+    assert result.status == "pass" and words in result.message, result.message
+    assert "rows checked" not in result.message and "1 rows" not in result.message
+
+
+@pytest.mark.parametrize("modules, torch_installed, words", [
+    (["vllm._C"], False, "the compiled module loads (torch is not installed, and none needed it)"),
+    (["vllm._C", "vllm._moe_C"], True, "all 2 compiled modules load (torch 2.9.0)"),
+])
+def test_the_import_check_counts_in_words(modules, torch_installed, words):
+    from fleetcheck.checks.integrity import check_import
+    facts = facts_of({"integrity": {"import": {
+        "interpreter": "/opt/env/bin/python", "expected": modules,
+        "modules": [{"module": m, "ok": True} for m in modules],
+        "torch": {"ok": torch_installed, "detail": "2.9.0" if torch_installed else
+                  "ModuleNotFoundError: No module named 'torch'"},
+        "torch_installed": torch_installed}}})
+    result = check_import(facts.integrity, True)
+    assert result.status == "pass" and result.message == words, result.message

@@ -13,7 +13,8 @@ import pytest
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
 from fleetcheck.lab.synthetic import FIXED, write_install
-from probe_helpers import edited_copy, findings, probe_tree
+from fleetcheck.lab.local_probe import probe_tree
+from probe_helpers import edited_copy, findings
 
 CHECKS = {c.id: c for c in load_playbook().checks}
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"

@@ -5,7 +5,6 @@ for the real 0.20.1 and 0.33.0 wheels (plus edits of them for dev and commit-les
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 import pytest
@@ -22,8 +21,8 @@ from fleetcheck.inventory import load_inventory
 from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import drift_groups
 from fleetcheck.results import HostResult, RunResult, host_status
+from probe_helpers import facts_of, recorded
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
 
@@ -36,11 +35,6 @@ def parse_inventory(data: dict, name: str) -> list:
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(data, handle)
     return load_inventory(path)
-
-
-def recorded(version: str) -> dict:
-    with open(os.path.join(FIXTURES, "vllm-%s.json" % version)) as handle:
-        return json.load(handle)["facts"]
 
 
 def dev_facts() -> dict:
@@ -171,7 +165,7 @@ def test_a_bad_inventory_value_names_host_groups_and_field():
 
 
 def test_version_and_commit_verdicts_show_expected_and_found_with_sources():
-    check = judge_build(expect("==0.33.0", "4ba787e"), recorded("0.33.0"))
+    check = judge_build(expect("==0.33.0", "4ba787e"), facts_of(recorded("0.33.0")))
     assert check.status == "pass", check.message
     assert check.message == ("on the expected build: version 0.33.0 matches ==0.33.0; commit "
                              "4ba787ec9 matches 4ba787e")
@@ -179,7 +173,7 @@ def test_version_and_commit_verdicts_show_expected_and_found_with_sources():
         "version: expected ==0.33.0 (from --expect-version), found 0.33.0 (from "
         "vllm-0.33.0.dist-info/METADATA)\ncommit: expected 4ba787e (from --expect-commit), found "
         "4ba787ec9 (from vllm/_version.py)")
-    old = judge_build(expect("==0.33.0", "4ba787e"), recorded("0.20.1"))
+    old = judge_build(expect("==0.33.0", "4ba787e"), facts_of(recorded("0.20.1")))
     assert old.status == "fail"
     assert old.message == ("off the expected build: version 0.20.1 is not ==0.33.0; commit "
                            "132765e35 is not 4ba787e")
@@ -189,7 +183,7 @@ def test_version_and_commit_verdicts_show_expected_and_found_with_sources():
 
 
 def test_dev_build_commit_comes_from_vcs_info():
-    check = judge_build(expect("==" + DEV, "3cfc8f8b7"), dev_facts())
+    check = judge_build(expect("==" + DEV, "3cfc8f8b7"), facts_of(dev_facts()))
     assert check.status == "pass", check.message
     assert "found %s (from vllm-0.33.0.dist-info/direct_url.json)" % DEV_SHA in evidence(check)
 
@@ -197,21 +191,21 @@ def test_dev_build_commit_comes_from_vcs_info():
 def test_a_build_without_a_commit_fails_when_one_is_expected():
     facts = copy.deepcopy(recorded("0.33.0"))
     facts["version_file"]["commit_id"] = None
-    check = judge_build(expect(commit="4ba787e"), facts)
+    check = judge_build(expect(commit="4ba787e"), facts_of(facts))
     assert check.status == "fail" and NO_COMMIT in check.message
-    assert judge_build(expect("==0.33.0"), facts).status == "pass"  # no commit asked: fine
+    assert judge_build(expect("==0.33.0"), facts_of(facts)).status == "pass"  # no commit asked: fine
 
 
 def test_no_install_fails_rather_than_passes():
     facts = copy.deepcopy(recorded("0.33.0"))
     facts["install"]["dist_infos"] = []
     facts["version_file"] = {"exists": False}
-    check = judge_build(expect("==0.33.0"), facts)
+    check = judge_build(expect("==0.33.0"), facts_of(facts))
     assert check.status == "fail" and "no vllm install found" in check.message
 
 
 def host(name: str, facts: dict, expectation: BuildExpectation, record: str) -> HostResult:
-    facts = dict(facts, record_sha256=record)
+    facts = facts_of(dict(facts, record_sha256=record))
     checks = [judge_build(expectation, facts)]
     return HostResult(name=name, address=name, groups=[], status=host_status(checks, None),
                       vllm=vllm_info(facts), checks=checks)
@@ -299,9 +293,10 @@ def test_hosts_without_an_expectation_get_the_check_as_a_skip():
     from fleetcheck.playbook import load_playbook
     from fleetcheck.runner import judge_host
     playbook = load_playbook()
-    _, checks, _ = judge_host(playbook, None, recorded("0.33.0"), {"other": expect("==1.0")},
+    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")),
+                              {"other": expect("==1.0")},
                               "this")
     assert checks[-1].id == "build-expected" and checks[-1].status == "skip"
     assert "no expected build set" in checks[-1].message
-    _, checks, _ = judge_host(playbook, None, recorded("0.33.0"), {}, "this")
+    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")), {}, "this")
     assert "build-expected" not in {c.id for c in checks}  # nothing expected: no check

@@ -11,7 +11,8 @@ import pytest
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
-from probe_helpers import findings, probe_tree
+from fleetcheck.lab.local_probe import probe_tree
+from probe_helpers import findings
 
 PLAYBOOK = load_playbook()
 CHECKS = {c.id: c for c in PLAYBOOK.checks}
@@ -91,8 +92,8 @@ def test_layer_offset_moved_to_another_file_keeps_verdict(tmp_path):
         "def aux_ids(ids):\n    return [n + 1 for n in ids]\n")
     facts = probe_tree(tree(tmp_path, moved))
     hits = findings(facts, "dflash-layer-offset")["layer_ids:1"]
-    assert hits[0]["file"] == "vllm/v1/worker/spec/dflash_layers.py"
-    assert hits[0]["line"] == 2
+    assert hits[0].file == "vllm/v1/worker/spec/dflash_layers.py"
+    assert hits[0].line == 2
     assert verdict(facts, "dflash-layer-offset") == "pass"
 
 
@@ -111,9 +112,9 @@ def test_swa_lookalike_in_laguna_module_does_not_count(tmp_path):
     files["vllm/transformers_utils/configs/speculators/algos.py"] = (
         'KEEP = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")\n')
     facts = probe_tree(tree(tmp_path, files))
-    swa = facts["signatures"]["dflash-swa"]
-    assert swa["modules"]["drafter"]["file"] == "vllm/model_executor/models/qwen3_dflash.py"
-    assert "pr_layer_types" not in swa["findings"]
+    swa = facts.signatures["dflash-swa"]
+    assert swa.modules["drafter"].file == "vllm/model_executor/models/qwen3_dflash.py"
+    assert "pr_layer_types" not in swa.findings
     assert verdict(facts, "dflash-swa") == "fail"
 
 
@@ -153,7 +154,7 @@ def test_swa_registry_pointing_elsewhere_follows_the_registry(tmp_path):
     files["vllm/model_executor/models/dflash_qwen.py"] = files.pop(
         "vllm/model_executor/models/qwen3_dflash.py")
     facts = probe_tree(tree(tmp_path, files))
-    assert facts["signatures"]["dflash-swa"]["modules"]["drafter"]["file"].endswith("dflash_qwen.py")
+    assert facts.signatures["dflash-swa"].modules["drafter"].file.endswith("dflash_qwen.py")
     assert verdict(facts, "dflash-swa") == "pass"
 
 
@@ -174,10 +175,10 @@ def test_cache_drop_opt_in_flag_only_is_warn(tmp_path):
 def test_version_file_and_dist_info_facts(tmp_path):
     venv = tree(tmp_path, FIXED, version="0.33.0")
     facts = probe_tree(venv)
-    assert facts["version_file"]["version"] == "0.33.0"
-    assert facts["version_file"]["commit_id"] == "g0a1b2c3d4"
-    dist = facts["install"]["dist_infos"][0]
-    assert (dist["name"], dist["version"], dist["installer"]) == ("vllm", "0.33.0", "pip")
+    assert facts.version_file.version == "0.33.0"
+    assert facts.version_file.commit_id == "g0a1b2c3d4"
+    dist = facts.install.dist_infos[0]
+    assert (dist.name, dist.version, dist.installer) == ("vllm", "0.33.0", "pip")
 
 
 def test_broken_venv_interpreter_falls_back_to_python3(tmp_path):
@@ -187,7 +188,7 @@ def test_broken_venv_interpreter_falls_back_to_python3(tmp_path):
         handle.write("#!/nonexistent/interpreter\n")
     os.chmod(os.path.join(venv, "bin", "python"), 0o755)
     facts = probe_tree(venv)
-    assert facts["python"]["executable"] != os.path.join(venv, "bin", "python")
+    assert facts.python.executable != os.path.join(venv, "bin", "python")
     assert verdict(facts, "dflash-layer-offset") == "pass"
 
 

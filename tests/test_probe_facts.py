@@ -23,6 +23,10 @@ from typing import Any
 
 import pytest
 
+from fleetcheck.facts import DistInfo, Install, Record, VersionFile
+from fleetcheck.facts_decoder import decode
+from probe_helpers import assert_holds
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "probe")
 FAMILIES = ("install", "dist_info", "version_file", "record", "servers")
 
@@ -100,3 +104,32 @@ def test_every_family_has_three_cases_or_more():
     for family in FAMILIES:
         names = [n for n in os.listdir(os.path.join(FIXTURES, family)) if n.endswith(".json")]
         assert len(names) >= 3, (family, names)
+
+
+# where each fact family's facts land in the probe's answer (facts.py): the other
+# calls are the probe's internals (RECORD rows, a command line's port), never sent
+LANDS_AS = {"install.locate_install": Install, "install.read_dist_info": DistInfo,
+            "install.read_version_file": VersionFile, "integrity.verify_record": Record}
+
+
+def fact_cases() -> list[Any]:
+    found = []
+    for param in cases():
+        with open(param.values[0], encoding="utf-8") as handle:
+            case = json.load(handle)
+        if case["call"] in LANDS_AS:
+            found.append(pytest.param(LANDS_AS[case["call"]], case["facts"], id=param.id))
+    return found
+
+
+@pytest.mark.parametrize("kind, expected", fact_cases())
+def test_each_case_fits_the_one_description_of_the_facts(kind, expected):
+    """What the probe returns here is what the controller decodes: no field the
+    description does not know, each of the described type."""
+    unknown: list = []
+    assert_holds(decode(kind, expected, unknown=unknown), expected)
+    assert unknown == []
+
+
+def test_most_cases_are_facts_the_probe_sends():
+    assert len(fact_cases()) >= 12

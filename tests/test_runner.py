@@ -6,9 +6,6 @@ playbook says."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
 from fleetcheck.connectors.base import TransportError
@@ -19,8 +16,8 @@ from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, HostResult, RunResult
 from fleetcheck.runner import (RunOptions, assemble, check_titles, failed_host, host_error,
                                host_smoke, judge_host, skipped_checks, smoke_planned)
+from probe_helpers import facts_of, recorded
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 FIXES = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 INTEGRITY = ["install-record", "install-leftovers", "install-metadata", "install-import",
              "install-in-progress", "install-running"]
@@ -30,11 +27,6 @@ PLAYBOOK = load_playbook()
 def options(tmp_path, **extra) -> RunOptions:
     return RunOptions(settings=SshSettings(known_hosts=KnownHosts(str(tmp_path / "kh"))),
                       **extra)
-
-
-def recorded(version: str) -> dict:
-    with open(os.path.join(FIXTURES, "vllm-%s.json" % version), encoding="utf-8") as handle:
-        return json.load(handle)["facts"]
 
 
 @pytest.mark.parametrize("smoke, build, extra", [
@@ -121,6 +113,6 @@ def test_smoke_follows_the_flags_and_the_inventory(tmp_path):
 
 @pytest.mark.parametrize("version, status", [("0.20.1", "fail"), ("0.33.0", "pass")])
 def test_recorded_real_facts_are_judged_by_the_playbook(version, status):
-    info, checks, numbers = judge_host(PLAYBOOK, None, recorded(version))
+    info, checks, numbers = judge_host(PLAYBOOK, None, facts_of(recorded(version)))
     assert info.version == version and numbers is None
     assert [(c.id, c.status) for c in checks] == [(cid, status) for cid in FIXES]

@@ -23,8 +23,8 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
-from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, comparable, linked_copy,
-                           rewrite, site_packages)
+from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
+                           facts_of, linked_copy, rewrite, site_packages)
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory, real_venvs):
@@ -119,14 +119,15 @@ def test_follower_verifies_against_the_controllers_own_analysis(tmp_path):
     deadline = Deadline(60)
     assert shared.answer("lead", question(), deadline) == b'{"role": "lead"}\n'
     lead_facts = json.loads(json.dumps(answer["signatures"]))
-    assert shared.complete("lead", answer) is None
+    assert shared.complete("lead", facts_of(answer))[1] is None
     reply = json.loads(shared.answer("follower", question(), deadline))
     assert reply["role"] == "verify" and reply["files"] and reply["walks"]
     hashes, why = verify(root, reply)
     assert why is None and set(hashes) == set(reply["files"])
     follower = {"signatures": None, "shared_analysis": {"files": len(hashes), "listings": 1}}
-    assert shared.complete("follower", follower).startswith("fix analysis shared with lead")
-    assert follower["signatures"] == lead_facts
+    facts, note = shared.complete("follower", facts_of(follower))
+    assert note.startswith("fix analysis shared with lead")
+    assert_holds(facts.signatures, lead_facts, "signatures")
     # one byte changed in a file the analysis read: the proof fails, naming the file
     rel = sorted(reply["files"])[0]
     with open(os.path.join(root, rel), "ab") as handle:
@@ -140,7 +141,7 @@ def test_a_lead_whose_analysis_disagrees_with_its_bytes_is_not_shared(tmp_path):
         check["findings"] = {}  # a lying (or broken) lead: "nothing found"
     shared = SharedAnalysis(signatures)
     shared.answer("lead", question(), Deadline(60))
-    shared.complete("lead", answer)
+    shared.complete("lead", facts_of(answer))
     assert shared.answer("follower", question(), Deadline(60)) == ALONE
 
 
@@ -239,7 +240,7 @@ def test_a_followed_helper_ships_and_the_modules_it_was_not_in_ship_as_absent(tm
     shared = SharedAnalysis(signatures)
     deadline = Deadline(60)
     shared.answer("lead", question(), deadline)
-    assert shared.complete("lead", answer) is None
+    assert shared.complete("lead", facts_of(answer))[1] is None
     reply = json.loads(shared.answer("follower", question(), deadline))
     assert reply["role"] == "verify", "the controller's analysis differs from the lead's"
     assert "vllm/helpers/ids.py" in reply["absent"]

@@ -7,6 +7,8 @@ import shlex
 import pytest
 
 from fleetcheck.checks.acceptance import counter_totals, measure
+from fleetcheck.facts import Smoke
+from fleetcheck.facts_decoder import decode
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
 from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
@@ -71,8 +73,8 @@ def test_measure_takes_deltas():
     after = TEXT_BEFORE.replace("} 10.0", "} 14.0").replace("} 150.0", "} 210.0") \
         .replace("} 40.0", "} 58.0").replace('position="0"} 9.0', 'position="0"} 13.0') \
         .replace('position="1"} 5.0', 'position="1"} 7.0')
-    numbers = measure({"metrics_before": TEXT_BEFORE, "metrics_after": after,
-                       "load": {"results": [], "wall_s": 1.0, "planned": 0}})
+    numbers = measure(decode(Smoke, {"metrics_before": TEXT_BEFORE, "metrics_after": after,
+                                     "load": {"results": [], "wall_s": 1.0, "planned": 0}}))
     assert numbers["drafts"] == 4 and numbers["draft_tokens"] == 60
     assert numbers["accepted_tokens"] == 18
     assert numbers["acceptance_rate"] == 18 / 60

@@ -10,10 +10,13 @@ collapses) are added once every host is in.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke_settings import SmokeOptions
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import Smoke
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -66,64 +69,64 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[index]
 
 
-def measure(facts: dict[str, Any]) -> dict[str, Any]:
+def measure(facts: Smoke) -> dict[str, Any]:
     """Numbers of one load, exactly from the counter deltas."""
-    before, pos_before, present = counter_totals(facts["metrics_before"])
-    after, pos_after, present_after = counter_totals(facts["metrics_after"])
+    before, pos_before, present = counter_totals(facts.metrics_before)
+    after, pos_after, present_after = counter_totals(facts.metrics_after)
     delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in
              (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION)}
     drafts = delta[DRAFTS]
     positions = sorted(set(pos_before) | set(pos_after))
     per_position = [(pos_after.get(p, 0.0) - pos_before.get(p, 0.0)) / drafts
                     if drafts else 0.0 for p in positions]
-    load = facts.get("load") or {}
-    results = load.get("results") or []
-    ok = [r for r in results if r.get("ok")]
-    latencies = [r["latency_s"] for r in ok]
-    tokens = sum(r.get("completion_tokens", 0) for r in ok)
+    load = facts.load
+    results = load.results
+    ok = [r for r in results if r.ok]
+    latencies = [r.latency_s for r in ok]
+    tokens = sum(r.completion_tokens or 0 for r in ok)
     return {
-        "model": facts.get("model"),
+        "model": facts.model,
         "acceptance_rate": delta[ACCEPTED] / delta[DRAFT_TOKENS] if delta[DRAFT_TOKENS] else None,
         "mean_acceptance_length": 1 + delta[ACCEPTED] / drafts if drafts else None,
         "per_position": per_position,
         "drafts": drafts, "draft_tokens": delta[DRAFT_TOKENS], "accepted_tokens": delta[ACCEPTED],
         "generation_tokens": delta[GENERATION],
         "requests": {"ok": len(ok), "failed": len(results) - len(ok),
-                     "planned": load.get("planned", 0)},
-        "tokens_per_s": tokens / load["wall_s"] if load.get("wall_s") else None,
+                     "planned": load.planned or 0},
+        "tokens_per_s": tokens / load.wall_s if load.wall_s else None,
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p95_s": percentile(latencies, 0.95),
         "spec_counters_present": DRAFTS in present and DRAFTS in present_after,
-        "budget_exhausted": bool(load.get("budget_exhausted")),
-        "url": facts.get("url"), "mode": facts.get("mode"),
+        "budget_exhausted": bool(load.budget_exhausted),
+        "url": facts.url, "mode": facts.mode,
     }
 
 
-def judge_smoke(facts: dict[str, Any], options: SmokeOptions) -> tuple[CheckResult, dict | None]:
+def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict | None]:
     """The smoke-acceptance check and the host-level `smoke` numbers (None when the load
     could not run)."""
     def out(status: str, message: str, numbers: dict | None = None,
             evidence: list[Evidence] | None = None) -> tuple[CheckResult, dict | None]:
         return (CheckResult(id="smoke-acceptance", title=TITLE, status=status, message=message,
-                            evidence=evidence or [], details={"mode": facts.get("mode"),
-                                                              "url": facts.get("url")}),
+                            evidence=evidence or [], details={"mode": facts.mode,
+                                                              "url": facts.url}),
                 numbers)
 
-    log = facts.get("log_tail") or ""
-    log_evidence = [Evidence(facts.get("log_file"), None, line)
+    log = facts.log_tail or ""
+    log_evidence = [Evidence(facts.log_file, None, line)
                     for line in log.splitlines()[-8:]] if log else []
-    error = facts.get("error")
-    if error:
-        message = MESSAGES.get(error["kind"], "%(detail)s") % {
-            "url": facts.get("url"), "detail": error["detail"], "log": log[-1500:]}
-        status = "fail" if error["kind"] in ("server-exited", "startup-timeout") else "error"
+    error = facts.error
+    if error is not None:
+        message = MESSAGES.get(error.kind, "%(detail)s") % {
+            "url": facts.url, "detail": error.detail, "log": log[-1500:]}
+        status = "fail" if error.kind in ("server-exited", "startup-timeout") else "error"
         return out(status, message, evidence=log_evidence)
     try:
         numbers = measure(facts)
     except ValueError as exc:  # the server's own text: prometheus_client's parser refused it
         return out("error", "the server's /metrics text cannot be parsed: %s" % exc)
     failed = numbers["requests"]["failed"]
-    first_error = next((r.get("error") for r in facts["load"]["results"] if not r.get("ok")), None)
+    first_error = next((r.error for r in facts.load.results if not r.ok), None)
     evidence = [Evidence(None, None, "deltas over the load: drafts %d, draft tokens %d, accepted "
                          "tokens %d, generation tokens %d; requests ok %d, failed %d" % (
                              numbers["drafts"], numbers["draft_tokens"],

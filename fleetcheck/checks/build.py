@@ -10,32 +10,35 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import commit_of, primary_dist_info
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
                                      found_version, names, version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, host_status
 
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import Facts
+
 NO_COMMIT = "this build records no commit"
 
 
-def commit_evidence_file(source: str | None, facts: dict[str, Any]) -> str | None:
+def commit_evidence_file(source: str | None, facts: Facts) -> str | None:
     dist = primary_dist_info(facts)
     if source == "direct_url.json" and dist:
-        return os.path.basename(dist["path"]) + "/direct_url.json"
+        return os.path.basename(dist.path) + "/direct_url.json"
     if source == "_version.py":
         return "vllm/_version.py"
     return None
 
 
-def judge_build(expectation: BuildExpectation, facts: dict[str, Any]) -> CheckResult:
+def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
     """Version and commit now; same_build is added by `apply_same_build` after all hosts."""
     dist = primary_dist_info(facts)
-    version_file = facts.get("version_file") or {}
-    metadata_file = os.path.basename(dist["path"]) + "/METADATA" if dist else "METADATA"
-    candidates = [((dist or {}).get("version"), metadata_file),
-                  (version_file.get("version") if isinstance(version_file.get("version"), str)
+    version_file = facts.version_file
+    metadata_file = os.path.basename(dist.path) + "/METADATA" if dist else "METADATA"
+    candidates = [(dist.version if dist else None, metadata_file),
+                  (version_file.version if isinstance(version_file.version, str)
                    else None, "vllm/_version.py")]
     version, version_text, version_source = found_version(candidates)
     commit, commit_source = commit_of(facts)
@@ -46,7 +49,7 @@ def judge_build(expectation: BuildExpectation, facts: dict[str, Any]) -> CheckRe
                   "commit": commit, "commit_source": commit_file or commit_source},
         "problems": [], "matched": []}
     evidence: list[Evidence] = []
-    installed = bool(dist) or bool(version_file.get("exists"))
+    installed = bool(dist) or bool(version_file.exists)
     if expectation.version is not None:
         spec = expectation.version
         if not installed:

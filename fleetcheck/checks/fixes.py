@@ -6,11 +6,14 @@ out loud, because a version number is exactly what misled people in the incident
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, version_suggests
 from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import Facts, Finding
 
 MAX_EVIDENCE = 14
 
@@ -23,7 +26,7 @@ def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
     return Outcome(status="fail", message="no outcome of the playbook matched the findings")
 
 
-def evidence_for(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) -> list[Evidence]:
+def evidence_for(outcome: Outcome, findings: dict[str, list[Finding]]) -> list[Evidence]:
     """The lines the outcome was decided on. A dataflow finding is a path: its deciding
     step first (the +N, the read without one, the call a window reaches, where a trail was
     lost), then the path's other steps in order."""
@@ -31,51 +34,52 @@ def evidence_for(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) ->
     out: list[Evidence] = []
     for name in names:
         for hit in findings.get(name, []):
-            out.append(Evidence(file=hit.get("file"), line=hit.get("line"),
-                                text=str(hit.get("text", "")), step=hit.get("step")))
-            for step in hit.get("trail") or []:
-                if (step.get("file"), step.get("line")) != (hit.get("file"), hit.get("line")):
-                    out.append(Evidence(file=step.get("file"), line=step.get("line"),
-                                        text=str(step.get("text", "")), step=step.get("step")))
+            out.append(Evidence(file=hit.file, line=hit.line, text=hit.text or "",
+                                step=hit.step))
+            for step in hit.trail:
+                if (step.file, step.line) != (hit.file, hit.line):
+                    out.append(Evidence(file=step.file, line=step.line, text=step.text or "",
+                                        step=step.step))
     return out[:MAX_EVIDENCE]
 
 
-def lost_trails(outcome: Outcome, findings: dict[str, list[dict[str, Any]]]) -> list[str]:
+def lost_trails(outcome: Outcome, findings: dict[str, list[Finding]]) -> list[str]:
     """Why each flow the outcome rests on could not be followed, in the probe's words."""
     whys: list[str] = []
     for name in outcome.evidence or outcome.when:
         for hit in findings.get(name, []):
-            why = hit.get("why")
-            if isinstance(why, str) and why not in whys:
+            why = hit.why
+            if why is not None and why not in whys:
                 whys.append(why)
     return whys
 
 
-def judge_fix(check: FixCheck, facts: dict[str, Any], version: str | None) -> CheckResult:
+def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult:
     """One fix check's verdict with the evidence that shows it."""
-    signature = (facts.get("signatures") or {}).get(check.id)
+    signature = facts.signatures.get(check.id) if facts.signatures else None
     details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
     if signature is None:
         return CheckResult(id=check.id, title=check.title, status="error",
                            message=no_install_reason(facts), details=details)
-    findings = signature.get("findings") or {}
+    findings = signature.findings
     outcome = choose_outcome(check, set(findings))
     evidence = evidence_for(outcome, findings)
     details["findings"] = sorted(findings)
-    details["modules"] = signature.get("modules") or {}
+    details["modules"] = {name: {"file": m.file, "line": m.line, "registry": m.registry}
+                          for name, m in signature.modules.items()}  # as the probe sent them
     status, message = outcome.status, outcome.message
     whys = lost_trails(outcome, findings)
     if whys:
         message += " " + "; ".join(whys[:3]) + "."
     if not evidence:
-        searched = (signature.get("files_searched") or {}).values()
-        count = max((entry["count"] for entry in searched), default=0)
-        names = sorted({name for entry in searched for name in entry["first"]})
+        searched = signature.files_searched.values()
+        count = max((entry.count for entry in searched), default=0)
+        names = sorted({name for entry in searched for name in entry.first})
         evidence = [Evidence(file=None, line=None,
                              text="no matching code in the %d+ file(s) searched: %s" % (
                                  count, ", ".join(names[:6]) +
                                  (" ..." if count > len(names[:6]) else "")))]
-    errors = signature.get("errors") or []
+    errors = signature.errors
     if errors:
         status = "error"
         message = "could not read everything this check needs: %s (findings so far: %s)" % (

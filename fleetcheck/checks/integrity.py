@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.version import no_install_reason, pep440
+from fleetcheck.checks.version import no_install_reason, pep440, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import Facts, Integrity, Process, Record, Server
 
 MAX_EVIDENCE = 12
 KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu|neuron|"
@@ -52,54 +55,76 @@ def versions_agree(metadata: str, version_file: str) -> bool:
     return pep440(m.public) == pep440(v.public) and labels(m) == labels(v)
 
 
-def check_record(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResult:
+def counted(count: int, noun: str) -> str:
+    return "%d %s%s" % (count, noun, "" if count == 1 else "s")
+
+
+def byte_size(count: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return "%.1f %s" % (count / size, unit)
+    return counted(count, "byte")
+
+
+def record_scope(record: Record) -> str:
+    """What the RECORD check looked at, in words: every file RECORD gives a size and a hash
+    for is checked for size, some (all, with --deep) by sha256 too; RECORD's other rows
+    have nothing to check."""
+    hashed = "all of them" if record.deep and record.hashed == record.checked else \
+        "%d of them" % record.hashed
+    text = "%s checked for size (every file RECORD gives a size and hash for), %s also by " \
+        "sha256 (%s%s)" % (counted(record.checked, "file"), hashed,
+                           byte_size(record.hashed_bytes), ", --deep" if record.deep else "")
+    others = record.unverifiable_rows or 0
+    if others:
+        text += "; %s of RECORD %s no hash to check (RECORD itself, compiled bytecode, " \
+            "rows uv healed)" % (counted(others, "other row"), "has" if others == 1 else "have")
+    return text
+
+
+def check_record(integrity: Integrity) -> CheckResult:
     cid = "install-record"
-    editable = integrity.get("editable")
-    if editable:
+    editable = integrity.editable
+    if editable is not None:
         problems = []
-        if not editable["exists"]:
-            problems.append(Evidence(editable["source"], None, "source tree has no vllm/ package"))
-        elif not editable["version_file"]:
-            problems.append(Evidence(editable["source"] + "/vllm/_version.py", None, "missing"))
-        if editable["exists"] and not editable["compiled"]:
-            problems.append(Evidence(editable["source"] + "/vllm", None,
+        if not editable.exists:
+            problems.append(Evidence(editable.source, None, "source tree has no vllm/ package"))
+        elif not editable.version_file:
+            problems.append(Evidence(editable.source + "/vllm/_version.py", None, "missing"))
+        if editable.exists and not editable.compiled:
+            problems.append(Evidence(editable.source + "/vllm", None,
                                      "no compiled vllm/*.so: the build did not finish"))
         if problems:
             return result(cid, "fail", "editable install from %s is incomplete (RECORD covers "
-                          "only the finder, so the source tree was checked)" % editable["source"],
+                          "only the finder, so the source tree was checked)" % editable.source,
                           problems)
         return result(cid, "pass", "editable install from %s: RECORD covers only the finder; "
                       "source tree has _version.py and %d compiled module(s)"
-                      % (editable["source"], len(editable["compiled"])),
-                      [Evidence(editable["source"] + "/vllm/" + n, None, "present")
-                       for n in editable["compiled"][:3]])
-    record = integrity.get("record")
+                      % (editable.source, len(editable.compiled)),
+                      [Evidence(editable.source + "/vllm/" + n, None, "present")
+                       for n in editable.compiled[:3]])
+    record = integrity.record
     if record is None:
         return result(cid, "fail", "no vllm dist-info, so no RECORD to verify against")
-    if record.get("error"):
-        return result(cid, "fail", "RECORD cannot be read: %s" % record["error"],
-                      [Evidence(record["dist_info"] + "/RECORD", None, record["error"])])
+    if record.error:
+        return result(cid, "fail", "RECORD cannot be read: %s" % record.error,
+                      [Evidence(record.dist_info + "/RECORD", None, record.error)])
     evidence: list[Evidence] = []
-    for item in record["missing"]["files"]:
-        evidence.append(Evidence(item["file"], None, "missing"))
-    for item in record["size"]["files"]:
-        evidence.append(Evidence(item["file"], None, "size %d bytes, RECORD says %d"
-                                 % (item["actual"], item["expected"])))
-    for item in record["hash"]["files"]:
-        evidence.append(Evidence(item["file"], None, "sha256 differs from RECORD (edited?)"))
-    for item in record["unreadable"]["files"]:
-        evidence.append(Evidence(item["file"], None, "unreadable: %s" % item["error"]))
-    counts = {k: record[k]["count"] for k in ("missing", "size", "hash", "unreadable")}
-    numbers = dict(rows=record["rows"], checked=record["checked"], hashed=record["hashed"],
-                   hashed_bytes=record["hashed_bytes"], deep=record["deep"],
-                   elapsed_s=record.get("elapsed_s"), **counts)
-    unverifiable = record.get("unverifiable_rows") or 0
-    scope = "every file RECORD gives a size and hash for was checked for size (%d files), " \
-        "%d of them hashed (%.1f MiB)%s%s" % (
-            record["checked"], record["hashed"], record["hashed_bytes"] / 2**20,
-            ", deep" if record["deep"] else "",
-            "; RECORD's other %d rows carry no hash to check (RECORD itself, compiled "
-            "bytecode, rows uv healed)" % unverifiable if unverifiable else "")
+    for item in record.missing.files:
+        evidence.append(Evidence(item.file, None, "missing"))
+    for mismatch in record.size.files:
+        evidence.append(Evidence(mismatch.file, None, "size %d bytes, RECORD says %d"
+                                 % (mismatch.actual, mismatch.expected)))
+    for item in record.hash.files:
+        evidence.append(Evidence(item.file, None, "sha256 differs from RECORD (edited?)"))
+    for unreadable in record.unreadable.files:
+        evidence.append(Evidence(unreadable.file, None, "unreadable: %s" % unreadable.error))
+    counts = {"missing": record.missing.count, "size": record.size.count,
+              "hash": record.hash.count, "unreadable": record.unreadable.count}
+    numbers = dict(rows=record.rows, checked=record.checked, hashed=record.hashed,
+                   hashed_bytes=record.hashed_bytes, deep=record.deep,
+                   elapsed_s=record.elapsed_s, **counts)
+    scope = record_scope(record)
     if any(counts.values()):
         said = ", ".join("%d %s" % (n, {"missing": "missing", "size": "with a different size",
                                         "hash": "with a different sha256",
@@ -108,14 +133,14 @@ def check_record(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResul
         return result(cid, "fail", "install does not match RECORD: %s (%s). Reinstall vllm."
                       % (said, scope), evidence, **numbers)
     return result(cid, "pass", "every file matches RECORD: %s" % scope, [Evidence(
-        record["dist_info"] + "/RECORD", None, scope)], **numbers)
+        record.dist_info + "/RECORD", None, scope)], **numbers)
 
 
-def check_leftovers(facts: dict[str, Any]) -> CheckResult:
-    install = facts.get("install") or {}
-    site = install.get("site_packages")
-    stashes = install.get("stash_dirs") or []
-    tmps = install.get("tmp_dirs") or []
+def check_leftovers(facts: Facts) -> CheckResult:
+    install = facts.install
+    site = install.site_packages
+    stashes = install.stash_dirs
+    tmps = install.tmp_dirs
     if stashes or tmps:
         said = []
         if stashes:
@@ -132,116 +157,118 @@ def check_leftovers(facts: dict[str, Any]) -> CheckResult:
     return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s" % site)
 
 
-def check_metadata(facts: dict[str, Any]) -> CheckResult:
-    install = facts.get("install") or {}
-    dists = install.get("dist_infos") or []
-    version_file = facts.get("version_file") or {}
+def check_metadata(facts: Facts) -> CheckResult:
+    install = facts.install
+    dists = install.dist_infos
+    version_file = facts.version_file
     problems: list[Evidence] = []
     if len(dists) > 1:
         for dist in dists:
-            problems.append(Evidence(dist["path"], None, "one of %d vllm dist-infos (version %s)"
-                                     % (len(dists), dist.get("version"))))
-    if dists and not install.get("package_dir") and not install.get("editable_source"):
-        problems.append(Evidence(dists[0]["path"], None,
+            problems.append(Evidence(dist.path, None, "one of %d vllm dist-infos (version %s)"
+                                     % (len(dists), dist.version)))
+    if dists and not install.package_dir and not install.editable_source:
+        problems.append(Evidence(dists[0].path, None,
                                  "dist-info present but the vllm/ package directory is missing"))
-    if install.get("package_dir") and not dists:
-        problems.append(Evidence(install["package_dir"], None,
+    if install.package_dir and not dists:
+        problems.append(Evidence(install.package_dir, None,
                                  "vllm/ present with no vllm dist-info (copied in, or the "
                                  "install stopped before writing metadata)"))
     for dist in dists:
-        for error in dist.get("errors") or []:
-            problems.append(Evidence(dist["path"], None, error))
-    vpath = version_file.get("path")
-    if vpath and not version_file.get("exists"):
+        for error in dist.errors:
+            problems.append(Evidence(dist.path, None, error))
+    vpath = version_file.path
+    if vpath and not version_file.exists:
         problems.append(Evidence(vpath, None, "missing: version and commit unknown, suspect build"))
-    elif version_file.get("error"):
-        problems.append(Evidence(vpath, None, "unreadable: %s" % version_file["error"]))
+    elif version_file.error:
+        problems.append(Evidence(vpath, None, "unreadable: %s" % version_file.error))
     elif vpath:
-        version = version_file.get("version")
+        version = version_file.version
         if not isinstance(version, str) or version.strip().lower() in ("", "dev", "unknown"):
             problems.append(Evidence(vpath, None, "__version__ is %r: suspect build" % (version,)))
-        elif dists and dists[0].get("version") and not versions_agree(dists[0]["version"], version):
+        elif dists and dists[0].version and not versions_agree(dists[0].version, version):
             problems.append(Evidence(vpath, None, "__version__ %s but METADATA says %s"
-                                     % (version, dists[0]["version"])))
-    direct = (dists[0].get("direct_url") or {}) if dists else {}
-    vcs_commit = (direct.get("vcs_info") or {}).get("commit_id") if isinstance(direct, dict) else None
-    commit_id = version_file.get("commit_id")
-    if isinstance(vcs_commit, str) and isinstance(commit_id, str) and commit_id:
+                                     % (version, dists[0].version)))
+    vcs = vcs_commit(dists[0]) if dists else None
+    commit_id = version_file.commit_id
+    if isinstance(vcs, str) and isinstance(commit_id, str) and commit_id:
         short = commit_id[1:] if commit_id.startswith("g") else commit_id
-        if not vcs_commit.startswith(short):
+        if not vcs.startswith(short):
             problems.append(Evidence(vpath, None, "__commit_id__ %s but direct_url.json says "
-                                     "commit %s" % (commit_id, vcs_commit)))
+                                     "commit %s" % (commit_id, vcs)))
     if problems:
         return result("install-metadata", "fail",
                       "the install's metadata does not hold together (%d finding(s))"
                       % len(problems), problems)
-    meta = dists[0].get("version") if dists else None
-    shims = install.get("shims") or []
+    meta = dists[0].version if dists else None
+    shims = install.shims
     return result("install-metadata", "pass",
                   "one dist-info (%s); METADATA %s, _version.py %s, commit %s agree%s"
-                  % (os.path.basename(dists[0]["path"]) if dists else "-", meta,
-                     version_file.get("version"), commit_id or vcs_commit or "-",
+                  % (os.path.basename(dists[0].path) if dists else "-", meta,
+                     version_file.version, commit_id or vcs or "-",
                      "; metadata-only dist-info(s) that own no files: %s" % ", ".join(shims)
                      if shims else ""),
-                  [Evidence(os.path.join(install.get("site_packages") or "", n), None,
+                  [Evidence(os.path.join(install.site_packages or "", n), None,
                             "metadata only (no RECORD): not an install") for n in shims])
 
 
-def check_import(integrity: dict[str, Any], enabled: bool) -> CheckResult:
+def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     cid = "install-import"
-    facts = integrity.get("import")
+    facts = integrity.imports
     if not enabled or facts is None:
         return result(cid, "skip", "import check disabled (--no-import-check)")
-    if facts.get("error"):
+    if facts.error:
         return result(cid, "fail", "the venv's interpreter could not load anything: %s"
-                      % facts["error"], [Evidence(facts["interpreter"], None, facts["error"])])
-    if not facts["expected"]:
+                      % facts.error, [Evidence(facts.interpreter, None, facts.error)])
+    if not facts.expected:
         return result(cid, "fail", "RECORD lists no compiled vllm module: not a complete build")
-    torch = facts.get("torch") or {}
-    loaded = [m for m in facts["modules"] if m["ok"]]
-    failed = [m for m in facts["modules"] if not m["ok"]]
-    needs_absent_torch = [m for m in failed if not facts.get("torch_installed")
-                          and GPU_RUNTIME_LIB.search(m["error"] or "")]
+    torch = facts.torch
+    loaded = [m for m in facts.modules if m.ok]
+    failed = [m for m in facts.modules if not m.ok]
+    needs_absent_torch = [m for m in failed if not facts.torch_installed
+                          and GPU_RUNTIME_LIB.search(m.error or "")]
     broken = [m for m in failed if m not in needs_absent_torch]
-    evidence = [Evidence(m["module"], None, m["error"] or "") for m in broken]
-    numbers = dict(expected=len(facts["expected"]), loaded=len(loaded), failed=len(broken),
-                   elapsed_s=facts.get("elapsed_s"))
-    if facts.get("crashed_in"):
+    evidence = [Evidence(m.module, None, m.error or "") for m in broken]
+    numbers = dict(expected=len(facts.expected), loaded=len(loaded), failed=len(broken),
+                   elapsed_s=facts.elapsed_s)
+    if facts.crashed_in:
         return result(cid, "fail", "the interpreter died (exit %s) while loading %s"
-                      % (facts.get("returncode"), facts["crashed_in"]),
-                      [Evidence(facts["crashed_in"], None, facts.get("stderr_tail") or "")]
+                      % (facts.returncode, facts.crashed_in),
+                      [Evidence(facts.crashed_in, None, facts.stderr_tail or "")]
                       + evidence, **numbers)
-    if facts.get("timed_out"):
+    if facts.timed_out:
         return result(cid, "warn", "loading compiled modules did not finish within %ss "
-                      "(stopped; %d of %d loaded)" % (facts["timeout_s"], len(loaded),
-                                                      len(facts["expected"])), evidence, **numbers)
-    if facts.get("torch_installed") and not torch.get("ok"):
+                      "(stopped; %d of %d loaded)" % (facts.timeout_s, len(loaded),
+                                                      len(facts.expected)), evidence, **numbers)
+    if facts.torch_installed and not torch.ok:
         return result(cid, "fail", "torch is installed in this venv but does not import: %s"
-                      % torch.get("detail"), evidence, **numbers)
+                      % torch.detail, evidence, **numbers)
     if broken:
         return result(cid, "fail", "%d of %d compiled module(s) fail to load (ABI mismatch or a "
-                      "damaged file)" % (len(broken), len(facts["expected"])), evidence, **numbers)
+                      "damaged file)" % (len(broken), len(facts.expected)), evidence, **numbers)
     if needs_absent_torch:
         return result(cid, "skip", "torch is not installed in this venv, so %d compiled module(s) "
                       "that link libtorch/CUDA could not be loaded (%d loaded fine); install "
                       "torch to check them" % (len(needs_absent_torch), len(loaded)),
-                      [Evidence(m["module"], None, m["error"]) for m in needs_absent_torch[:3]],
+                      [Evidence(m.module, None, m.error) for m in needs_absent_torch[:3]],
                       **numbers)
-    return result(cid, "pass", "all %d compiled module(s) load (torch %s)"
-                  % (len(loaded), torch.get("detail")), **numbers)
+    with_torch = "torch is not installed, and none needed it" \
+        if facts.torch_installed is False else "torch %s" % torch.detail
+    return result(cid, "pass", "%s load%s (%s)" % (
+        "the compiled module" if len(loaded) == 1 else "all %d compiled modules" % len(loaded),
+        "s" if len(loaded) == 1 else "", with_torch), **numbers)
 
 
-def check_in_progress(integrity: dict[str, Any]) -> CheckResult:
+def check_in_progress(integrity: Integrity) -> CheckResult:
     cid = "install-in-progress"
-    facts = integrity.get("in_progress") or {}
-    if facts.get("error"):
-        return result(cid, "warn", "could not look for running installs: %s" % facts["error"])
-    processes = facts.get("processes") or []
-    elsewhere = facts.get("elsewhere") or []
+    facts = integrity.in_progress
+    if facts.error:
+        return result(cid, "warn", "could not look for running installs: %s" % facts.error)
+    processes = facts.processes
+    elsewhere = facts.elsewhere
 
-    def evidence(items: list[dict[str, Any]]) -> list[Evidence]:
-        return [Evidence(p.get("target") or p.get("cwd"), None, "pid %d: %s"
-                         % (p["pid"], p["cmdline"])) for p in items]
+    def evidence(items: list[Process]) -> list[Evidence]:
+        return [Evidence(p.target or p.cwd, None, "pid %d: %s"
+                         % (p.pid, p.cmdline)) for p in items]
 
     if processes:
         return result(cid, "fail", "%d install/build process(es) still running against the "
@@ -251,7 +278,7 @@ def check_in_progress(integrity: dict[str, Any]) -> CheckResult:
     if elsewhere:
         return result(cid, "warn", "%d pip/uv/build process(es) install vllm elsewhere on this "
                       "box (%s), not into the checked install" % (
-                          len(elsewhere), ", ".join(sorted({p.get("target") or p.get("cwd")
+                          len(elsewhere), ", ".join(sorted({p.target or p.cwd
                                                             or "?" for p in elsewhere}))),
                       evidence(elsewhere))
     return result(cid, "pass", "no pip/uv/setup.py/cmake/ninja process touches this install")
@@ -263,54 +290,57 @@ def stamp(seconds: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
-def check_running(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResult:
+def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
     """A rollout that installs a new build but never restarts the server leaves the old
     code serving: compare each running server with the checked install."""
     cid = "install-running"
-    seen = facts.get("servers") or {}
-    servers = seen.get("servers") or []
-    if seen.get("error"):
-        return result(cid, "warn", "could not look for running servers: %s" % seen["error"])
+    seen = facts.servers
+    servers = seen.servers
+    if seen.error:
+        return result(cid, "warn", "could not look for running servers: %s" % seen.error)
     if not servers:
         return result(cid, "skip", "no vLLM server process runs on this host")
-    install = facts.get("install") or {}
-    site = install.get("site_packages")
-    changed = integrity.get("changed_at") or {}
-    changed_at = changed.get("mtime")
-    stale, foreign, fine = [], [], []
+    install = facts.install
+    site = install.site_packages
+    checked_site = install.site_real if install.site_real is not None else site
+    changed = integrity.changed_at
+    changed_at = changed.mtime
+    stale: list[tuple[Server, Evidence]] = []
+    foreign: list[tuple[Server, Evidence]] = []
+    fine: list[tuple[Server, Evidence]] = []
     for server in servers:
         line = "pid %d, started %s, interpreter %s, port %s: %s" % (
-            server["pid"], stamp(server.get("started_at")), server.get("interpreter"),
-            server.get("port"), server.get("cmdline"))
-        item = (server, Evidence(server.get("interpreter"), None, line))
-        if site and install.get("site_real", site) not in \
-                (server.get("real_site_dirs") or server.get("site_dirs") or []):
+            server.pid, stamp(server.started_at), server.interpreter,
+            server.port, server.cmdline)
+        item = (server, Evidence(server.interpreter, None, line))
+        if site and checked_site not in (server.real_site_dirs or server.site_dirs):
             foreign.append(item)
-        elif changed_at is not None and server.get("started_at") is not None and \
-                server["started_at"] < changed_at:
+        elif changed_at is not None and server.started_at is not None and \
+                server.started_at < changed_at:
             stale.append(item)
         else:
             fine.append(item)
-    details = {"servers": [{k: s.get(k) for k in ("pid", "started_at", "interpreter", "port",
-                                                   "site_dirs")} for s in servers],
-               "install_changed_at": changed_at, "changed_file": changed.get("path"),
-               "serving_port": seen.get("serving_port")}
-    serving = seen.get("serving_port")
-    others = [item for item in foreign if item[0].get("port") != serving]
-    foreign = [item for item in foreign if item[0].get("port") == serving]
+    details = {"servers": [{"pid": s.pid, "started_at": s.started_at,
+                            "interpreter": s.interpreter, "port": s.port,
+                            "site_dirs": s.site_dirs} for s in servers],
+               "install_changed_at": changed_at, "changed_file": changed.path,
+               "serving_port": seen.serving_port}
+    serving = seen.serving_port
+    others = [item for item in foreign if item[0].port != serving]
+    foreign = [item for item in foreign if item[0].port == serving]
     evidence = [e for _, e in stale + foreign + fine + others]
     also = "; servers of other installs, on other ports than vllm_url's %s (not judged): %s" % (
-        serving, ", ".join("pid %d port %s (%s)" % (s["pid"], s.get("port"), s.get("interpreter"))
+        serving, ", ".join("pid %d port %s (%s)" % (s.pid, s.port, s.interpreter)
                            for s, _ in others)) if others else ""
     if stale or foreign:
         parts = ["pid %d started %s, before the checked install last changed %s (%s): "
                  "restart it to serve the checked code" % (
-                     s["pid"], stamp(s.get("started_at")), stamp(changed_at),
-                     changed.get("path")) for s, _ in stale]
+                     s.pid, stamp(s.started_at), stamp(changed_at),
+                     changed.path) for s, _ in stale]
         parts += ["pid %d on the vllm_url port %s runs another interpreter or site-packages "
                   "(%s, %s) than the one checked (%s): restart it to serve the checked code"
-                  % (s["pid"], serving, s.get("interpreter"),
-                     ", ".join(s.get("site_dirs") or []) or "?", site) for s, _ in foreign]
+                  % (s.pid, serving, s.interpreter,
+                     ", ".join(s.site_dirs) or "?", site) for s, _ in foreign]
         return result(cid, "fail", "; ".join(parts) + also, evidence, **details)
     if not fine:
         return result(cid, "skip", "no vLLM server of the checked install runs on this host"
@@ -320,13 +350,13 @@ def check_running(facts: dict[str, Any], integrity: dict[str, Any]) -> CheckResu
                   **details)
 
 
-def judge_integrity(facts: dict[str, Any], import_enabled: bool) -> list[CheckResult]:
-    integrity = facts.get("integrity")
-    install = facts.get("install") or {}
+def judge_integrity(facts: Facts, import_enabled: bool) -> list[CheckResult]:
+    integrity = facts.integrity
+    install = facts.install
     if integrity is None:
         return []
-    if not install.get("dist_infos") and not install.get("package_dir"):
+    if not install.dist_infos and not install.package_dir:
         return [result(cid, "error", no_install_reason(facts)) for cid in TITLES]
-    return [check_record(facts, integrity), check_leftovers(facts), check_metadata(facts),
+    return [check_record(integrity), check_leftovers(facts), check_metadata(facts),
             check_import(integrity, import_enabled), check_in_progress(integrity),
             check_running(facts, integrity)]

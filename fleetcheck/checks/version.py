@@ -7,72 +7,83 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetcheck.results import VllmInfo
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import DistInfo, Facts
 
 DEV_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
 
 
-def primary_dist_info(facts: dict[str, Any]) -> dict[str, Any] | None:
-    dists = (facts.get("install") or {}).get("dist_infos") or []
+def primary_dist_info(facts: Facts) -> DistInfo | None:
+    dists = facts.install.dist_infos
     return dists[0] if dists else None
 
 
-def install_kind(dist: dict[str, Any] | None) -> str | None:
+def install_kind(dist: DistInfo | None) -> str | None:
     """How vLLM got there, from PEP 610 direct_url.json (absent for index installs)."""
     if dist is None:
         return None
-    direct = dist.get("direct_url")
-    installer = dist.get("installer") or "unknown installer"
-    if not isinstance(direct, dict):
+    direct = dist.direct_url
+    installer = dist.installer or "unknown installer"
+    if direct is None:
         return "index (%s)" % installer
-    if direct.get("dir_info", {}).get("editable"):
+    if direct.dir_info is not None and direct.dir_info.editable:
         return "editable (%s)" % installer
-    if "vcs_info" in direct:
+    if direct.vcs_info is not None:
         return "vcs (%s)" % installer
-    if "archive_info" in direct:
+    if direct.archive_info is not None:
         return "archive (%s)" % installer
-    if "dir_info" in direct:
+    if direct.dir_info is not None:
         return "directory (%s)" % installer
     return "unknown (%s)" % installer
 
 
-def commit_of(facts: dict[str, Any]) -> tuple[str | None, str | None]:
+def vcs_commit(dist: DistInfo | None) -> Any:
+    """direct_url.json's vcs_info.commit_id, as the file holds it (None when absent)."""
+    direct = dist.direct_url if dist is not None else None
+    if direct is None or direct.vcs_info is None:
+        return None
+    return direct.vcs_info.commit_id
+
+
+def commit_of(facts: Facts) -> tuple[str | None, str | None]:
     """The commit and its source: direct_url.json's full sha, else _version.py's
     __commit_id__, else the +g<sha> of a dev version."""
     dist = primary_dist_info(facts)
-    direct = (dist or {}).get("direct_url")
-    if isinstance(direct, dict):
-        sha = (direct.get("vcs_info") or {}).get("commit_id")
-        if isinstance(sha, str) and sha:
-            return sha, "direct_url.json"
-    version_file = facts.get("version_file") or {}
-    commit_id = version_file.get("commit_id")
+    sha = vcs_commit(dist)
+    if isinstance(sha, str) and sha:
+        return sha, "direct_url.json"
+    commit_id = facts.version_file.commit_id
     if isinstance(commit_id, str) and commit_id:
         return (commit_id[1:] if re.match(r"^g[0-9a-f]{7,40}$", commit_id) else commit_id,
                 "_version.py")
-    for version in (version_file.get("version"), (dist or {}).get("version")):
+    for version in (facts.version_file.version, dist.version if dist else None):
         match = DEV_COMMIT.search(version or "")
         if match:
             return match.group(1), "version"
     return None, None
 
 
-def vllm_info(facts: dict[str, Any]) -> VllmInfo:
+def vllm_info(facts: Facts) -> VllmInfo:
     dist = primary_dist_info(facts)
-    version_file = facts.get("version_file") or {}
+    install = facts.install
     commit, source = commit_of(facts)
-    version = version_file.get("version")
+    version = facts.version_file.version
+    others = install.other_installs
     return VllmInfo(version=version if isinstance(version, str) else None,
-                    metadata_version=(dist or {}).get("version"),
+                    metadata_version=dist.version if dist else None,
                     commit=commit, commit_source=source, install=install_kind(dist),
-                    site_packages=(facts.get("install") or {}).get("site_packages"),
-                    python=(facts.get("install") or {}).get("interpreter") or
-                    (facts.get("python") or {}).get("executable"),
-                    record_sha256=facts.get("record_sha256"),
-                    found_by=(facts.get("install") or {}).get("found_by"),
-                    other_installs=(facts.get("install") or {}).get("other_installs"))
+                    site_packages=install.site_packages,
+                    python=install.interpreter or facts.python.executable,
+                    record_sha256=facts.record_sha256,
+                    found_by=install.found_by,
+                    # as the probe sent them (sorted keys)
+                    other_installs=None if others is None else [
+                        {"dist_infos": o.dist_infos, "found_by": o.found_by,
+                         "site_packages": o.site_packages} for o in others])
 
 
 @lru_cache(maxsize=256)
@@ -97,14 +108,14 @@ def version_suggests(version: str | None, fixed_in: str | None) -> str | None:
     return "fixed" if pep440(have.public) >= need else "not fixed"
 
 
-def no_install_reason(facts: dict[str, Any]) -> str:
+def no_install_reason(facts: Facts) -> str:
     """Why no vllm was found, in the words of the probe's own observations."""
-    install = facts.get("install") or {}
-    reasons = list(facts.get("errors") or []) + list(install.get("errors") or [])
-    looked = install.get("site_packages_candidates") or []
+    install = facts.install
+    reasons = facts.errors + install.errors
+    looked = install.site_packages_candidates
     if looked:
         where = "looked in %s" % ", ".join(looked)
-    elif facts.get("venv"):
+    elif facts.venv:
         where = "no site-packages under the venv"
     else:
         where = ("no venv given, and no site-packages of the interpreter, of a running vLLM "

@@ -1,0 +1,383 @@
+"""The probe's facts as typed values, described once: the classes below are what a host's
+answer holds, and the decoder (facts_decoder.py) is derived from them, so nothing else
+lists the fields. The checks read these attributes; the probe itself stays untyped.
+
+Frozen dataclasses (with slots), not TypedDicts: a TypedDict is a dict at run time, so a
+check reading a key the probe renamed gets None from `.get` and quietly turns into
+`error`; an attribute that does not exist is an AttributeError in the first test that
+reads it, and a type checker flags it before that. Frozen: a host's facts are evidence,
+and the shared analysis of a build is handed to each of its hosts, so no one may edit them.
+
+The description is the annotations plus field metadata:
+- `str` (at most MAX_TEXT characters; `fact(limit=BIG_TEXT)` for the few payloads),
+  `int`, `float` (a number: an int or a float, never a bool; kept as sent), `bool`,
+  `Any` (a value as the host's file holds it: only the generic limits), `list[X]`,
+  `dict[str, X]` (any keys), or a facts class.
+- A scalar that is missing or null reads as None. A list, map or object annotated
+  `X | None` reads as None when missing or null; annotated plain `X` it reads as empty
+  ([], {}, or the class with every field empty), so checks read it without `or {}`.
+  Decision: missing and null mean the same to the checks (the probe writes one or the
+  other, never both for the same fact).
+- `fact(required=True)`: present and not null, unless its object reports an `error` (the
+  probe's convention: an object with an error holds only what was learned before it;
+  such fields are annotated without `| None`, and the checks read them only once they
+  have seen no `error`); `always=True`: even then. `fact(present=True)`: may be missing,
+  never null.
+- Classes with `OPEN = True` hold a file of the host (direct_url.json): keys they do not
+  list are the file's, not drift (see facts_decoder.py on unknown keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+MAX_TEXT = 64 * 1024  # evidence lines, paths, messages
+BIG_TEXT = 8 * 1024 * 1024  # the few fields that carry a payload (bounded by the answer cap)
+
+
+def fact(*, required: bool = False, always: bool = False, present: bool = False,
+         limit: int = MAX_TEXT, key: str | None = None) -> Any:
+    """A field's rules beyond its type; `key`: its JSON name where that is no Python name."""
+    return field(metadata={"required": required or always, "always": always,
+                           "present": present, "limit": limit, "key": key})
+
+
+def facts_class(cls: type) -> type:
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+# --- the facts ------------------------------------------------------------------------
+
+@facts_class
+class Python:
+    executable: str | None
+    version: str | None
+
+
+@facts_class
+class DirInfo:
+    OPEN = True
+    editable: Any
+
+
+@facts_class
+class VcsInfo:
+    OPEN = True
+    commit_id: Any
+
+
+@facts_class
+class DirectUrl:
+    """PEP 610 direct_url.json as the host holds it (absent for index installs)."""
+    OPEN = True
+    url: Any
+    dir_info: DirInfo | None = fact(present=True)
+    vcs_info: VcsInfo | None
+    archive_info: Any  # only whether it is there is read
+
+
+@facts_class
+class DistInfo:
+    path: str = fact(required=True)
+    version: str | None
+    installer: str | None
+    name: str | None
+    errors: list[str]
+    direct_url: DirectUrl | None
+
+
+@facts_class
+class OtherInstall:
+    """Another vllm install seen on the host, not checked (reported as found)."""
+    dist_infos: list[str]
+    found_by: str | None
+    site_packages: str | None
+
+
+@facts_class
+class Install:
+    site_packages: str | None
+    code_root: str | None
+    package_dir: str | None
+    editable_source: str | None
+    stash_dirs: list[str]
+    site_packages_candidates: list[str]
+    errors: list[str]
+    dist_infos: list[DistInfo]
+    found_by: str | None
+    site_real: str | None
+    interpreter: str | None
+    shims: list[str]
+    tmp_dirs: list[str]
+    other_installs: list[OtherInstall] | None
+
+
+@facts_class
+class VersionFile:
+    """vllm/_version.py; its values as the file assigns them (any literal): the checks
+    judge odd ones."""
+    path: str | None
+    exists: bool | None
+    error: str | None
+    version: Any
+    version_tuple: Any
+    commit_id: Any
+
+
+@facts_class
+class TrailStep:
+    file: str | None
+    line: int | None
+    step: str | None
+    text: str | None
+
+
+@facts_class
+class Finding:
+    """One hit; a dataflow finding is a path whose deciding step comes first. offset: the
+    constant a key-offset path adds, or "?" (the probe files hits under their label; the
+    checks read labels, never the offset itself)."""
+    file: str | None
+    line: int | None
+    text: str | None
+    function: str | None
+    offset: Any
+    step: str | None
+    why: str | None
+    source: str | None
+    trail: list[TrailStep]
+
+
+@facts_class
+class FilesSearched:
+    count: int = fact(required=True)
+    first: list[str] = fact(required=True)
+
+
+@facts_class
+class Module:
+    """A module resolved through vLLM's model registry."""
+    file: str | None
+    line: int | None
+    registry: str | None
+
+
+@facts_class
+class Signature:
+    """One fix check's findings, by label."""
+    findings: dict[str, list[Finding]]
+    files_searched: dict[str, FilesSearched]
+    errors: list[str]
+    modules: dict[str, Module]
+
+
+@facts_class
+class SharedAnalysisFacts:
+    build: str | None
+    files: int | None
+    listings: int | None
+    mismatch: str | None
+
+
+@facts_class
+class RecordFile:
+    file: str = fact(required=True)
+
+
+@facts_class
+class SizeMismatch:
+    file: str = fact(required=True)
+    expected: int = fact(required=True)
+    actual: int = fact(required=True)
+
+
+@facts_class
+class UnreadableFile:
+    file: str = fact(required=True)
+    error: str | None
+
+
+Entry = TypeVar("Entry")
+
+
+@facts_class
+class Listed(Generic[Entry]):
+    """Files of one kind: how many in all, and the first few."""
+    count: int = fact(required=True)
+    files: list[Entry] = fact(required=True)
+
+
+@facts_class
+class Record:
+    """RECORD verified like `rpm -V`."""
+    dist_info: str = fact(always=True)
+    error: str | None
+    rows: int = fact(required=True)
+    checked: int = fact(required=True)
+    hashed: int = fact(required=True)
+    hashed_bytes: int = fact(required=True)
+    deep: bool | None
+    elapsed_s: float | None
+    unverifiable_rows: int | None
+    missing: Listed[RecordFile] = fact(required=True)
+    size: Listed[SizeMismatch] = fact(required=True)
+    hash: Listed[RecordFile] = fact(required=True)
+    unreadable: Listed[UnreadableFile] = fact(required=True)
+
+
+@facts_class
+class Editable:
+    source: str = fact(required=True)
+    exists: bool = fact(required=True)
+    version_file: Any
+    compiled: list[str] = fact(required=True)
+
+
+@facts_class
+class Process:
+    pid: int = fact(required=True)
+    cmdline: str = fact(required=True)
+    cwd: str | None
+    target: str | None
+
+
+@facts_class
+class InProgress:
+    error: str | None
+    processes: list[Process]
+    elsewhere: list[Process]
+
+
+@facts_class
+class ChangedAt:
+    mtime: float | None
+    path: str | None
+
+
+@facts_class
+class Torch:
+    ok: bool | None
+    detail: str | None
+
+
+@facts_class
+class ModuleLoad:
+    module: str = fact(required=True)
+    ok: bool = fact(required=True)
+    error: str | None
+
+
+@facts_class
+class ImportCheck:
+    interpreter: str = fact(always=True)
+    error: str | None
+    expected: list[str] = fact(required=True)
+    modules: list[ModuleLoad] = fact(required=True)
+    torch: Torch
+    torch_installed: bool | None
+    crashed_in: str | None
+    timed_out: bool | None
+    timeout_s: float | None
+    returncode: int | None
+    stderr_tail: str | None
+    elapsed_s: float | None
+
+
+@facts_class
+class Integrity:
+    record: Record | None
+    editable: Editable | None
+    in_progress: InProgress
+    changed_at: ChangedAt
+    imports: ImportCheck | None = fact(key="import")
+
+
+@facts_class
+class SmokeError:
+    kind: str = fact(required=True)
+    detail: str = fact(required=True)
+
+
+@facts_class
+class LoadResult:
+    ok: bool | None
+    latency_s: float = fact(required=True)
+    status: int | None
+    completion_tokens: int | None
+    error: str | None
+    prompt: str | None
+
+
+@facts_class
+class Load:
+    results: list[LoadResult] = fact(required=True)
+    wall_s: float | None
+    planned: int | None
+    budget_exhausted: bool | None
+
+
+@facts_class
+class Smoke:
+    mode: str | None
+    url: str | None
+    model: str | None
+    log_file: str | None
+    log_tail: str | None
+    error: SmokeError | None
+    metrics_before: str = fact(required=True, limit=BIG_TEXT)
+    metrics_after: str = fact(required=True, limit=BIG_TEXT)
+    startup_s: float | None
+    server_exit: int | None
+    load: Load = fact(required=True)
+
+
+@facts_class
+class Server:
+    pid: int = fact(required=True)
+    cmdline: str | None
+    exe: str | None
+    interpreter: str | None
+    started_at: float | None
+    port: int | None
+    site_dirs: list[str]
+    real_site_dirs: list[str]
+    site_from: str | None
+
+
+@facts_class
+class Servers:
+    servers: list[Server]
+    error: str | None
+    serving_port: int | None
+
+
+@facts_class
+class Bundle:
+    """Set by a probe-bundle script (bundle.py)."""
+    fleetcheck_version: str | None
+    playbook: str | None
+
+
+@facts_class
+class Facts:
+    """The probe's whole answer."""
+    probe_version: int = fact(required=True)
+    errors: list[str]
+    python: Python
+    venv: str | None
+    install: Install
+    version_file: VersionFile
+    # None: the host verified its build's bytes and the controller fills in the analysis
+    signatures: dict[str, Signature] | None
+    shared_analysis: SharedAnalysisFacts
+    shared_read: str | None = fact(limit=BIG_TEXT)
+    integrity: Integrity | None
+    smoke: Smoke | None
+    servers: Servers
+    record_sha256: str | None
+    host: str | None
+    bundle: Bundle | None
+
+
+Signatures = dict[str, Signature]
