@@ -22,12 +22,13 @@ from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
-from fleetcheck.report.terminal import Progress, neutral, render_summary
+from fleetcheck.report.terminal import Progress, render_summary
 from fleetcheck.faults import describe
 from fleetcheck.results import ResultsWriter, RunResult, load_json, merge_runs
 from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
                                run_fleet)
 from fleetcheck.smoke_settings import check_override, smoke_plan
+from fleetcheck.text import counted, neutral
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
@@ -217,8 +218,8 @@ def command_run(args: argparse.Namespace) -> int:
     print("results: %s\nreport:  %s%s" % (json_path, html_path,
                                           "\njunit:   " + args.junit_path if args.junit_path else ""))
     if not run.complete:
-        print("fleetcheck: interrupted: %d host(s) not finished; outputs marked incomplete"
-              % len(run.not_finished), file=sys.stderr)
+        print("fleetcheck: interrupted: %s not finished; outputs marked incomplete"
+              % counted(len(run.not_finished), "host"), file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
@@ -316,8 +317,8 @@ def command_report(args: argparse.Namespace) -> int:
         if path:
             print("%s: %s" % (label, path))
     if not run.complete:
-        print("fleetcheck: these results are incomplete (complete: false): %d host(s) not "
-              "finished" % len(run.not_finished), file=sys.stderr)
+        print("fleetcheck: these results are incomplete (complete: false): %s not "
+              "finished" % counted(len(run.not_finished), "host"), file=sys.stderr)
     return exit_code(run, failed)
 
 

@@ -1,6 +1,7 @@
 """Text a host sent, made safe where it is shown, by one set of rules: on a terminal or
 in a log (control characters and bidi overrides become '?'), in HTML (they are shown as
-\\xNN, never passed into the page), in XML (what XML 1.0 cannot hold is shown as \\xNN)."""
+\\xNN, never passed into the page), in XML (what XML 1.0 cannot hold is shown as \\xNN).
+Also the words for counts and sizes, so no message says "1 host(s)" or "0.0 MiB"."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def is_int(value: object) -> bool:
 
 def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 host', '3 hosts' ('1 dist-info', '2 dist-infos'; an irregular plural given)."""
+    return "%d %s" % (count, noun if count == 1 else plural or noun + "s")
+
+
+def byte_size(count: int) -> str:
+    """'700 bytes', '12.3 KiB', '1.5 MiB', '5.0 GiB'."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return "%.1f %s" % (count / size, unit)
+    return counted(count, "byte")

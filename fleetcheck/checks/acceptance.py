@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke_settings import SmokeOptions
+from fleetcheck.text import counted
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Smoke
@@ -140,9 +141,9 @@ def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict 
                    "decoding is not configured (no --speculative-config)", numbers, evidence)
     if numbers["drafts"] == 0:
         if numbers["generation_tokens"] == 0:
-            return out("error", "no counter moved while %d request(s) succeeded: the server "
-                       "looks like it runs with --disable-log-stats, so acceptance cannot be "
-                       "measured" % numbers["requests"]["ok"], numbers, evidence)
+            return out("error", "no counter moved while %s succeeded: the server looks like "
+                       "it runs with --disable-log-stats, so acceptance cannot be measured"
+                       % counted(numbers["requests"]["ok"], "request"), numbers, evidence)
         return out("fail", "no drafts at all: %d tokens were generated but the drafter proposed "
                    "nothing" % numbers["generation_tokens"], numbers, evidence)
     if numbers["accepted_tokens"] == 0:

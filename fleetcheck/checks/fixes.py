@@ -76,7 +76,7 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
         count = max((entry.count for entry in searched), default=0)
         names = sorted({name for entry in searched for name in entry.first})
         evidence = [Evidence(file=None, line=None,
-                             text="no matching code in the %d+ file(s) searched: %s" % (
+                             text="no matching code in the files searched (%d or more): %s" % (
                                  count, ", ".join(names[:6]) +
                                  (" ..." if count > len(names[:6]) else "")))]
     errors = signature.errors

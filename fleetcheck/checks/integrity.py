@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, pep440, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
+from fleetcheck.text import byte_size, counted
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, Integrity, Process, Record, Server
@@ -55,17 +56,6 @@ def versions_agree(metadata: str, version_file: str) -> bool:
     return pep440(m.public) == pep440(v.public) and labels(m) == labels(v)
 
 
-def counted(count: int, noun: str) -> str:
-    return "%d %s%s" % (count, noun, "" if count == 1 else "s")
-
-
-def byte_size(count: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if count >= size:
-            return "%.1f %s" % (count / size, unit)
-    return counted(count, "byte")
-
-
 def record_scope(record: Record) -> str:
     """What the RECORD check looked at, in words: every file RECORD gives a size and a hash
     for is checked for size, some (all, with --deep) by sha256 too; RECORD's other rows
@@ -99,8 +89,8 @@ def check_record(integrity: Integrity) -> CheckResult:
                           "only the finder, so the source tree was checked)" % editable.source,
                           problems)
         return result(cid, "pass", "editable install from %s: RECORD covers only the finder; "
-                      "source tree has _version.py and %d compiled module(s)"
-                      % (editable.source, len(editable.compiled)),
+                      "source tree has _version.py and %s"
+                      % (editable.source, counted(len(editable.compiled), "compiled module")),
                       [Evidence(editable.source + "/vllm/" + n, None, "present")
                        for n in editable.compiled[:3]])
     record = integrity.record
@@ -197,15 +187,15 @@ def check_metadata(facts: Facts) -> CheckResult:
                                      "commit %s" % (commit_id, vcs)))
     if problems:
         return result("install-metadata", "fail",
-                      "the install's metadata does not hold together (%d finding(s))"
-                      % len(problems), problems)
+                      "the install's metadata does not hold together (%s)"
+                      % counted(len(problems), "finding"), problems)
     meta = dists[0].version if dists else None
     shims = install.shims
     return result("install-metadata", "pass",
                   "one dist-info (%s); METADATA %s, _version.py %s, commit %s agree%s"
                   % (os.path.basename(dists[0].path) if dists else "-", meta,
                      version_file.version, commit_id or vcs or "-",
-                     "; metadata-only dist-info(s) that own no files: %s" % ", ".join(shims)
+                     "; metadata only, owning no files: %s" % ", ".join(shims)
                      if shims else ""),
                   [Evidence(os.path.join(install.site_packages or "", n), None,
                             "metadata only (no RECORD): not an install") for n in shims])
@@ -243,12 +233,13 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
         return result(cid, "fail", "torch is installed in this venv but does not import: %s"
                       % torch.detail, evidence, **numbers)
     if broken:
-        return result(cid, "fail", "%d of %d compiled module(s) fail to load (ABI mismatch or a "
+        return result(cid, "fail", "%d of %d compiled modules fail to load (ABI mismatch or a "
                       "damaged file)" % (len(broken), len(facts.expected)), evidence, **numbers)
     if needs_absent_torch:
-        return result(cid, "skip", "torch is not installed in this venv, so %d compiled module(s) "
-                      "that link libtorch/CUDA could not be loaded (%d loaded fine); install "
-                      "torch to check them" % (len(needs_absent_torch), len(loaded)),
+        return result(cid, "skip", "torch is not installed in this venv, so %s that link "
+                      "libtorch/CUDA could not be loaded (%d loaded fine); install torch to "
+                      "check them" % (counted(len(needs_absent_torch), "compiled module"),
+                                      len(loaded)),
                       [Evidence(m.module, None, m.error) for m in needs_absent_torch[:3]],
                       **numbers)
     with_torch = "torch is not installed, and none needed it" \
@@ -345,8 +336,8 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
     if not fine:
         return result(cid, "skip", "no vLLM server of the checked install runs on this host"
                       + also, evidence, **details)
-    return result(cid, "pass", "%d vLLM server(s) of the checked install started after it "
-                  "last changed (%s)%s" % (len(fine), stamp(changed_at), also), evidence,
+    return result(cid, "pass", "%s of the checked install started after it "
+                  "last changed (%s)%s" % (counted(len(fine), "vLLM server"), stamp(changed_at), also), evidence,
                   **details)
 
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from fleetcheck.results import HostResult, RunResult
-from fleetcheck.text import neutral
+from fleetcheck.text import counted, neutral
 
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
          "skip": "dim", "unreachable": "magenta"}
@@ -199,7 +199,7 @@ def host_table(run: RunResult, check_ids: list[str]) -> Text:
     widths = [max(len(row[i][0]) for row in rows) for i in range(len(header))]
     widths[0] = min(widths[0], HOST_COLUMN_MAX)
     widths[2] = min(widths[2], HOST_COLUMN_MAX)
-    out = Text("fleetcheck: %d host(s)\n" % len(run.hosts), style="italic")
+    out = Text("fleetcheck: %s\n" % counted(len(run.hosts), "host"), style="italic")
     for number, row in enumerate(rows):
         cells = [fold(value, widths[i]) if i in (0, 2) else [value[:widths[i]]]
                  for i, (value, _) in enumerate(row)]
