@@ -122,24 +122,38 @@ def decode_bool(value: Any, path: str, depth: int, unknown: list | None) -> Any:
     raise misfit(value, path, "true or false")
 
 
-def list_decoder(item: Decoder, empty: Callable[[], Any]) -> Decoder:
+def null_entry(path: str, expects: str) -> FactsError:
+    """A list or map entry the probe never leaves null: reading it as empty would turn a
+    broken answer into a verdict (an empty signature fails its check)."""
+    return FactsError(path, "null where %s belongs" % expects)
+
+
+def list_decoder(item: Decoder, empty: Callable[[], Any], item_expects: str | None) -> Decoder:
+    """item_expects: what an entry must be, or None when a null entry is a value (Any)."""
     def decode(value: Any, path: str, depth: int, unknown: list | None) -> Any:
         if type(value) is list:
-            return [item(entry, "%s[%d]" % (path, index), depth + 1, unknown)
-                    for index, entry in enumerate(value)]
+            out = []
+            for index, entry in enumerate(value):
+                where = "%s[%d]" % (path, index)
+                if entry is None and item_expects:
+                    raise null_entry(where, item_expects)
+                out.append(item(entry, where, depth + 1, unknown))
+            return out
         if value is None:
             return empty()
         raise misfit(value, path, "a list")
     return decode
 
 
-def map_decoder(item: Decoder, empty: Callable[[], Any]) -> Decoder:
+def map_decoder(item: Decoder, empty: Callable[[], Any], item_expects: str | None) -> Decoder:
     def decode(value: Any, path: str, depth: int, unknown: list | None) -> Any:
         if type(value) is dict:
             out = {}
             for key, entry in value.items():
                 if len(key) > MAX_TEXT:
                     raise FactsError(path, "a key of %d characters" % len(key))
+                if entry is None and item_expects:
+                    raise null_entry(join(path, key), item_expects)
                 out[key] = item(entry, join(path, key), depth + 1, unknown)
             return out
         if value is None:
@@ -259,12 +273,16 @@ def rule_for(annotation: Any, limit: int = MAX_TEXT) -> Rule:
         return Rule(SCALARS[annotation][0], none, SCALARS[annotation][1])
     if origin is list:
         empty = none if optional else list
-        return Rule(list_decoder(rule_for(get_args(annotation)[0]).decode, empty), empty,
-                    "a list")
+        inner = get_args(annotation)[0]
+        item = rule_for(inner)
+        return Rule(list_decoder(item.decode, empty, None if inner is Any else item.expects),
+                    empty, "a list")
     if origin is dict:
         empty = none if optional else dict
-        return Rule(map_decoder(rule_for(get_args(annotation)[1]).decode, empty), empty,
-                    "an object")
+        inner = get_args(annotation)[1]
+        item = rule_for(inner)
+        return Rule(map_decoder(item.decode, empty, None if inner is Any else item.expects),
+                    empty, "an object")
     cls, arguments = (origin, get_args(annotation)) if origin else (annotation, ())
     if isinstance(cls, type) and hasattr(cls, "__dataclass_fields__"):
 

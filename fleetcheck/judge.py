@@ -15,6 +15,7 @@ import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
+from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
@@ -148,9 +149,12 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
         if playbook.integrity.enabled and facts.integrity is None:
             raise TransportError("protocol", "these facts hold no integrity facts: the bundle "
                                  "was written with --no-integrity; give judge the same")
+        inject("judge", host.name)  # the test-only fault hook, as in `run`
         info, checks, _ = judge_host(playbook, None, facts, expected, host.name)
     except TransportError as exc:
         error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
+    except Exception as exc:  # a bug in fleetcheck: this host's data, never the run's end
+        error = internal_error(exc, "judging this host")
     if error is not None:
         checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message), False,
                                 bool(expected))

@@ -181,3 +181,18 @@ def test_the_import_check_counts_in_words(modules, torch_installed, words):
         "torch_installed": torch_installed}}})
     result = check_import(facts.integrity, True)
     assert result.status == "pass" and result.message == words, result.message
+
+
+def test_a_version_file_that_assigns_no_string_is_judged_not_a_crash():
+    """_version.py may assign any literal; a tuple holds no commit, and install-metadata
+    names it instead of the host ending as a fleetcheck bug."""
+    from fleetcheck.checks.integrity import check_metadata
+    from fleetcheck.checks.version import commit_of
+    facts = copy.deepcopy(recorded("0.33.0"))
+    facts["version_file"].update(version=[0, 33], commit_id=None)
+    facts["install"]["dist_infos"][0].pop("direct_url", None)
+    facts["install"]["dist_infos"][0]["version"] = "0.33.0"
+    assert commit_of(facts_of(facts)) == (None, None)
+    result = check_metadata(facts_of(facts))
+    assert result.status == "fail", result
+    assert "suspect build" in " ".join(e.text for e in result.evidence), result

@@ -16,7 +16,7 @@ import yaml
 
 from fleet_helpers import run_fleetcheck
 from fleetcheck.lab.testhosts import free_loopback_port
-from probe_helpers import ENV, edited_copy
+from probe_helpers import ENV, edited_copy, recorded
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 FIXED = 'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
@@ -24,9 +24,9 @@ UNFIXED = 'i for i in (dflash_config.get("target_layer_ids") or [])'
 
 
 def fleetcheck(*args: str, stdin: str | None = None, cwd: str | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess:
+               timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fleetcheck", *args], input=stdin,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 def ansible_executable() -> str:
@@ -175,3 +175,32 @@ def test_judge_refuses_what_names_no_host_and_keeps_bad_answers_as_errors(tmp_pa
     assert hosts["gpu8"]["error"]["kind"] == "protocol"
     assert "install.dist_infos" in hosts["gpu8"]["error"]["message"]
     assert all(c["status"] == "skip" for h in hosts.values() for c in h["checks"])
+
+
+def test_judge_keeps_a_null_entry_and_a_fleetcheck_bug_to_their_own_hosts(tmp_path):
+    """A null where the probe always sends an object is the host's protocol error naming
+    the field (read as empty it would be a verdict: an empty signature fails its check);
+    a bug while judging one host is that host's internal error; the others are judged."""
+    good = dict(recorded("0.33.0"), host="good")
+    null_signature = dict(recorded("0.33.0"), host="null-sig")
+    null_signature["signatures"] = dict(null_signature["signatures"], **{"dflash-swa": None})
+    null_dist = dict(recorded("0.33.0"), host="null-dist")
+    null_dist["install"] = dict(null_dist["install"], dist_infos=[None])
+    buggy = dict(recorded("0.33.0"), host="buggy")
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(json.dumps(doc) + "\n" for doc in
+                             (good, null_signature, null_dist, buggy)))
+    proc = fleetcheck("judge", str(facts), "--no-integrity", "--json", str(tmp_path / "r.json"),
+                      "--html", str(tmp_path / "r.html"),
+                      env=dict(os.environ, FLEETCHECK_INJECT_FAULT="judge:buggy"))
+    assert proc.returncode == 3, proc.stderr
+    hosts = {h["name"]: h for h in json.loads((tmp_path / "r.json").read_text())["hosts"]}
+    assert hosts["good"]["error"] is None and hosts["good"]["status"] == "pass"
+    assert hosts["null-sig"]["error"]["kind"] == "protocol"
+    assert "signatures.dflash-swa: null where an object belongs" in \
+        hosts["null-sig"]["error"]["message"]
+    assert hosts["null-dist"]["error"]["kind"] == "protocol"
+    assert "install.dist_infos[0]: null where an object belongs" in \
+        hosts["null-dist"]["error"]["message"]
+    assert hosts["buggy"]["error"]["kind"] == "internal"
+    assert "fault injected at stage judge" in hosts["buggy"]["error"]["message"]

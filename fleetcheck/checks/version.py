@@ -61,7 +61,8 @@ def commit_of(facts: Facts) -> tuple[str | None, str | None]:
         return (commit_id[1:] if re.match(r"^g[0-9a-f]{7,40}$", commit_id) else commit_id,
                 "_version.py")
     for version in (facts.version_file.version, dist.version if dist else None):
-        match = DEV_COMMIT.search(version or "")
+        # _version.py's value is any literal the file assigns: only a string holds a commit
+        match = DEV_COMMIT.search(version) if isinstance(version, str) else None
         if match:
             return match.group(1), "version"
     return None, None
