@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetcheck.atomic_file import write_atomically
 from fleetcheck.expectations import expectation_warnings
-from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, worst
+from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, worst
 
 SCHEMA_VERSION = 1
 
@@ -23,6 +23,16 @@ class Evidence:
     line: int | None
     text: str
     step: str | None = None  # a dataflow path's step: read, call, +1, return, source, ...
+
+    def location(self) -> str:
+        """'file:line: ', 'file: ' or '': where the text was found, as every report says it."""
+        if not self.file:
+            return ""
+        return "%s:%d: " % (self.file, self.line) if self.line is not None else self.file + ": "
+
+    def as_line(self) -> str:
+        """The evidence on one line of text (terminal, JUnit): where, the step, the text."""
+        return self.location() + ("[%s] " % self.step if self.step else "") + self.text
 
 
 @dataclass
@@ -117,7 +127,7 @@ class RunResult:
                 per[check.status] += 1
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
-                counts["pass"] + counts["warn"] == len(self.hosts),
+                all(host.status in READY for host in self.hosts),
                 "warnings": expectation_warnings(self.hosts)}
 
     def exit_code(self) -> int:

@@ -24,6 +24,11 @@ class Status(str, Enum):
 
 RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.ERROR: 3,
         Status.UNREACHABLE: 3, Status.FAIL: 4}
+# one character per status, for a matrix cell (terminal and HTML)
+SYMBOLS = {Status.PASS.value: "✓", Status.FAIL.value: "✗", Status.WARN.value: "!",
+           Status.ERROR.value: "E", Status.SKIP.value: "-", Status.UNREACHABLE.value: "?"}
+# a host in one of these may be rolled out to (warnings are read, not blocking)
+READY = frozenset({Status.PASS.value, Status.WARN.value})
 CHECK_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,
                                          Status.SKIP))
 HOST_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,

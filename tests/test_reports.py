@@ -273,6 +273,11 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     assert lines[0] == "[1/2] %s %s" % (run.hosts[0].name, run.hosts[0].status)
     assert lines[1].startswith("[2/2] %s unreachable: " % run.hosts[7].name)
     assert "unreachable: unreachable" not in lines[1]
+    # and once more at the end of the summary, for a judge run that prints no progress
+    unreachable = [h for h in run.hosts if h.error is not None]
+    assert unreachable and "Hosts without verdicts:" in text
+    for host in unreachable[:20]:
+        assert "  %s (unreachable): %s" % (host.name, host.error.message) in text
 
 
 def test_one_finding_under_every_check_of_a_host_is_said_once():
@@ -298,6 +303,47 @@ def test_one_finding_under_every_check_of_a_host_is_said_once():
     assert "  %s %s, %s error: cannot read it" % (partly.name, partly.checks[0].id,
                                                    partly.checks[1].id) in text
     assert "error: every check (1): %s" % bare.name in text
+
+
+def test_a_host_with_no_install_and_an_expected_build_reads_as_what_it_is():
+    """No install (every fleetcheck check: error) and an expected build (fail): the recap
+    names the failure first and the rest as 'every check but', never one kind for both."""
+    import io
+
+    from fleetcheck.report.terminal import render_summary
+    from fleetcheck.results import CheckResult, Evidence
+
+    run = make_run(2, hostile=False)
+    bare = run.hosts[0]
+    for check in bare.checks:
+        check.status, check.message, check.evidence = "error", "no vllm install found", []
+    bare.checks.append(CheckResult("build-expected", "Expected build", "fail",
+                                   "expected ==0.33.0, found no install",
+                                   [Evidence(None, None, "version: expected ==0.33.0")]))
+    run.hosts[1].checks.append(CheckResult("build-expected", "Expected build", "pass", "ok"))
+    bare.status = "fail"
+    out = io.StringIO()
+    render_summary(run, stream=out)
+    text = out.getvalue()
+    assert "fail: build-expected; error: every check but build-expected (1): %s" % bare.name \
+        in text, text
+    assert "  %s every check but build-expected error: no vllm install found" % bare.name in text
+    assert "\n      version: expected ==0.33.0\n" in text  # no file: no ': ' before it
+
+
+def test_html_never_prints_none_for_what_a_host_did_not_have(tmp_path):
+    """A host with no install knows no version, commit or site-packages: the report says
+    so in words and prints no 'None' anywhere."""
+    from fleetcheck.report.html import render_html
+    from fleetcheck.results import VllmInfo
+
+    run = make_run(3, hostile=False)
+    run.hosts[0].vllm = VllmInfo(python="/opt/env/bin/python")
+    path = tmp_path / "report.html"
+    render_html(run, str(path))
+    html = path.read_text()
+    assert "None" not in html
+    assert "no vLLM version found, no commit recorded" in html and "no vllm install found" in html
 
 
 def test_a_terminal_shows_a_progress_bar_with_elapsed_and_left():

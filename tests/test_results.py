@@ -152,3 +152,12 @@ def test_vllm_info_and_errors_round_trip_as_json_objects(tmp_path):
     assert data["error"] == {"kind": "protocol", "message": "answer is not the probe's JSON"}
     assert data["vllm"]["found_by"] == "running server (port 8000)"
     assert load_json(str(tmp_path / "r.json")).hosts == [broken]
+
+
+def test_evidence_says_where_it_was_found_the_same_way_everywhere():
+    from fleetcheck.results import Evidence
+    assert Evidence("vllm/a.py", 12, "x = 1", "read").as_line() == "vllm/a.py:12: [read] x = 1"
+    assert Evidence("vllm/_C.abi3.so", None, "missing").as_line() == "vllm/_C.abi3.so: missing"
+    assert Evidence(None, None, "version: expected ==0.33.0").as_line() == \
+        "version: expected ==0.33.0"
+    assert Evidence("vllm/a.py", 0, "t").location() == "vllm/a.py:0: "

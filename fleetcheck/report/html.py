@@ -14,8 +14,8 @@ from fleetcheck.atomic_file import write_atomically
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
-from fleetcheck.report.terminal import SYMBOL
 from fleetcheck.results import HostResult, RunResult
+from fleetcheck.status import SYMBOLS
 from fleetcheck.text import visible_controls
 
 
@@ -32,13 +32,19 @@ def template_cache() -> FileSystemBytecodeCache | None:
     return FileSystemBytecodeCache(directory) if os.access(directory, os.W_OK) else None
 
 
+def shown(value: object) -> object:
+    """Every value the template prints: what a host sent shows its control characters as
+    \\xNN, and an unknown value (None) prints as nothing, never as 'None'."""
+    return "" if value is None else visible_controls(value)
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """Made on the first render, not at import: importing fleetcheck (even for
     `--version`) must write nothing, and the template cache is a directory in $HOME."""
     return Environment(loader=PackageLoader("fleetcheck.report", "templates"),
                        autoescape=select_autoescape(default=True, default_for_string=True),
-                       trim_blocks=True, lstrip_blocks=True, finalize=visible_controls,
+                       trim_blocks=True, lstrip_blocks=True, finalize=shown,
                        bytecode_cache=template_cache())
 
 
@@ -84,7 +90,7 @@ def render_html(run: RunResult, path: str) -> None:
     check_ids = list(titles)
     html = environment().get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
-        drift=drift_groups(run), symbol=SYMBOL, acceptance=acceptance_chart(run.hosts),
+        drift=drift_groups(run), symbol=SYMBOLS, acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         groups=sorted({g for h in run.hosts for g in h.groups}),
         inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),

@@ -24,8 +24,7 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
             case = ET.SubElement(suite, "testcase", classname=clean(host.name), name=check.id,
                                  time="%.3f" % (host.duration_s / max(1, len(host.checks))))
             totals["tests"] += 1
-            evidence = "\n".join("%s%s: %s" % (e.file or "", ":%d" % e.line if e.line else "",
-                                               e.text) for e in check.evidence)
+            evidence = "\n".join(e.as_line() for e in check.evidence)
             body = clean(check.message + ("\n" + evidence if evidence else ""))
             if host.error is not None:
                 node = ET.SubElement(case, "error", type=host.error.kind,

@@ -14,12 +14,12 @@ from typing import IO, Any
 from rich.console import Console
 from rich.text import Text
 
-from fleetcheck.results import HostResult, RunResult
+from fleetcheck.results import Evidence, HostResult, RunResult
+from fleetcheck.status import READY, SYMBOLS, Status
 from fleetcheck.text import counted, neutral
 
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
          "skip": "dim", "unreachable": "magenta"}
-SYMBOL = {"pass": "✓", "fail": "✗", "warn": "!", "error": "E", "skip": "-", "unreachable": "?"}
 
 
 class Progress:
@@ -73,7 +73,7 @@ class Progress:
             self.running = max(0, self.running - 1)
             self.done += 1
             self.total = max(self.total, self.done)
-            if host.status not in ("pass", "warn"):
+            if host.status not in READY:
                 self.failed += 1
             if self._bar is not None:
                 self._show()
@@ -98,10 +98,27 @@ def failure_kind(host: HostResult) -> str:
         if host.error.kind == host.status:
             return host.status
         return "%s: %s" % (host.status, host.error.kind)
-    bad = [c.id for c in host.checks if c.status in ("fail", "error", "warn")]
-    if len(bad) > 1 and len(bad) == len(host.checks):
-        return "%s: every check" % host.status
-    return "%s: %s" % (host.status, ", ".join(bad)) if bad else host.status
+    every = [c.id for c in host.checks]
+    by_status: dict[str, list[str]] = {}
+    for check in host.checks:
+        if check.status in ("fail", "error", "warn"):
+            by_status.setdefault(check.status, []).append(check.id)
+    if not by_status:
+        return host.status
+    # worst first: the first status named is the host's
+    ranked = sorted(by_status.items(), key=lambda item: -Status(item[0]).rank)
+    return "; ".join("%s: %s" % (status, checks_named(ids, every)) for status, ids in ranked)
+
+
+def checks_named(check_ids: list[str], every: list[str]) -> str:
+    """Check ids for a line of the summary: 'every check' or 'every check but X' when that
+    is shorter to read than the list (a host with no install has every check say so)."""
+    missing = [c for c in every if c not in check_ids]
+    if len(check_ids) > 1 and not missing and set(check_ids) <= set(every):
+        return "every check"
+    if len(check_ids) >= 3 and 0 < len(missing) <= 2 and set(check_ids) <= set(every):
+        return "every check but " + ", ".join(missing)
+    return ", ".join(check_ids)
 
 
 EVIDENCE_HOSTS_NAMED = 5  # a shared finding names this many hosts, then counts the rest
@@ -135,18 +152,33 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
         shown = ", ".join(neutral(name) for name in names[:EVIDENCE_HOSTS_NAMED])
         if len(names) > EVIDENCE_HOSTS_NAMED:
             shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
-        checks = "every check" if len(check_ids) > 1 and check_ids == every else \
-            ", ".join(check_ids)
-        out.append("  %s %s " % (shown, checks))
+        out.append("  %s %s " % (shown, checks_named(check_ids, every)))
         out.append(status, style=STYLE[status])
         out.append(": " + neutral(message) + "\n")
-        for file, line, text, step in evidence:
-            where = ("%s:%s: " % (file, line) if line is not None else "%s: " % file) \
-                if file else ""
-            label = "[%s] " % step if step else ""
-            out.append("      " + neutral(where + label + text) + "\n")
+        for item in evidence:
+            out.append("      " + neutral(Evidence(*item).as_line()) + "\n")
     out.rstrip()
     console.print(out)
+
+HOST_ERRORS_SHOWN = 20  # then a count: the HTML and JSON hold every one
+
+
+def render_host_errors(console: Console, run: RunResult) -> None:
+    """Why each host that has no verdicts has none, in its own words: the progress lines
+    said it on stderr as hosts finished (judge prints none), this says it once at the end."""
+    failed = [host for host in run.hosts if host.error is not None]
+    if not failed:
+        return
+    out = Text("Hosts without verdicts:\n", style="bold")
+    for host in failed[:HOST_ERRORS_SHOWN]:
+        out.append("  %s (%s): %s\n" % (neutral(host.name), neutral(host.error.kind),
+                                        neutral(host.error.message)))
+    if len(failed) > HOST_ERRORS_SHOWN:
+        out.append("  and %d more (the HTML report and the JSON hold every one)\n"
+                   % (len(failed) - HOST_ERRORS_SHOWN))
+    out.rstrip()
+    console.print(out)
+
 
 def render_found_by(console: Console, run: RunResult) -> None:
     """Where each install was found and how, hosts with the same answer on one line;
@@ -189,12 +221,12 @@ def host_table(run: RunResult, check_ids: list[str]) -> Text:
     for host in run.hosts:
         by_id = {c.id: c for c in host.checks}
         row = [(neutral(host.name), ""),
-               (SYMBOL[host.status] + " " + host.status, STYLE[host.status]),
+               (SYMBOLS[host.status] + " " + host.status, STYLE[host.status]),
                (neutral(host.vllm.version if host.vllm else ""), ""),
                (neutral((host.vllm.commit or "")[:12] if host.vllm else ""), "")]
         for cid in check_ids:
             check = by_id.get(cid)
-            row.append((SYMBOL[check.status], STYLE[check.status]) if check else ("", ""))
+            row.append((SYMBOLS[check.status], STYLE[check.status]) if check else ("", ""))
         rows.append(row)
     widths = [max(len(row[i][0]) for row in rows) for i in range(len(header))]
     widths[0] = min(widths[0], HOST_COLUMN_MAX)
@@ -225,9 +257,10 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     console.print(Text("checks: " + "  ".join("%d %s" % (i, cid) for i, cid in
                                               enumerate(check_ids, 1)), style="dim"))
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
-                                               SYMBOL.items()), style="dim"))
+                                               SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
     render_evidence(console, run, verbose)
+    render_host_errors(console, run)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:
         if host.status != "pass":
