@@ -24,7 +24,7 @@ from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
 from fleetcheck.faults import describe
-from fleetcheck.results import ResultsWriter, RunResult, load_json, merge_runs
+from fleetcheck.results import ResultsFileError, ResultsWriter, RunResult, load_json, merge_runs
 from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
                                run_fleet)
 from fleetcheck.smoke_settings import check_override, smoke_plan
@@ -301,8 +301,13 @@ def load_results(paths: list[str]) -> RunResult:
     for path in paths:
         try:
             runs.append(load_json(path))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(path, None, None, "not a fleetcheck results file: %s" % exc)
+        except OSError as exc:
+            raise InputError(path, None, None, "cannot read: %s" % (exc.strerror or exc))
+        except ResultsFileError as exc:
+            raise InputError(path, None, None, "not a fleetcheck results file (%s)" % exc.problem)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            detail = "field %s missing" % exc if isinstance(exc, KeyError) else str(exc)
+            raise InputError(path, None, None, "not a fleetcheck results file (%s)" % detail)
     return runs[0] if len(runs) == 1 else merge_runs(runs, paths)
 
 

@@ -76,15 +76,15 @@ def parse_specifier(text: Any, source: str, where: str | None, field: str) -> Ve
                          "'==0.33.0' or '>=0.33,<0.34', got %r" % (text,))
     try:
         spec = SpecifierSet(text.strip())
-    except InvalidSpecifier as exc:
-        hint = ""
+    except InvalidSpecifier:
+        hint = "write e.g. '==0.33.0' or '>=0.33,<0.34'"
         try:
             Version(text.strip())
-            hint = " (a bare version: did you mean '==%s'?)" % text.strip()
+            hint = "a bare version: did you mean '==%s'?" % text.strip()
         except InvalidVersion:
             pass
-        raise InputError(source, where, field, "not a PEP 440 version specifier: %s%s"
-                         % (exc, hint))
+        raise InputError(source, where, field, "not a PEP 440 version specifier: %r (%s)"
+                         % (text.strip(), hint))
     return VersionSpec(text.strip(), spec)
 
 

@@ -220,12 +220,27 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       smoke=data.get("smoke"), analysis=data.get("analysis"))
 
 
+class ResultsFileError(ValueError):
+    """A file that is not results this fleetcheck reads; `problem` says why in words."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__("%s: %s" % (path, problem))
+        self.problem = problem
+
+
 def load_json(path: str) -> RunResult:
     with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise ResultsFileError(path, "not JSON: %s at line %d, column %d"
+                                   % (exc.msg, exc.lineno, exc.colno))
+    if not isinstance(data, dict):
+        raise ResultsFileError(path, "not a JSON object")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError("%s: schema_version %r, this fleetcheck reads %d"
-                         % (path, data.get("schema_version"), SCHEMA_VERSION))
+        raise ResultsFileError(path, "schema_version %s; this fleetcheck reads schema %d" % (
+            "missing" if data.get("schema_version") is None else repr(data["schema_version"]),
+            SCHEMA_VERSION))
     return RunResult(started_at=data["started_at"], finished_at=data.get("finished_at"),
                      inventory=data.get("inventory", ""), playbook=data.get("playbook", ""),
                      complete=data.get("complete", False),

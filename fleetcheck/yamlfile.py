@@ -21,4 +21,16 @@ def read_yaml(path: str) -> Any:
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror)
     except yaml.YAMLError as exc:
-        raise InputError(path, None, None, "not valid YAML: %s" % exc)
+        raise InputError(path, None, None, "not valid YAML: %s" % yaml_problem(exc))
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint with where it is (line and column, counted from 1), without
+    its 'in "<unicode string>"' noise: the message already names the file."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return str(exc)
+    context = getattr(exc, "context", None)
+    return "line %d, column %d: %s%s" % (mark.line + 1, mark.column + 1, problem,
+                                         " (%s)" % context if context else "")

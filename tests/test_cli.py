@@ -136,3 +136,35 @@ def test_inventory_and_limit_errors_exit_2(tmp_path, args, needles):
     assert proc.returncode == 2, proc.stderr + proc.stdout
     for needle in needles:
         assert needle in proc.stderr
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("missing.json", None, "missing.json: cannot read: No such file or directory"),
+    ("empty.json", "{}", "empty.json: not a fleetcheck results file (schema_version missing; "
+                         "this fleetcheck reads schema 1)"),
+    ("list.json", "[1]", "list.json: not a fleetcheck results file (not a JSON object)"),
+    ("text.json", "nope", "text.json: not a fleetcheck results file (not JSON: Expecting value "
+                          "at line 1, column 1)"),
+    ("broken.yaml", "all:\n  hosts:\n   - x\n  : y\n", "broken.yaml: not valid YAML: line 4, "
+                                                      "column 3: did not find expected key"),
+    ("typo.yaml", "all:\n  hosts:\n    a: {connection: lokal}\n",
+     "typo.yaml: host 'a': field 'connection': must be one of local, ssh, got 'lokal'"),
+])
+def test_bad_files_are_named_with_what_is_wrong_in_words(tmp_path, name, content, message):
+    """What the user gave is named, with the problem in words: no Python reprs, no
+    '<unicode string>', no path said twice."""
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    command = ["report", name] if name.endswith(".json") else ["run", name]
+    proc = fleetcheck(*command, cwd=str(tmp_path))
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    assert "fleetcheck: error: " + message in proc.stderr, proc.stderr
+    assert "<unicode string>" not in proc.stderr and proc.stderr.count(name) == 1
+
+
+def test_a_bare_version_as_a_specifier_gets_the_one_hint_that_fixes_it(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[gpus]\nhere ansible_connection=local\n")
+    proc = fleetcheck("run", "hosts.ini", "--expect-version", "0.33.0", cwd=str(tmp_path))
+    assert proc.returncode == 2
+    assert "not a PEP 440 version specifier: '0.33.0' (a bare version: did you mean " \
+        "'==0.33.0'?)" in proc.stderr, proc.stderr

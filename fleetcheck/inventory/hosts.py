@@ -143,11 +143,11 @@ def check_var(source: str, where: str, name: str, value: Any,
     if canonical == "connection":
         from fleetcheck.connectors import connection_names  # one module per connection
         if value not in connection_names():
-            raise InputError(source, where, name, "must be one of %s" % ", ".join(
-                connection_names()))
+            raise InputError(source, where, name, "must be one of %s, got %r" % (
+                ", ".join(connection_names()), value))
     if canonical == "container_engine" and value not in CONTAINER_ENGINES:
-        raise InputError(source, where, name, "must be one of %s" % ", ".join(
-            sorted(CONTAINER_ENGINES)))
+        raise InputError(source, where, name, "must be one of %s, got %r" % (
+            ", ".join(sorted(CONTAINER_ENGINES)), value))
     if canonical == "vllm_url" and not re.match(r"^https?://[^\s/]+", value):
         raise InputError(source, where, name, "must be an http:// or https:// URL")
     if canonical == "ssh_common_args":

@@ -16,7 +16,7 @@ import yaml
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.hostnames import expand_host_entry
 from fleetcheck.inventory.model import InventoryData
-from fleetcheck.yamlfile import SAFE_LOADER
+from fleetcheck.yamlfile import SAFE_LOADER, yaml_problem
 
 GROUP_KEYS = ("vars", "children", "hosts")
 
@@ -40,7 +40,7 @@ def load_yaml_text(path: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=InventoryLoader)
     except yaml.YAMLError as exc:
-        raise InputError(path, None, None, "not valid YAML: %s" % exc)
+        raise InputError(path, None, None, "not valid YAML: %s" % yaml_problem(exc))
 
 
 def looks_like_yaml_inventory(data: Any) -> bool:
