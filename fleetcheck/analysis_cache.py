@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from typing import Any
 
 from fleetcheck import __version__
+from fleetcheck.atomic_file import write_atomically
 
 MAX_ENTRIES = 64
 MAX_BYTES = 64 << 20
@@ -78,17 +78,10 @@ class AnalysisCache:
         """Store atomically, then keep the bounds. A cache that cannot be written costs
         only the next run's warm start."""
         entry = json.dumps({"key": self.key(build), "signatures": signatures,
-                            "reply": reply.decode("utf-8")}).encode("utf-8")
+                            "reply": reply.decode("utf-8")})
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".entry-")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(entry)
-                os.replace(temporary, self.path(build))
-            except BaseException:
-                os.unlink(temporary)
-                raise
+            write_atomically(self.path(build), [entry], private=True)
             self.prune()
         except OSError:
             pass

@@ -8,14 +8,26 @@ import tempfile
 from typing import Iterable
 
 
-def write_atomically(path: str, chunks: Iterable[str]) -> None:
+def current_umask() -> int:
+    """Read once, at import (single-threaded): os.umask can only be read by setting it,
+    and setting it while worker threads create files would hand them the wrong mode."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+UMASK = current_umask()
+
+
+def write_atomically(path: str, chunks: Iterable[str], private: bool = False) -> None:
+    """private: keep mkstemp's 0600 (the controller's own cache); otherwise an ordinary
+    file as the user's umask makes it (reports, results)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".fleetcheck-", suffix=".tmp", dir=directory)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
+        if not private:
+            os.fchmod(fd, 0o666 & ~UMASK)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for chunk in chunks:
                 handle.write(chunk)

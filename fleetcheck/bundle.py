@@ -92,7 +92,7 @@ if __name__ == "__main__":
 
 def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
                 site_packages: str | None, budget_s: float) -> dict[str, Any]:
-    """The plan `run` sends a host with these settings (remote.host_plan, so the two never
+    """The plan `run` sends a host with these settings (wire_protocol.host_plan, so the two never
     drift apart), minus what only a live channel can carry: shared analysis, the smoke
     load."""
     host = Host(name="bundle", address="bundle", venv=venv, python=python,

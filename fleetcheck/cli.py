@@ -28,7 +28,7 @@ from fleetcheck.results import ResultsFileError, ResultsWriter, RunResult, load_
 from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, host_smoke,
                                run_fleet)
 from fleetcheck.smoke_settings import check_override, smoke_plan
-from fleetcheck.text import counted, neutral
+from fleetcheck.text import counted, is_clean_name, neutral
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
 
 DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
@@ -343,9 +343,9 @@ def command_probe_bundle(args: argparse.Namespace) -> int:
     from fleetcheck.bundle import probe_script
     for name, value in (("--venv", args.venv), ("--python", args.python),
                         ("--site-packages", args.site_packages)):
-        if value is not None and (not value.startswith("/") or not value.isprintable()):
+        if value is not None and (not value.startswith("/") or not is_clean_name(value)):
             raise InputError("command line", None, name, "must be an absolute path")
-    if args.host is not None and (not args.host or not args.host.isprintable()):
+    if args.host is not None and (not args.host or not is_clean_name(args.host)):
         raise InputError("command line", None, "--host", "must be a printable name")
     sys.stdout.write(probe_script(tuned_playbook(args), args.host, args.venv, args.python,
                                   args.site_packages, args.timeout))

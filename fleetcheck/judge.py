@@ -21,7 +21,7 @@ from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.wire_protocol import decode_answer
-from fleetcheck.text import printable
+from fleetcheck.text import is_clean_name, is_int, printable
 from fleetcheck.results import HostError, HostResult, RunResult, host_status
 from fleetcheck.runner import add_fleet_checks, judge_host, now_iso, skipped_checks
 from fleetcheck.connectors.base import CommandResult, TransportError
@@ -94,7 +94,7 @@ def answers(path: str) -> Iterator[Answer]:
         where = path if line is None else "%s line %d" % (path, line)
         if isinstance(document, dict) and "probe_version" in document:
             name = document.get("host")
-            if not isinstance(name, str) or not name or not name.isprintable():
+            if not isinstance(name, str) or not name or not is_clean_name(name):
                 raise InputError(where, None, "host", "the facts name no host (the probe "
                                  "takes it from --host NAME or the node's hostname)")
             yield Answer(name, where, json.dumps(document).encode("utf-8"))
@@ -120,7 +120,7 @@ def ansible_answer(name: str, where: str, result: dict[str, Any]) -> Answer:
     if not stdout.strip() and result.get("msg"):
         stderr = (stderr + " " + str(result["msg"])).strip()
     rc = result.get("rc")
-    return Answer(name, where, stdout.encode("utf-8"), rc if isinstance(rc, int) else 0,
+    return Answer(name, where, stdout.encode("utf-8"), rc if is_int(rc) else 0,
                   stderr.encode("utf-8"))
 
 

@@ -64,7 +64,7 @@ FLOAT_KEYS = {"time_budget_s", "min_acceptance_rate", "min_mean_acceptance_lengt
 
 
 def check_override(source: str, where: str, raw: Any) -> None:
-    """An inventory's `smoke:` override, checked as the inventory is read (inventory.py's
+    """An inventory's `smoke:` override, checked as the inventory is read (inventory/hosts.py's
     FeatureCheck) so a bad one stops the run before any host is contacted."""
     validate_smoke(source, where, raw, SmokeOptions())
 

@@ -32,6 +32,14 @@ def xml_safe(text: object) -> str:
     return XML_INVALID.sub(lambda m: "\\x%02x" % ord(m.group()), "" if text is None else str(text))
 
 
+def is_clean_name(value: str) -> bool:
+    """A name or path the user gave (inventory, options) or a host named itself with:
+    no control, bidi or other format character, no line or paragraph separator. Such
+    values reach terminals, logs and ssh, where those characters would hide or rewrite
+    text; refused where they come in rather than neutralised where they go out."""
+    return value.isprintable()
+
+
 def is_int(value: object) -> bool:
     """A JSON or YAML integer: True and False are bools, never numbers of a setting."""
     return isinstance(value, int) and not isinstance(value, bool)

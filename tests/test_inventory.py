@@ -94,6 +94,9 @@ def test_host_ranges(pattern, expected):
     ({"all": {"hosts": {"gpu[5:1]": None}}}, ["host 'gpu[5:1]'", "expands to no hosts"]),
     ({"all": {"hosts": {"gpu1": {"venv": "relative/env"}}}}, ["field 'venv'", "absolute path"]),
     ({"all": {"hosts": {"gpu1": {"venv": "/x\n; touch /tmp/pwned"}}}}, ["field 'venv'", "control"]),
+    # a bidi override would show the path reversed on a terminal
+    ({"all": {"hosts": {"gpu1": {"venv": "/opt/\u202eenv"}}}}, ["field 'venv'", "control"]),
+    ({"all": {"hosts": {"gpu\u202e1": None}}}, ["control characters"]),
     ({"all": {"hosts": {"gpu1": {"connection": "telnet"}}}}, ["field 'connection'"]),
     ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-o ProxyCommand='nc %h %p'"}}}},
      ["field 'ansible_ssh_common_args'", "ProxyJump", "ProxyCommand"]),

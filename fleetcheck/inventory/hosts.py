@@ -18,13 +18,13 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory.patterns import select_hosts
-from fleetcheck.inventory.model import CONTROL_CHARACTERS, Setting
+from fleetcheck.inventory.limit import select_hosts
+from fleetcheck.inventory.model import Setting
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory.sources import load_sources
 from fleetcheck.inventory.templates import host_context, is_template, render
 from fleetcheck.inventory.yaml_format import Vaulted
-from fleetcheck.text import is_int, is_number
+from fleetcheck.text import is_clean_name, is_int, is_number
 
 # fleetcheck's short names -> the field they set; each is also accepted as fleetcheck_NAME
 OWN_NAMES = {
@@ -135,7 +135,7 @@ def check_var(source: str, where: str, name: str, value: Any,
         return canonical, float(value)
     if not isinstance(value, str) or not value:
         raise InputError(source, where, name, "must be a non-empty string, got %r" % (value,))
-    if CONTROL_CHARACTERS.search(value):
+    if not is_clean_name(value):
         raise InputError(source, where, name, "contains control characters")
     if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
                                           or (canonical == "python" and "/" not in value)):
@@ -347,7 +347,7 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
 
 def apply_limit(hosts: list[Host], limit: str | None, source: str,
                 groups: Iterable[str] = ()) -> list[Host]:
-    """Ansible's --limit (see patterns.py); hosts keep inventory order. groups: every
+    """Ansible's --limit (see limit.py); hosts keep inventory order. groups: every
     group name, empty ones included (the hosts' own groups are always known)."""
     if not limit:
         return hosts

@@ -10,13 +10,12 @@ group or host that set it, so an error can name them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NamedTuple
 
 from fleetcheck.input_error import InputError
+from fleetcheck.text import is_clean_name
 
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Site(NamedTuple):  # NamedTuples: the controller's start-up pays for every dataclass
@@ -80,7 +79,7 @@ class InventoryData:
         appears, as in Ansible."""
         host = self.hosts.get(name)
         if host is None:
-            if CONTROL_CHARACTERS.search(name):  # it reaches terminals, logs and ssh
+            if not is_clean_name(name):  # it reaches terminals, logs and ssh
                 raise InputError(source, "host %r" % name, None,
                                  "a host name may not contain control characters")
             host = self.hosts[name] = InventoryHost(name)

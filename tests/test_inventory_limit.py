@@ -9,7 +9,7 @@ import pytest
 
 from ansible_oracle import oracle, oracle_hosts
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory.patterns import split_host_pattern
+from fleetcheck.inventory.limit import split_host_pattern
 from fleetcheck.inventory import apply_limit, read_inventory
 from probe_helpers import ini_inventory
 
