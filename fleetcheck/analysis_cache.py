@@ -34,8 +34,8 @@ def default_directory() -> str:
 def code_digest() -> str:
     """fleetcheck's version and the probe's code: a development checkout whose analysis
     changed under the same version never reuses an analysis it would not make."""
-    from fleetcheck.wire_protocol import probe_bundle
-    return hashlib.sha256(__version__.encode() + b"\0" + probe_bundle(False)).hexdigest()
+    from fleetcheck.wire_protocol import probe_modules
+    return hashlib.sha256(__version__.encode() + b"\0" + probe_modules(False)).hexdigest()
 
 
 class AnalysisCache:

@@ -6,7 +6,8 @@ Frozen dataclasses (with slots), not TypedDicts: a TypedDict is a dict at run ti
 check reading a key the probe renamed gets None from `.get` and quietly turns into
 `error`; an attribute that does not exist is an AttributeError in the first test that
 reads it, and a type checker flags it before that. Frozen: a host's facts are evidence,
-and the shared analysis of a build is handed to each of its hosts, so no one may edit them.
+and the shared analysis of a build is handed to each of its hosts as one object. Frozen
+is shallow: the lists and maps inside are shared too, so no check may change them.
 
 The description is the annotations plus field metadata:
 - `str` (at most MAX_TEXT characters; `fact(limit=BIG_TEXT)` for the few payloads),

@@ -45,10 +45,11 @@ class ShipmentError(Exception):
 class Build:
     lead: str
     done: threading.Event = field(default_factory=threading.Event)
-    # the controller's analysis, once shared: decoded (frozen, so every follower gets
-    # this one object) and as JSON (for the cache)
+    # the controller's analysis, once shared: decoded (every follower gets this one
+    # object: frozen classes, but their lists and maps are shared too, so no check may
+    # change them) and as JSON text (for the cache)
     analysis: Signatures | None = None
-    signatures: str | None = None
+    analysis_json: str | None = None
     reply: bytes | None = None  # what the build's other hosts are asked to verify
     cached: bool = False  # the analysis came from the controller's cache: no lead
 
@@ -229,7 +230,7 @@ class SharedAnalysis:
             analysis = decode(Signatures, json.loads(found[0]))
         except (ValueError, FactsError):  # an entry this fleetcheck would not write: a miss
             return None
-        build = Build(lead="the controller's cache", analysis=analysis, signatures=found[0],
+        build = Build(lead="the controller's cache", analysis=analysis, analysis_json=found[0],
                       reply=found[1], cached=True)
         build.done.set()
         self._builds[key] = build
@@ -249,7 +250,7 @@ class SharedAnalysis:
                 text = json.dumps(signatures, sort_keys=True)
                 analysis = decode(Signatures, json.loads(text))  # as if it had crossed the wire
                 if analysis == lead_analysis:
-                    build.analysis, build.signatures, build.reply = analysis, text, reply
+                    build.analysis, build.analysis_json, build.reply = analysis, text, reply
                     if self.cache is not None:
                         self.cache.put(key, text, reply)
         except Exception:  # ShipmentError, or hostile bytes tripping the analysis

@@ -49,15 +49,17 @@ BOOTSTRAP = (
     "import fleetcheck.probe.main as p;p.main()\n")
 
 
-_BUNDLE_LOCK = threading.Lock()
+_MODULES_LOCK = threading.Lock()
 
 
-def probe_bundle(with_smoke: bool = False) -> bytes:
-    """Built once per run: every worker thread asks for it at the same moment, and
+def probe_modules(with_smoke: bool = False) -> bytes:
+    """The probe's modules as the stdin payload starts with them (the plan follows; not
+    what `fleetcheck probe-bundle` writes, which is a script with the plan inside).
+    Built once per run: every worker thread asks for it at the same moment, and
     lru_cache alone would let each of those concurrent misses compile it again (~20 ms
     of controller CPU each)."""
-    with _BUNDLE_LOCK:
-        return build_probe_bundle(with_smoke)
+    with _MODULES_LOCK:
+        return build_probe_modules(with_smoke)
 
 
 def probe_sources(with_smoke: bool) -> list[list[str]]:
@@ -73,7 +75,7 @@ def probe_sources(with_smoke: bool) -> list[list[str]]:
 
 
 @lru_cache(maxsize=2)
-def build_probe_bundle(with_smoke: bool) -> bytes:
+def build_probe_modules(with_smoke: bool) -> bytes:
     """The probe modules in dependency order, compiled (marshal, for hosts whose Python
     matches ours) and as source (for the others). The smoke module, and the HTTP stack it
     imports, travels only when a smoke load is planned."""
@@ -132,7 +134,7 @@ def become_failure(result: CommandResult, host: Host) -> TransportError | None:
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
-    return probe_bundle(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8") + b"\n"
+    return probe_modules(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8") + b"\n"
 
 
 def host_plan(host: Host, signatures: list[dict[str, Any]],

@@ -403,8 +403,8 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
     stdlib modules whose import is ~20 ms of a slow host's start-up."""
     import subprocess
     import sys
-    from fleetcheck.wire_protocol import BOOTSTRAP, probe_bundle
-    bundle = probe_bundle()
+    from fleetcheck.wire_protocol import BOOTSTRAP, probe_modules
+    bundle = probe_modules()
     boot = BOOTSTRAP.replace(
         "import fleetcheck.probe.main as p;p.main()\n",
         "import fleetcheck.probe.main,fleetcheck.probe.shared_bytes,fleetcheck.probe.integrity\n"

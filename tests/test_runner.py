@@ -116,3 +116,16 @@ def test_recorded_real_facts_are_judged_by_the_playbook(version, status):
     info, checks, numbers = judge_host(PLAYBOOK, None, facts_of(recorded(version)))
     assert info.version == version and numbers is None
     assert [(c.id, c.status) for c in checks] == [(cid, status) for cid in FIXES]
+
+
+@pytest.mark.parametrize("expected", [None, {"h": BuildExpectation()}])
+def test_a_judged_host_and_a_host_not_run_list_the_same_checks_in_the_same_order(expected):
+    """judge_host and check_titles (the placeholders of a host that was not judged) both
+    know the order fixes, integrity, build, smoke: a host must look the same in the matrix
+    whether it answered or not."""
+    import copy
+    playbook = copy.deepcopy(PLAYBOOK)  # the recorded facts were gathered without integrity
+    playbook.integrity.enabled = False
+    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")), expected, "h")
+    titles = check_titles(playbook, smoke=False, build=bool(expected))
+    assert [(c.id, c.title) for c in checks] == titles
