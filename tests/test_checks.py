@@ -328,3 +328,15 @@ def test_a_load_with_no_answered_request_never_says_none(load, words):
                                 "metrics_before": "", "metrics_after": "", "load": load}})
     result, _ = judge_smoke(facts.smoke, SmokeOptions(enabled=True))
     assert result.status == "error" and result.message == words, result.message
+
+
+def test_findings_no_outcome_covers_are_named_with_what_to_do():
+    from fleetcheck.checks.fixes import choose_outcome
+    from fleetcheck.playbook import FixCheck, Outcome
+    check = FixCheck(id="x", title="x", finders={}, outcomes=[
+        Outcome(status="pass", message="fixed", when=("fixed",))])
+    outcome = choose_outcome(check, {"broken", "odd"})
+    assert outcome.status == "fail" and outcome.message == (
+        "no outcome of the playbook matched the findings (broken, odd): the playbook needs "
+        "an outcome for this case")
+    assert "(none)" in choose_outcome(check, set()).message

@@ -24,7 +24,9 @@ def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
         if all(name in present for name in outcome.when) and \
                 not any(name in present for name in outcome.unless):
             return outcome
-    return Outcome(status="fail", message="no outcome of the playbook matched the findings")
+    return Outcome(status="fail", message="no outcome of the playbook matched the findings "
+                   "(%s): the playbook needs an outcome for this case"
+                   % (", ".join(sorted(present)) or "none"))
 
 
 def evidence_for(outcome: Outcome, findings: dict[str, list[Finding]]) -> list[Evidence]:

@@ -25,6 +25,9 @@ KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu
 GPU_RUNTIME_LIB = re.compile(r"lib(c10|torch|cuda|cudart|nccl|cublas|cudnn|nvrtc|nvToolsExt|"
                              r"cupti|cusparse|cufft|curand|cusolver|nvJitLink|caffe2|shm)"
                              r"[\w.-]*\.so[\w.]*: cannot open shared object file")
+# how the RECORD check's fail message names each kind of file, after "1 file" / "2 files"
+RECORD_FINDINGS = {"missing": "missing", "size": "with a different size",
+                   "hash": "with a different sha256", "unreadable": "unreadable"}
 
 TITLES = {
     "install-record": "Files match the dist-info RECORD (sizes; sha256 of the checked files)",
@@ -54,10 +57,6 @@ def versions_agree(metadata: str, version_file: str) -> bool:
                 not KNOWN_LOCAL_SUFFIX.match(p)]
 
     return pep440(m.public) == pep440(v.public) and labels(m) == labels(v)
-
-
-RECORD_FINDINGS = {"missing": "missing", "size": "with a different size",
-                   "hash": "with a different sha256", "unreadable": "unreadable"}
 
 
 def record_scope(record: Record) -> str:
