@@ -196,3 +196,147 @@ def test_a_version_file_that_assigns_no_string_is_judged_not_a_crash():
     result = check_metadata(facts_of(facts))
     assert result.status == "fail", result
     assert "suspect build" in " ".join(e.text for e in result.evidence), result
+
+
+def test_a_check_the_probe_sent_nothing_for_says_so_not_that_vllm_is_missing():
+    """With vllm's code found, a check without findings is probe and playbook out of step;
+    only a host without an install hears 'no vllm install found'."""
+    facts = copy.deepcopy(recorded("0.33.0"))
+    del facts["signatures"]["dflash-swa"]
+    result = judge_fix(CHECKS["dflash-swa"], facts_of(facts), "0.33.0")
+    assert result.status == "error", result
+    assert result.message == ("the probe sent no findings for this check (probe and playbook "
+                              "out of step?)"), result.message
+    half = copy.deepcopy(facts)
+    half["install"].update(code_root=None, package_dir=None)
+    result = judge_fix(CHECKS["dflash-swa"], facts_of(half), "0.33.0")
+    assert result.status == "error" and "no vllm install found" not in result.message
+    assert "vllm-0.33.0.dist-info is there but the vllm/ package directory is missing" in \
+        result.message, result.message
+    none = copy.deepcopy(half)
+    none["install"]["dist_infos"] = []
+    result = judge_fix(CHECKS["dflash-swa"], facts_of(none), "0.33.0")
+    assert result.status == "error" and result.message.startswith(
+        "no vllm install found (looked in /root/.cache/fleetcheck/"), result.message
+
+
+def test_no_file_matching_a_checks_paths_names_the_paths():
+    facts = copy.deepcopy(recorded("0.33.0"))
+    signature = facts["signatures"]["dflash-cache-drop"]
+    signature["findings"] = {}
+    for entry in signature["files_searched"].values():
+        entry.update(count=0, first=[])
+    result = judge_fix(CHECKS["dflash-cache-drop"], facts_of(facts), "0.33.0")
+    globs = sorted({p for f in CHECKS["dflash-cache-drop"].finders.values() for p in f["files"]})
+    assert globs and not any("{" in p for p in globs), globs
+    assert [e.text for e in result.evidence] == [
+        "no file matches this check's paths: " + ", ".join(globs)], result.evidence
+    signature["files_searched"]["decision"].update(count=15, first=["vllm/a.py", "vllm/b.py"])
+    result = judge_fix(CHECKS["dflash-cache-drop"], facts_of(facts), "0.33.0")
+    assert [e.text for e in result.evidence] == [
+        "no matching code in the files searched (15 or more): vllm/a.py, vllm/b.py ..."]
+
+
+def test_a_record_mismatch_says_what_differs_then_what_to_do_then_the_scope():
+    from fleetcheck.checks.integrity import check_record, record_scope
+    files = lambda *names: {"count": len(names), "files": [{"file": n} for n in names]}
+    facts = facts_of(record_facts(
+        size={"count": 1, "files": [{"file": "vllm/a.so", "expected": 8, "actual": 4}]},
+        hash=files("vllm/b.py", "vllm/c.py"), missing=files("vllm/d.py")))
+    result = check_record(facts.integrity)
+    scope = record_scope(facts.integrity.record)
+    assert result.status == "fail"
+    assert result.message == (
+        "install does not match RECORD: 1 file missing, 1 file with a different size, "
+        "2 files with a different sha256. Reinstall vllm. Scope: " + scope), result.message
+    passed = check_record(facts_of(record_facts()).integrity)
+    assert passed.status == "pass" and passed.evidence == [], passed.evidence
+
+
+@pytest.mark.parametrize("touching, elsewhere, words", [
+    (1, 0, "1 install/build process still running against the checked install"),
+    (2, 0, "2 install/build processes still running against the checked install"),
+    (0, 1, "1 pip/uv/build process installs vllm elsewhere on this box (/opt/other)"),
+    (0, 2, "2 pip/uv/build processes install vllm elsewhere on this box (/opt/other)"),
+])
+def test_running_installs_are_counted_in_words(touching, elsewhere, words):
+    from fleetcheck.checks.integrity import check_in_progress
+    process = lambda pid, target: {"pid": pid, "cmdline": "pip install vllm", "target": target}
+    facts = facts_of({"integrity": {"in_progress": {
+        "processes": [process(10 + n, "/opt/ml-env") for n in range(touching)],
+        "elsewhere": [process(20 + n, "/opt/other") for n in range(elsewhere)]}}})
+    result = check_in_progress(facts.integrity)
+    assert result.status == ("fail" if touching else "warn")
+    assert result.message.startswith(words), result.message
+    assert "(es)" not in result.message and "(s)" not in result.message
+
+
+@pytest.mark.parametrize("needing, words", [
+    (1, "so 1 compiled module that links libtorch/CUDA could not be loaded (1 loaded fine); "
+        "install torch to check it"),
+    (2, "so 2 compiled modules that link libtorch/CUDA could not be loaded (1 loaded fine); "
+        "install torch to check them"),
+])
+def test_modules_needing_torch_agree_in_number(needing, words):
+    from fleetcheck.checks.integrity import check_import
+    error = "libtorch.so: cannot open shared object file: No such file or directory"
+    modules = [{"module": "vllm._C%d" % n, "ok": False, "error": error} for n in range(needing)]
+    facts = facts_of({"integrity": {"import": {
+        "interpreter": "/opt/env/bin/python",
+        "expected": ["vllm.cumem"] + [m["module"] for m in modules],
+        "modules": [{"module": "vllm.cumem", "ok": True}] + modules,
+        "torch": {"ok": False, "detail": "ModuleNotFoundError"}, "torch_installed": False}}})
+    result = check_import(facts.integrity, True)
+    assert result.status == "skip" and words in result.message, result.message
+
+
+def test_one_commit_without_its_git_describe_g_everywhere():
+    """_version.py's __commit_id__ g4ba787ec9 is commit 4ba787ec9 in the table
+    (commit_of) and in install-metadata alike; text that is not g+sha stays as it is."""
+    from fleetcheck.checks.integrity import check_metadata
+    from fleetcheck.checks.version import bare_commit
+    facts = copy.deepcopy(recorded("0.33.0"))
+    assert facts["version_file"]["commit_id"] == "g4ba787ec9"
+    result = check_metadata(facts_of(facts))
+    assert commit_of(facts_of(facts))[0] == "4ba787ec9"
+    assert result.status == "pass" and "commit 4ba787ec9 agree" in result.message, result.message
+    assert "g4ba787ec9" not in result.message
+    facts["install"]["dist_infos"][0]["direct_url"] = {
+        "url": "https://example.invalid/vllm.git",
+        "vcs_info": {"vcs": "git", "commit_id": "3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2"}}
+    result = check_metadata(facts_of(facts))
+    assert result.status == "fail"
+    assert [e.text for e in result.evidence] == [
+        "__commit_id__ g4ba787ec9 but direct_url.json says commit "
+        "3cfc8f8b7aa0d5a1c3e2f1b0c9d8e7f6a5b4c3d2"]
+    assert [bare_commit(c) for c in ("g4ba787ec9", "4ba787ec9", "gone", "g123")] == \
+        ["4ba787ec9", "4ba787ec9", "gone", "g123"]
+
+
+@pytest.mark.parametrize("load, words", [
+    ({"results": [], "planned": 8, "budget_exhausted": True},
+     "no request was sent before the time budget (120s) ran out"),
+    ({"results": [], "planned": 0, "budget_exhausted": False},
+     "no request was sent: the load planned 0 requests"),
+    ({"results": [{"ok": False, "latency_s": 1.0}], "planned": 1, "budget_exhausted": False},
+     "every request failed (1): no error text"),
+])
+def test_a_load_with_no_answered_request_never_says_none(load, words):
+    from fleetcheck.checks.acceptance import judge_smoke
+    from fleetcheck.smoke_settings import SmokeOptions
+    facts = facts_of({"smoke": {"mode": "attach", "url": "http://127.0.0.1:8000",
+                                "metrics_before": "", "metrics_after": "", "load": load}})
+    result, _ = judge_smoke(facts.smoke, SmokeOptions(enabled=True))
+    assert result.status == "error" and result.message == words, result.message
+
+
+def test_findings_no_outcome_covers_are_named_with_what_to_do():
+    from fleetcheck.checks.fixes import choose_outcome
+    from fleetcheck.playbook import FixCheck, Outcome
+    check = FixCheck(id="x", title="x", finders={}, outcomes=[
+        Outcome(status="pass", message="fixed", when=("fixed",))])
+    outcome = choose_outcome(check, {"broken", "odd"})
+    assert outcome.status == "fail" and outcome.message == (
+        "no outcome of the playbook matched the findings (broken, odd): the playbook needs "
+        "an outcome for this case")
+    assert "(none)" in choose_outcome(check, set()).message

@@ -119,7 +119,7 @@ def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict 
     error = facts.error
     if error is not None:
         message = MESSAGES.get(error.kind, "%(detail)s") % {
-            "url": facts.url, "detail": error.detail, "log": log[-1500:]}
+            "url": facts.url, "detail": error.detail, "log": log[-1500:] or "(the log is empty)"}
         status = "fail" if error.kind in ("server-exited", "startup-timeout") else "error"
         return out(status, message, evidence=log_evidence)
     try:
@@ -127,15 +127,22 @@ def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict 
     except ValueError as exc:  # the server's own text: prometheus_client's parser refused it
         return out("error", "the server's /metrics text cannot be parsed: %s" % exc)
     failed = numbers["requests"]["failed"]
-    first_error = next((r.error for r in facts.load.results if not r.ok), None)
+    first_error = next((r.error or "no error text" for r in facts.load.results if not r.ok),
+                       None)
     evidence = [Evidence(None, None, "deltas over the load: drafts %d, draft tokens %d, accepted "
                          "tokens %d, generation tokens %d; requests ok %d, failed %d" % (
                              numbers["drafts"], numbers["draft_tokens"],
                              numbers["accepted_tokens"], numbers["generation_tokens"],
                              numbers["requests"]["ok"], failed))] + log_evidence
     if numbers["requests"]["ok"] == 0:
-        return out("error", "every request failed (%d): %s" % (failed, first_error),
-                   numbers, evidence)
+        if failed:
+            return out("error", "every request failed (%d): %s" % (failed, first_error),
+                       numbers, evidence)
+        if numbers["budget_exhausted"]:
+            return out("error", "no request was sent before the time budget (%.0fs) ran out"
+                       % options.time_budget_s, numbers, evidence)
+        return out("error", "no request was sent: the load planned %s"
+                   % counted(numbers["requests"]["planned"], "request"), numbers, evidence)
     if not numbers["spec_counters_present"]:
         return out("fail", "the server exports no vllm:spec_decode_* counters: speculative "
                    "decoding is not configured (no --speculative-config)", numbers, evidence)
@@ -144,20 +151,22 @@ def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict 
             return out("error", "no counter moved while %s succeeded: the server looks like "
                        "it runs with --disable-log-stats, so acceptance cannot be measured"
                        % counted(numbers["requests"]["ok"], "request"), numbers, evidence)
-        return out("fail", "no drafts at all: %d tokens were generated but the drafter proposed "
-                   "nothing" % numbers["generation_tokens"], numbers, evidence)
+        return out("fail", "no drafts at all: %s generated but the drafter proposed nothing"
+                   % counted(int(numbers["generation_tokens"]), "token was", "tokens were"),
+                   numbers, evidence)
     if numbers["accepted_tokens"] == 0:
-        return out("fail", "no accepted tokens: the target rejected all %d draft tokens of %d "
-                   "drafts (a broken drafter: wrong weights, or hidden states from the wrong "
-                   "target layers)" % (numbers["draft_tokens"], numbers["drafts"]),
+        return out("fail", "no accepted tokens: the target rejected every draft token (%s of "
+                   "%s; a broken drafter: wrong weights, or hidden states from the wrong target "
+                   "layers)" % (counted(int(numbers["draft_tokens"]), "draft token"),
+                                counted(int(numbers["drafts"]), "draft")),
                    numbers, evidence)
     rate, length = numbers["acceptance_rate"], numbers["mean_acceptance_length"]
-    summary = "acceptance rate %.1f%%, mean acceptance length %.2f over %d drafts" % (
-        100 * rate, length, numbers["drafts"])
+    summary = "acceptance rate %.1f%%, mean acceptance length %.2f over %s" % (
+        100 * rate, length, counted(int(numbers["drafts"]), "draft"))
     notes = []
     if failed:
-        notes.append("%d of %d requests failed (first: %s)" % (
-            failed, failed + numbers["requests"]["ok"], first_error))
+        notes.append("%d of %s failed (first: %s)" % (
+            failed, counted(failed + numbers["requests"]["ok"], "request"), first_error))
     if numbers["budget_exhausted"]:
         notes.append("the time budget of %.0fs ran out after %d of %d requests" % (
             options.time_budget_s, failed + numbers["requests"]["ok"],
@@ -210,9 +219,14 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
         if problems:
             out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "warn", "; ".join(problems),
                                          details={"fleet_median": median})
+        elif len(lengths) < 3:
+            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "pass",
+                                         "no collapse in the per-position curve; not compared "
+                                         "with a fleet median (%s measured, 3 needed)"
+                                         % counted(len(lengths), "host"),
+                                         details={"fleet_median": median})
         else:
             out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "pass",
                                          "in line with the fleet (median mean acceptance length "
-                                         "%s)" % ("%.2f" % median if median else "n/a"),
-                                         details={"fleet_median": median})
+                                         "%.2f)" % median, details={"fleet_median": median})
     return out

@@ -6,6 +6,7 @@ out loud, because a version number is exactly what misled people in the incident
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, version_suggests
@@ -13,7 +14,7 @@ from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import Facts, Finding
+    from fleetcheck.facts import Facts, Finding, Signature
 
 MAX_EVIDENCE = 14
 
@@ -23,7 +24,9 @@ def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
         if all(name in present for name in outcome.when) and \
                 not any(name in present for name in outcome.unless):
             return outcome
-    return Outcome(status="fail", message="no outcome of the playbook matched the findings")
+    return Outcome(status="fail", message="no outcome of the playbook matched the findings "
+                   "(%s): the playbook needs an outcome for this case"
+                   % (", ".join(sorted(present)) or "none"))
 
 
 def evidence_for(outcome: Outcome, findings: dict[str, list[Finding]]) -> list[Evidence]:
@@ -54,13 +57,54 @@ def lost_trails(outcome: Outcome, findings: dict[str, list[Finding]]) -> list[st
     return whys
 
 
+def no_findings_reason(facts: Facts) -> str:
+    """Why a check has no findings at all. The probe reads the code wherever it found vllm's
+    code (code_root); with code there and no findings, probe and playbook disagree on the
+    checks, which no reinstall fixes. A dist-info without its package is half an install."""
+    install = facts.install
+    reasons = facts.errors + install.errors
+    if install.code_root:
+        return "the probe sent no findings for this check (probe and playbook out of step?)%s" % (
+            ": " + "; ".join(reasons) if reasons else "")
+    if install.dist_infos:
+        return "no vllm code to check: %s is there but the vllm/ package directory is missing " \
+            "(an interrupted install? see install-metadata)%s" % (
+                os.path.basename(install.dist_infos[0].path),
+                "; " + "; ".join(reasons) if reasons else "")
+    return no_install_reason(facts)
+
+
+def resolved(path: str, signature: Signature) -> str:
+    """A playbook path with its {module} placeholders filled in as the probe filled them."""
+    for name, module in signature.modules.items():
+        if module.file:
+            path = path.replace("{%s}" % name, module.file)
+    return path
+
+
+def nothing_found(check: FixCheck, signature: Signature) -> Evidence:
+    """The line shown when no finding backs the outcome: which files were searched, or,
+    when no file matched, the playbook's paths that matched none."""
+    searched = signature.files_searched.values()
+    count = max((entry.count for entry in searched), default=0)
+    if count == 0:
+        globs = sorted({resolved(path, signature) for finder in check.finders.values()
+                        for path in finder.get("files", [])})
+        return Evidence(file=None, line=None,
+                        text="no file matches this check's paths: %s" % ", ".join(globs))
+    names = sorted({name for entry in searched for name in entry.first})
+    return Evidence(file=None, line=None,
+                    text="no matching code in the files searched (%d or more): %s" % (
+                        count, ", ".join(names[:6]) + (" ..." if count > len(names[:6]) else "")))
+
+
 def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult:
     """One fix check's verdict with the evidence that shows it."""
     signature = facts.signatures.get(check.id) if facts.signatures else None
     details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
     if signature is None:
         return CheckResult(id=check.id, title=check.title, status="error",
-                           message=no_install_reason(facts), details=details)
+                           message=no_findings_reason(facts), details=details)
     findings = signature.findings
     outcome = choose_outcome(check, set(findings))
     evidence = evidence_for(outcome, findings)
@@ -72,13 +116,7 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     if whys:
         message += " " + "; ".join(whys[:3]) + "."
     if not evidence:
-        searched = signature.files_searched.values()
-        count = max((entry.count for entry in searched), default=0)
-        names = sorted({name for entry in searched for name in entry.first})
-        evidence = [Evidence(file=None, line=None,
-                             text="no matching code in the files searched (%d or more): %s" % (
-                                 count, ", ".join(names[:6]) +
-                                 (" ..." if count > len(names[:6]) else "")))]
+        evidence = [nothing_found(check, signature)]
     errors = signature.errors
     if errors:
         status = "error"

@@ -12,7 +12,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.version import no_install_reason, pep440, vcs_commit
+from fleetcheck.checks.version import bare_commit, no_install_reason, pep440, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
 
@@ -25,6 +25,9 @@ KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu
 GPU_RUNTIME_LIB = re.compile(r"lib(c10|torch|cuda|cudart|nccl|cublas|cudnn|nvrtc|nvToolsExt|"
                              r"cupti|cusparse|cufft|curand|cusolver|nvJitLink|caffe2|shm)"
                              r"[\w.-]*\.so[\w.]*: cannot open shared object file")
+# how the RECORD check's fail message names each kind of file, after "1 file" / "2 files"
+RECORD_FINDINGS = {"missing": "missing", "size": "with a different size",
+                   "hash": "with a different sha256", "unreadable": "unreadable"}
 
 TITLES = {
     "install-record": "Files match the dist-info RECORD (sizes; sha256 of the checked files)",
@@ -116,19 +119,16 @@ def check_record(integrity: Integrity) -> CheckResult:
                    elapsed_s=record.elapsed_s, **counts)
     scope = record_scope(record)
     if any(counts.values()):
-        said = ", ".join("%d %s" % (n, {"missing": "missing", "size": "with a different size",
-                                        "hash": "with a different sha256",
-                                        "unreadable": "unreadable"}[k])
+        said = ", ".join("%s %s" % (counted(n, "file"), RECORD_FINDINGS[k])
                          for k, n in counts.items() if n)
-        return result(cid, "fail", "install does not match RECORD: %s (%s). Reinstall vllm."
-                      % (said, scope), evidence, **numbers)
-    return result(cid, "pass", "every file matches RECORD: %s" % scope, [Evidence(
-        record.dist_info + "/RECORD", None, scope)], **numbers)
+        return result(cid, "fail", "install does not match RECORD: %s. Reinstall vllm. "
+                      "Scope: %s" % (said, scope), evidence, **numbers)
+    return result(cid, "pass", "every file matches RECORD: %s" % scope, **numbers)
 
 
 def check_leftovers(facts: Facts) -> CheckResult:
     install = facts.install
-    site = install.site_packages
+    site = install.site_packages or "site-packages"
     stashes = install.stash_dirs
     tmps = install.tmp_dirs
     if stashes or tmps:
@@ -155,7 +155,7 @@ def check_metadata(facts: Facts) -> CheckResult:
     if len(dists) > 1:
         for dist in dists:
             problems.append(Evidence(dist.path, None, "one of %d vllm dist-infos (version %s)"
-                                     % (len(dists), dist.version)))
+                                     % (len(dists), dist.version or "unknown")))
     if dists and not install.package_dir and not install.editable_source:
         problems.append(Evidence(dists[0].path, None,
                                  "dist-info present but the vllm/ package directory is missing"))
@@ -173,18 +173,20 @@ def check_metadata(facts: Facts) -> CheckResult:
         problems.append(Evidence(vpath, None, "unreadable: %s" % version_file.error))
     elif vpath:
         version = version_file.version
-        if not isinstance(version, str) or version.strip().lower() in ("", "dev", "unknown"):
+        if version is None:
+            problems.append(Evidence(vpath, None, "assigns no __version__: suspect build"))
+        elif not isinstance(version, str) or version.strip().lower() in ("", "dev", "unknown"):
             problems.append(Evidence(vpath, None, "__version__ is %r: suspect build" % (version,)))
         elif dists and dists[0].version and not versions_agree(dists[0].version, version):
             problems.append(Evidence(vpath, None, "__version__ %s but METADATA says %s"
                                      % (version, dists[0].version)))
     vcs = vcs_commit(dists[0]) if dists else None
     commit_id = version_file.commit_id
-    if isinstance(vcs, str) and isinstance(commit_id, str) and commit_id:
-        short = commit_id[1:] if commit_id.startswith("g") else commit_id
-        if not vcs.startswith(short):
-            problems.append(Evidence(vpath, None, "__commit_id__ %s but direct_url.json says "
-                                     "commit %s" % (commit_id, vcs)))
+    commit = bare_commit(commit_id) if isinstance(commit_id, str) and commit_id else None
+    if isinstance(vcs, str) and commit is not None and not vcs.startswith(commit):
+        # the field as the file writes it (g-prefixed): the evidence quotes _version.py
+        problems.append(Evidence(vpath, None, "__commit_id__ %s but direct_url.json says "
+                                 "commit %s" % (commit_id, vcs)))
     if problems:
         return result("install-metadata", "fail",
                       "the install's metadata does not hold together (%s)"
@@ -193,8 +195,8 @@ def check_metadata(facts: Facts) -> CheckResult:
     shims = install.shims
     return result("install-metadata", "pass",
                   "one dist-info (%s); METADATA %s, _version.py %s, commit %s agree%s"
-                  % (os.path.basename(dists[0].path) if dists else "-", meta,
-                     version_file.version, commit_id or vcs or "-",
+                  % (os.path.basename(dists[0].path) if dists else "-", meta or "-",
+                     version_file.version or "-", commit or vcs or "-",
                      "; metadata only, owning no files: %s" % ", ".join(shims)
                      if shims else ""),
                   [Evidence(os.path.join(install.site_packages or "", n), None,
@@ -205,7 +207,8 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     cid = "install-import"
     facts = integrity.imports
     if not enabled or facts is None:
-        return result(cid, "skip", "import check disabled (--no-import-check)")
+        return result(cid, "skip", "import check disabled (--no-import-check, or the "
+                      "playbook's integrity: import_check: false)")
     if facts.error:
         return result(cid, "fail", "the venv's interpreter could not load anything: %s"
                       % facts.error, [Evidence(facts.interpreter, None, facts.error)])
@@ -221,29 +224,33 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     numbers = dict(expected=len(facts.expected), loaded=len(loaded), failed=len(broken),
                    elapsed_s=facts.elapsed_s)
     if facts.crashed_in:
-        return result(cid, "fail", "the interpreter died (exit %s) while loading %s"
-                      % (facts.returncode, facts.crashed_in),
+        return result(cid, "fail", "the interpreter died%s while loading %s"
+                      % ("" if facts.returncode is None else " (exit %d)" % facts.returncode,
+                         facts.crashed_in),
                       [Evidence(facts.crashed_in, None, facts.stderr_tail or "")]
                       + evidence, **numbers)
     if facts.timed_out:
-        return result(cid, "warn", "loading compiled modules did not finish within %ss "
-                      "(stopped; %d of %d loaded)" % (facts.timeout_s, len(loaded),
-                                                      len(facts.expected)), evidence, **numbers)
+        return result(cid, "warn", "loading compiled modules did not finish%s (stopped; %d "
+                      "of %d loaded)" % ("" if facts.timeout_s is None else
+                                         " within %gs" % facts.timeout_s, len(loaded),
+                                         len(facts.expected)), evidence, **numbers)
     if facts.torch_installed and not torch.ok:
         return result(cid, "fail", "torch is installed in this venv but does not import: %s"
-                      % torch.detail, evidence, **numbers)
+                      % (torch.detail or "no error text"), evidence, **numbers)
     if broken:
         return result(cid, "fail", "%d of %d compiled modules fail to load (ABI mismatch or a "
                       "damaged file)" % (len(broken), len(facts.expected)), evidence, **numbers)
     if needs_absent_torch:
-        return result(cid, "skip", "torch is not installed in this venv, so %s that link "
+        absent = len(needs_absent_torch)
+        return result(cid, "skip", "torch is not installed in this venv, so %s that %s "
                       "libtorch/CUDA could not be loaded (%d loaded fine); install torch to "
-                      "check them" % (counted(len(needs_absent_torch), "compiled module"),
-                                      len(loaded)),
-                      [Evidence(m.module, None, m.error) for m in needs_absent_torch[:3]],
+                      "check %s" % (counted(absent, "compiled module"),
+                                    "links" if absent == 1 else "link", len(loaded),
+                                    "it" if absent == 1 else "them"),
+                      [Evidence(m.module, None, m.error or "") for m in needs_absent_torch[:3]],
                       **numbers)
     with_torch = "torch is not installed, and none needed it" \
-        if facts.torch_installed is False else "torch %s" % torch.detail
+        if facts.torch_installed is False else "torch %s" % (torch.detail or "imports")
     return result(cid, "pass", "%s load%s (%s)" % (
         "the compiled module" if len(loaded) == 1 else "all %d compiled modules" % len(loaded),
         "s" if len(loaded) == 1 else "", with_torch), **numbers)
@@ -262,17 +269,26 @@ def check_in_progress(integrity: Integrity) -> CheckResult:
                          % (p.pid, p.cmdline)) for p in items]
 
     if processes:
-        return result(cid, "fail", "%d install/build process(es) still running against the "
-                      "checked install (its venv, site-packages or source tree): a timed-out "
-                      "client can leave the build running on the host; what is on disk may "
-                      "still change" % len(processes), evidence(processes + elsewhere))
+        return result(cid, "fail", "%s still running against the checked install (its venv, "
+                      "site-packages or source tree): a timed-out client can leave the build "
+                      "running on the host; what is on disk may still change: check again "
+                      "once the install has finished"
+                      % counted(len(processes), "install/build process",
+                                "install/build processes"), evidence(processes + elsewhere))
     if elsewhere:
-        return result(cid, "warn", "%d pip/uv/build process(es) install vllm elsewhere on this "
-                      "box (%s), not into the checked install" % (
-                          len(elsewhere), ", ".join(sorted({p.target or p.cwd
-                                                            or "?" for p in elsewhere}))),
+        return result(cid, "warn", "%s %s vllm elsewhere on this box (%s), not into the checked "
+                      "install" % (
+                          counted(len(elsewhere), "pip/uv/build process",
+                                  "pip/uv/build processes"),
+                          "installs" if len(elsewhere) == 1 else "install",
+                          ", ".join(sorted({p.target or p.cwd or "?" for p in elsewhere}))),
                       evidence(elsewhere))
     return result(cid, "pass", "no pip/uv/setup.py/cmake/ninja process touches this install")
+
+
+def known(value: object) -> str:
+    """A value a host may not have sent, as a message shows it."""
+    return "unknown" if value is None else str(value)
 
 
 def stamp(seconds: float | None) -> str:
@@ -301,8 +317,8 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
     fine: list[tuple[Server, Evidence]] = []
     for server in servers:
         line = "pid %d, started %s, interpreter %s, port %s: %s" % (
-            server.pid, stamp(server.started_at), server.interpreter,
-            server.port, server.cmdline)
+            server.pid, stamp(server.started_at), server.interpreter or "unknown",
+            known(server.port), server.cmdline or "command line unknown")
         item = (server, Evidence(server.interpreter, None, line))
         if site and checked_site not in (server.real_site_dirs or server.site_dirs):
             foreign.append(item)
@@ -321,8 +337,9 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
     foreign = [item for item in foreign if item[0].port == serving]
     evidence = [e for _, e in stale + foreign + fine + others]
     also = "; servers of other installs, on other ports than vllm_url's %s (not judged): %s" % (
-        serving, ", ".join("pid %d port %s (%s)" % (s.pid, s.port, s.interpreter)
-                           for s, _ in others)) if others else ""
+        known(serving), ", ".join("pid %d port %s (%s)" % (
+            s.pid, known(s.port), s.interpreter or "interpreter unknown")
+            for s, _ in others)) if others else ""
     if stale or foreign:
         parts = ["pid %d started %s, before the checked install last changed %s (%s): "
                  "restart it to serve the checked code" % (
@@ -330,14 +347,15 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
                      changed.path) for s, _ in stale]
         parts += ["pid %d on the vllm_url port %s runs another interpreter or site-packages "
                   "(%s, %s) than the one checked (%s): restart it to serve the checked code"
-                  % (s.pid, serving, s.interpreter,
-                     ", ".join(s.site_dirs) or "?", site) for s, _ in foreign]
+                  % (s.pid, known(serving), s.interpreter or "interpreter unknown",
+                     ", ".join(s.site_dirs) or "site-packages unknown", site)
+                  for s, _ in foreign]
         return result(cid, "fail", "; ".join(parts) + also, evidence, **details)
     if not fine:
         return result(cid, "skip", "no vLLM server of the checked install runs on this host"
                       + also, evidence, **details)
-    return result(cid, "pass", "%s of the checked install started after it "
-                  "last changed (%s)%s" % (counted(len(fine), "vLLM server"), stamp(changed_at), also), evidence,
+    return result(cid, "pass", "%s of the checked install started after it last changed (%s)%s"
+                  % (counted(len(fine), "vLLM server"), stamp(changed_at), also), evidence,
                   **details)
 
 

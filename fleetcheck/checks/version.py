@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is d
     from fleetcheck.facts import DistInfo, Facts
 
 DEV_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
+GIT_DESCRIBE_SHA = re.compile(r"^g([0-9a-f]{7,40})$")
 
 
 def primary_dist_info(facts: Facts) -> DistInfo | None:
@@ -49,6 +50,14 @@ def vcs_commit(dist: DistInfo | None) -> Any:
     return direct.vcs_info.commit_id
 
 
+def bare_commit(commit_id: str) -> str:
+    """A commit as git names it: the g that `git describe` puts before the sha (g0a1b2c3)
+    taken off; any other text as it is. The one place a commit loses its g, so every check
+    and the report show the same commit."""
+    match = GIT_DESCRIBE_SHA.match(commit_id)
+    return match.group(1) if match else commit_id
+
+
 def commit_of(facts: Facts) -> tuple[str | None, str | None]:
     """The commit and its source: direct_url.json's full sha, else _version.py's
     __commit_id__, else the +g<sha> of a dev version."""
@@ -58,8 +67,7 @@ def commit_of(facts: Facts) -> tuple[str | None, str | None]:
         return sha, "direct_url.json"
     commit_id = facts.version_file.commit_id
     if isinstance(commit_id, str) and commit_id:
-        return (commit_id[1:] if re.match(r"^g[0-9a-f]{7,40}$", commit_id) else commit_id,
-                "_version.py")
+        return bare_commit(commit_id), "_version.py"
     for version in (facts.version_file.version, dist.version if dist else None):
         # _version.py's value is any literal the file assigns: only a string holds a commit
         match = DEV_COMMIT.search(version) if isinstance(version, str) else None
