@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.input_error import InputError
+from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
     from fleetcheck.results import CheckResult, HostResult
@@ -70,19 +71,14 @@ class BuildExpectation:
 def parse_specifier(text: Any, source: str, where: str | None, field: str) -> VersionSpec:
     """A PEP 440 specifier, refused (exit 2) when it is not one; a bare version gets a hint."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
     if not isinstance(text, str) or not text.strip():
         raise InputError(source, where, field, "must be a PEP 440 version specifier such as "
                          "'==0.33.0' or '>=0.33,<0.34', got %r" % (text,))
     try:
         spec = SpecifierSet(text.strip())
     except InvalidSpecifier:
-        hint = "write e.g. '==0.33.0' or '>=0.33,<0.34'"
-        try:
-            Version(text.strip())
-            hint = "a bare version: did you mean '==%s'?" % text.strip()
-        except InvalidVersion:
-            pass
+        hint = "a bare version: did you mean '==%s'?" % text.strip() if pep440(text.strip()) \
+            else "write e.g. '==0.33.0' or '>=0.33,<0.34'"
         raise InputError(source, where, field, "not a PEP 440 version specifier: %r (%s)"
                          % (text.strip(), hint))
     return VersionSpec(text.strip(), spec)
@@ -194,13 +190,9 @@ def found_version(facts_versions: list[tuple[str | None, str]]) -> tuple[Version
     """The first of (text, source) that is a PEP 440 version: METADATA first (what pip
     and packaging know the distribution as, local labels such as +cu129 included), then
     _version.py. Returns (version or None, its text, its source)."""
-    from packaging.version import InvalidVersion, Version
     for text, source in facts_versions:
-        if text:
-            try:
-                return Version(text), text, source
-            except InvalidVersion:
-                continue
+        if text and pep440(text) is not None:
+            return pep440(text), text, source
     for text, source in facts_versions:
         if text:
             return None, text, source

@@ -12,9 +12,10 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.version import bare_commit, no_install_reason, pep440, vcs_commit
+from fleetcheck.checks.version import bare_commit, no_install_reason, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
+from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, Integrity, Process, Record, Server

@@ -6,10 +6,10 @@ Read from files the probe brought back; the version only informs, it never decid
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.results import VllmInfo
+from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import DistInfo, Facts
@@ -93,17 +93,6 @@ def vllm_info(facts: Facts) -> VllmInfo:
                     other_installs=None if others is None else [
                         {"dist_infos": o.dist_infos, "found_by": o.found_by,
                          "site_packages": o.site_packages} for o in others])
-
-
-@lru_cache(maxsize=256)
-def pep440(text: str | None) -> Any:
-    """A packaging Version, or None where the text is not one (imported on first use:
-    packaging costs ~20 ms of start-up that `fleetcheck --version` need not pay)."""
-    from packaging.version import InvalidVersion, Version
-    try:
-        return Version(text) if isinstance(text, str) else None
-    except InvalidVersion:
-        return None
 
 
 def version_suggests(version: str | None, fixed_in: str | None) -> str | None:
