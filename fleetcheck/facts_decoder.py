@@ -271,18 +271,13 @@ def rule_for(annotation: Any, limit: int = MAX_TEXT) -> Rule:
         return Rule(text_decoder(limit), none, "a string")
     if annotation in SCALARS:
         return Rule(SCALARS[annotation][0], none, SCALARS[annotation][1])
-    if origin is list:
-        empty = none if optional else list
-        inner = get_args(annotation)[0]
+    if origin in (list, dict):
+        empty = none if optional else origin
+        inner = get_args(annotation)[-1]  # list[X], dict[str, X]: the entries are X
         item = rule_for(inner)
-        return Rule(list_decoder(item.decode, empty, None if inner is Any else item.expects),
-                    empty, "a list")
-    if origin is dict:
-        empty = none if optional else dict
-        inner = get_args(annotation)[1]
-        item = rule_for(inner)
-        return Rule(map_decoder(item.decode, empty, None if inner is Any else item.expects),
-                    empty, "an object")
+        container = list_decoder if origin is list else map_decoder
+        return Rule(container(item.decode, empty, None if inner is Any else item.expects),
+                    empty, "a list" if origin is list else "an object")
     cls, arguments = (origin, get_args(annotation)) if origin else (annotation, ())
     if isinstance(cls, type) and hasattr(cls, "__dataclass_fields__"):
 
