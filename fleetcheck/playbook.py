@@ -16,7 +16,7 @@ from fleetcheck.input_error import InputError
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.yamlfile import read_yaml
 from fleetcheck.probe.lexer import compile_pattern
-from fleetcheck.smoke_settings import SmokeOptions, validate_smoke
+from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
 from fleetcheck.text import is_number
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
@@ -77,7 +77,7 @@ class Playbook:
     checks: list[FixCheck]
     description: str = ""
     integrity: IntegrityOptions = field(default_factory=IntegrityOptions)
-    smoke: SmokeOptions = field(default_factory=SmokeOptions)
+    smoke: SmokeSettings = field(default_factory=SmokeSettings)
     expect: BuildExpectation = field(default_factory=BuildExpectation)
 
     def probe_signatures(self) -> list[dict[str, Any]]:
@@ -241,7 +241,7 @@ def load_playbook(path: str | None = None) -> Playbook:
     return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
                     checks=checks, description=str(data.get("description") or ""),
                     integrity=_integrity(source, data.get("integrity")),
-                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeOptions()),
+                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeSettings()),
                     expect=playbook_expectation(data.get("expect"), source))
 
 

@@ -33,7 +33,7 @@ from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan
 from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
                                 host_status)
 from fleetcheck.shared_analysis import SharedAnalysis
-from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
 from fleetcheck.connectors.ssh import SshSettings
@@ -61,7 +61,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def judge_host(playbook: Playbook, smoke: SmokeOptions | None, facts: Facts,
+def judge_host(playbook: Playbook, smoke: SmokeSettings | None, facts: Facts,
                expected: dict[str, BuildExpectation] | None = None,
                host_name: str = "") -> tuple[Any, list[CheckResult], dict | None]:
     """`expected` (every host's, by name) adds build-expected to every host when any host
@@ -92,7 +92,7 @@ def check_titles(playbook: Playbook, smoke: bool,
     return titles
 
 
-def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeOptions | None:
+def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
     """The playbook's smoke settings with this host's inventory overrides, or None.
     --no-smoke turns every load off; --smoke turns the playbook's on, and a host whose
     inventory says `smoke: {enabled: false}` still stays out."""
@@ -157,7 +157,7 @@ def host_error(exc: TransportError) -> HostError:
 
 
 def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
-                smoke: SmokeOptions | None, error: HostError, started: float) -> HostResult:
+                smoke: SmokeSettings | None, error: HostError, started: float) -> HostResult:
     return HostResult(name=name, address=host.address, groups=host.groups,
                       status=host_status([], error), error=error,
                       duration_s=round(time.monotonic() - started, 3),
@@ -176,7 +176,7 @@ def shared_answerer(shared: SharedAnalysis, name: str, deadline: Deadline,
 
 def probe_target(host: Host, target: Target, playbook: Playbook,
                  signatures: list[dict[str, Any]], options: RunOptions,
-                 smoke: SmokeOptions | None, deadline: Deadline,
+                 smoke: SmokeSettings | None, deadline: Deadline,
                  cancel: threading.Event | None, shared: SharedAnalysis | None) -> HostResult:
     """The probe on one target, judged; its failures are values."""
     started = time.monotonic()

@@ -26,7 +26,7 @@ DEFAULT_COMMAND = ("{{ venv }}/bin/vllm serve {{ model }} --port {{ port }} "
 
 
 @dataclass
-class SmokeOptions:
+class SmokeSettings:
     """Defaults fail the incident's ~1.1% acceptance and pass a healthy DFlash drafter
     (acceptance ~25-45%, mean acceptance length ~4-6.5 at 15 speculative tokens)."""
 
@@ -66,16 +66,16 @@ FLOAT_KEYS = {"time_budget_s", "min_acceptance_rate", "min_mean_acceptance_lengt
 def check_override(source: str, where: str, raw: Any) -> None:
     """An inventory's `smoke:` override, checked as the inventory is read (inventory/hosts.py's
     FeatureCheck) so a bad one stops the run before any host is contacted."""
-    validate_smoke(source, where, raw, SmokeOptions())
+    validate_smoke(source, where, raw, SmokeSettings())
 
 
-def validate_smoke(source: str, where: str, raw: Any, base: SmokeOptions) -> SmokeOptions:
-    """SmokeOptions from a playbook `smoke:` mapping or an inventory override."""
+def validate_smoke(source: str, where: str, raw: Any, base: SmokeSettings) -> SmokeSettings:
+    """SmokeSettings from a playbook `smoke:` mapping or an inventory override."""
     if raw is None:
         return base
     if not isinstance(raw, dict):
         raise InputError(source, where, "smoke", "must be a mapping")
-    known = {f.name for f in fields(SmokeOptions)}
+    known = {f.name for f in fields(SmokeSettings)}
     values: dict[str, Any] = {}
     for key, value in raw.items():
         name = "smoke.%s" % key
@@ -113,12 +113,12 @@ TEMPLATE_NAMES = ("venv", "model", "port", "spec", "python")
 UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
 
 
-def template_context(options: SmokeOptions, venv: str | None, python: str) -> dict[str, Any]:
+def template_context(options: SmokeSettings, venv: str | None, python: str) -> dict[str, Any]:
     return {"venv": venv or "", "model": options.model, "port": options.port,
             "spec": options.spec, "python": python}
 
 
-def prove_command(source: str, where: str | None, options: SmokeOptions) -> None:
+def prove_command(source: str, where: str | None, options: SmokeSettings) -> None:
     """Compile and render the launch command now, with jinja2's StrictUndefined, against
     the names a host can supply: an undefined name (`{{ gpu_count }}`) is bad input at
     load time, before any host is contacted, never an error at the first host."""
@@ -151,7 +151,7 @@ def prompt_set() -> dict[str, Any]:
         return json.load(handle)
 
 
-def smoke_plan(host: "Host", options: SmokeOptions) -> dict[str, Any]:
+def smoke_plan(host: "Host", options: SmokeSettings) -> dict[str, Any]:
     """What the probe needs to run this host's load. In launch mode the URL follows the
     port; every value substituted into the command is shell-quoted by the template."""
     plan = asdict(options)

@@ -323,10 +323,10 @@ def test_one_commit_without_its_git_describe_g_everywhere():
 ])
 def test_a_load_with_no_answered_request_never_says_none(load, words):
     from fleetcheck.checks.acceptance import judge_smoke
-    from fleetcheck.smoke_settings import SmokeOptions
+    from fleetcheck.smoke_settings import SmokeSettings
     facts = facts_of({"smoke": {"mode": "attach", "url": "http://127.0.0.1:8000",
                                 "metrics_before": "", "metrics_after": "", "load": load}})
-    result, _ = judge_smoke(facts.smoke, SmokeOptions(enabled=True))
+    result, _ = judge_smoke(facts.smoke, SmokeSettings(enabled=True))
     assert result.status == "error" and result.message == words, result.message
 
 

@@ -16,7 +16,7 @@ import pytest
 from fleetcheck.facts import Facts
 from fleetcheck.facts_decoder import FactsError, decode_facts, open_field
 from fleetcheck.inventory import Host
-from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan
+from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan
 from fleetcheck.lab.local_probe import probe_answer
 from probe_helpers import STANDIN, assert_holds, wait_listening
 
@@ -147,7 +147,7 @@ def test_a_real_smoke_load_sends_only_described_fields(tmp_path):
         wait_listening(address, 8000)
         host = Host(name="local", address="local", connection="local",
                     vllm_url="http://%s:8000" % address)
-        options = SmokeOptions(enabled=True, requests=4, concurrency=2, max_tokens=16)
+        options = SmokeSettings(enabled=True, requests=4, concurrency=2, max_tokens=16)
         raw = real_answer(host, smoke=smoke_plan(host, options),
                           prompts=prompt_set()["prompts"])
     finally:

@@ -9,7 +9,7 @@ import pytest
 
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
-from fleetcheck.smoke_settings import SmokeOptions, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
 
 
 def test_prompt_set_is_versioned_and_has_a_long_prompt():
@@ -24,7 +24,7 @@ def test_prompt_set_is_versioned_and_has_a_long_prompt():
 
 def test_launch_command_quotes_every_inventory_value():
     host = Host(name="gpu1", address="gpu1", venv="/opt/env; touch /tmp/pwned $(id)")
-    options = validate_smoke("pb", None, {"mode": "launch", "port": 8123}, SmokeOptions())
+    options = validate_smoke("pb", None, {"mode": "launch", "port": 8123}, SmokeSettings())
     plan = smoke_plan(host, options)
     argv = shlex.split(plan["command"])
     assert argv[0] == "/opt/env; touch /tmp/pwned $(id)/bin/vllm"
@@ -41,5 +41,5 @@ def test_launch_command_quotes_every_inventory_value():
 ])
 def test_bad_smoke_settings_name_the_field(raw, field):
     with pytest.raises(InputError) as info:
-        validate_smoke("inv.yaml", "host 'gpu1'", raw, SmokeOptions())
+        validate_smoke("inv.yaml", "host 'gpu1'", raw, SmokeSettings())
     assert "host 'gpu1'" in str(info.value) and field in str(info.value)

@@ -13,7 +13,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.results import CheckResult, Evidence, HostResult
-from fleetcheck.smoke_settings import SmokeOptions
+from fleetcheck.smoke_settings import SmokeSettings
 from fleetcheck.text import counted
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
@@ -103,7 +103,7 @@ def measure(facts: Smoke) -> dict[str, Any]:
     }
 
 
-def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict | None]:
+def judge_smoke(facts: Smoke, options: SmokeSettings) -> tuple[CheckResult, dict | None]:
     """The smoke-acceptance check and the host-level `smoke` numbers (None when the load
     could not run)."""
     def out(status: str, message: str, numbers: dict | None = None,
@@ -179,7 +179,7 @@ def judge_smoke(facts: Smoke, options: SmokeOptions) -> tuple[CheckResult, dict 
     return out("warn" if notes else "pass", summary + suffix, numbers, evidence)
 
 
-def collapse_position(per_position: list[float], options: SmokeOptions) -> int | None:
+def collapse_position(per_position: list[float], options: SmokeSettings) -> int | None:
     """First position after which every rate is ~0, if that comes early in the curve
     (healthy curves decay gradually; a missing sliding window cuts them off)."""
     if len(per_position) <= options.collapse_after_position + 1:
@@ -192,7 +192,7 @@ def collapse_position(per_position: list[float], options: SmokeOptions) -> int |
 
 
 def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
-                 options: SmokeOptions) -> dict[str, CheckResult]:
+                 options: SmokeSettings) -> dict[str, CheckResult]:
     """smoke-fleet per host: far below the fleet median, or a collapsing curve."""
     lengths = {name: n["mean_acceptance_length"] for name, n in smoke_numbers.items()
                if n and n.get("mean_acceptance_length") is not None}
