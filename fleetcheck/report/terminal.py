@@ -114,9 +114,9 @@ def checks_named(check_ids: list[str], every: list[str]) -> str:
     """Check ids for a line of the summary: 'every check' or 'every check but X' when that
     is shorter to read than the list (a host with no install has every check say so)."""
     missing = [c for c in every if c not in check_ids]
-    if len(check_ids) > 1 and not missing and set(check_ids) <= set(every):
+    if len(check_ids) > 1 and not missing:
         return "every check"
-    if len(check_ids) >= 3 and 0 < len(missing) <= 2 and set(check_ids) <= set(every):
+    if len(check_ids) >= 3 and 0 < len(missing) <= 2:
         return "every check but " + ", ".join(missing)
     return ", ".join(check_ids)
 
