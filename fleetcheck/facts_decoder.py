@@ -299,16 +299,12 @@ def decode(annotation: Any, value: Any, path: str = "", unknown: list | None = N
     return rule_for(annotation).decode(value, path, 0, unknown)
 
 
-def decode_facts(raw: Any, required: tuple[str, ...] = (),
-                 unknown: list[str] | None = None) -> Facts:
-    """The probe's whole answer (parsed JSON) as Facts; `required`: top-level keys this
-    host's plan asked for; `unknown`, when given, receives the path of every key the
-    description does not know."""
+def decode_facts(raw: Any, unknown: list[str] | None = None) -> Facts:
+    """The probe's whole answer (parsed JSON) as Facts; `unknown`, when given, receives the
+    path of every key the description does not know. (Which families a host's plan needs
+    is the check plan's to say: wire_protocol.decode_answer requires them.)"""
     if not isinstance(raw, dict):
         raise FactsError("", "expected an object, got %s" % kind_of(raw))
-    for key in required:
-        if raw.get(key) is None:
-            raise FactsError(key, "missing (the plan asked for it)")
     return class_decoder(Facts).decode(raw, "", 0, unknown)
 
 

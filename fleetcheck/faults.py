@@ -7,7 +7,8 @@ real sshd: a real part cannot show a fleetcheck bug, so `FLEETCHECK_INJECT_FAULT
 stand-in for one. It is inert unless it names a stage and a host:
 `FLEETCHECK_INJECT_FAULT=judge:gpu07,smoke-fleet:gpu02` raises InjectedFault at those
 points only. Stages: plan (the host's plan, smoke planner included), shared (the shared
-analysis' answer to the host's question), judge (the checks on its facts), smoke-fleet
+analysis' answer to the host's question), shared-analysis (the controller's analysis of
+the bytes a build's lead shipped), judge (the checks on its facts), smoke-fleet
 (that host's fleet-wide verdict), html and junit (rendering that host's row).
 """
 
@@ -23,7 +24,7 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPORT_HINT = ("this is a bug in fleetcheck: please report it with this message and the "
                "results JSON")
 INJECT_ENV = "FLEETCHECK_INJECT_FAULT"
-STAGES = ("plan", "shared", "judge", "smoke-fleet", "html", "junit")
+STAGES = ("plan", "shared", "shared-analysis", "judge", "smoke-fleet", "html", "junit")
 
 
 class InjectedFault(RuntimeError):

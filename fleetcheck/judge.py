@@ -15,6 +15,7 @@ import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
@@ -22,8 +23,8 @@ from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.wire_protocol import decode_answer
 from fleetcheck.text import is_clean_name, is_int, printable
-from fleetcheck.results import HostError, HostResult, RunResult, host_status
-from fleetcheck.runner import add_fleet_checks, judge_host, now_iso, skipped_checks
+from fleetcheck.results import HostError, HostResult, RunResult, host_status, now_iso
+from fleetcheck.status import ErrorKind
 from fleetcheck.connectors.base import CommandResult, TransportError
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -136,7 +137,7 @@ def collect(paths: list[str]) -> list[Answer]:
     return list(found.values())
 
 
-def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -> HostResult:
+def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> HostResult:
     host = Host(name=answer.name, address=answer.name)
     error = None
     info = None
@@ -145,19 +146,18 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
         if answer.unreachable is not None:
             raise TransportError("unreachable", answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
-                              host)
-        if playbook.integrity.enabled and facts.integrity is None:
-            raise TransportError("protocol", "these facts hold no integrity facts: the bundle "
-                                 "was written with --no-integrity; give judge the same")
+                              host, plan.required_facts())
         inject("judge", host.name)  # the test-only fault hook, as in `run`
-        info, checks, _ = judge_host(playbook, None, facts, expected, host.name)
+        info, checks, _ = plan.judge(facts, expected.get(host.name))
     except TransportError as exc:
         error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
+    except MissingFacts as exc:
+        error = HostError(kind=ErrorKind.PROTOCOL.value,
+                          message="%s (%s)" % (exc, answer.origin))
     except Exception as exc:  # a bug in fleetcheck: this host's data, never the run's end
         error = internal_error(exc, "judging this host")
     if error is not None:
-        checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message), False,
-                                bool(expected))
+        checks = plan.not_run("%s (%s)" % (error.kind, error.message))
         info = None
     return HostResult(name=host.name, address=host.address, groups=[],
                       status=host_status([] if error else checks, error), error=error,
@@ -173,7 +173,8 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     expected = resolve(hosts, playbook.expect, cli, "facts")
     run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
                     playbook=playbook.source, fleetcheck_version=__version__)
-    run.hosts = [judge_answer(answer, playbook, expected) for answer in collected]
+    plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
+    run.hosts = [judge_answer(answer, plan, expected) for answer in collected]
     run.complete = True
     run.finished_at = now_iso()
     add_fleet_checks(run, playbook)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from fleetcheck.atomic_file import write_atomically
@@ -15,6 +16,11 @@ from fleetcheck.expectations import expectation_warnings
 from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, worst
 
 SCHEMA_VERSION = 1
+
+
+def now_iso() -> str:
+    """A run's timestamps: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -77,6 +83,9 @@ class HostResult:
     checks: list[CheckResult] = field(default_factory=list)
     smoke: dict[str, Any] | None = None
     analysis: str | None = None  # how the fix analysis was obtained, when shared or not
+    # fleetcheck's own bugs that did not stop this host's checks (the shared analysis
+    # failing on the controller): the host is judged, and its status is at least error
+    internal_errors: list[HostError] = field(default_factory=list)
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -86,12 +95,15 @@ class HostResult:
         return (info.version, info.commit, info.record_sha256)
 
 
-def host_status(checks: list[CheckResult], error: HostError | None) -> str:
+def host_status(checks: list[CheckResult], error: HostError | None,
+                internal_errors: list[HostError] | None = None) -> str:
+    """The host's worst check; `error` when it has none, or when fleetcheck itself failed
+    beside its checks (a bug is never a pass)."""
     if error is not None:
         return "unreachable" if error.kind == "unreachable" else "error"
     if not checks:
         return "error"
-    return worst([c.status for c in checks])
+    return worst([c.status for c in checks] + (["error"] if internal_errors else []))
 
 
 @dataclass
@@ -167,7 +179,9 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "checks": [{"id": c.id, "title": c.title, "status": c.status, "message": c.message,
                         "evidence": [evidence_dict(e) for e in c.evidence],
                         "details": c.details} for c in host.checks],
-            "smoke": host.smoke, "analysis": host.analysis}
+            "smoke": host.smoke, "analysis": host.analysis,
+            "internal_errors": [{"kind": e.kind, "message": e.message}
+                                for e in host.internal_errors]}
 
 
 class ResultsWriter:
@@ -217,7 +231,8 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
                       checks=[_check_from(c) for c in data.get("checks", [])],
-                      smoke=data.get("smoke"), analysis=data.get("analysis"))
+                      smoke=data.get("smoke"), analysis=data.get("analysis"),
+                      internal_errors=[HostError(**e) for e in data.get("internal_errors", [])])
 
 
 class ResultsFileError(ValueError):

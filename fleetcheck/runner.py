@@ -8,38 +8,24 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from fleetcheck import __version__
-from fleetcheck.checks.build import apply_same_build, judge_build
-from fleetcheck.checks.build import skipped as build_skipped
-from fleetcheck.checks.fixes import judge_fix
-from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
-from fleetcheck.checks.integrity import judge_integrity
-from fleetcheck.checks.acceptance import FLEET_TITLE
-from fleetcheck.checks.acceptance import TITLE as SMOKE_TITLE
-from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
-from fleetcheck.checks.version import vllm_info
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
-from fleetcheck.expectations import TITLE as BUILD_TITLE
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
+from fleetcheck.status import ErrorKind
 from fleetcheck.text import printable
 from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
                                       probe_payload)
-from fleetcheck.results import (CheckResult, HostError, HostResult, RunResult,
-                                host_status)
-from fleetcheck.shared_analysis import SharedAnalysis
+from fleetcheck.results import HostError, HostResult, RunResult, host_status, now_iso
+from fleetcheck.shared_analysis import ALONE, QUESTION, SharedAnalysis
 from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
 from fleetcheck.connectors.ssh import SshSettings
-
-if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import Facts
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0
@@ -55,41 +41,6 @@ class RunOptions:
     analysis_cache: str | None = None  # directory of the analysis cache; None: --no-cache
     # host name -> its expected build (expectations.resolve); empty: no build-expected check
     expected: dict[str, BuildExpectation] = field(default_factory=dict)
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def judge_host(playbook: Playbook, smoke: SmokeSettings | None, facts: Facts,
-               expected: dict[str, BuildExpectation] | None = None,
-               host_name: str = "") -> tuple[Any, list[CheckResult], dict | None]:
-    """`expected` (every host's, by name) adds build-expected to every host when any host
-    expects a build; a host with no expectation of its own gets it as a skip."""
-    info = vllm_info(facts)
-    checks = [judge_fix(check, facts, info.version) for check in playbook.checks]
-    checks += judge_integrity(facts, playbook.integrity.import_check)
-    if expected:
-        mine = expected.get(host_name)
-        checks.append(judge_build(mine, facts) if mine else
-                      build_skipped("no expected build set for this host"))
-    numbers = None
-    if smoke is not None:
-        smoke_check, numbers = judge_smoke(facts.smoke, smoke)
-        checks.append(smoke_check)
-    return info, checks, numbers
-
-
-def check_titles(playbook: Playbook, smoke: bool,
-                 build: bool = False) -> list[tuple[str, str]]:
-    titles = [(c.id, c.title) for c in playbook.checks]
-    if playbook.integrity.enabled:
-        titles += list(INTEGRITY_TITLES.items())
-    if build:
-        titles += [(BUILD_CHECK_ID, BUILD_TITLE)]
-    if smoke:
-        titles += [("smoke-acceptance", SMOKE_TITLE)]
-    return titles
 
 
 def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
@@ -112,12 +63,10 @@ def smoke_planned(host: Host, playbook: Playbook, options: RunOptions) -> bool:
         return False
 
 
-def skipped_checks(playbook: Playbook, reason: str, smoke: bool,
-                   build: bool = False) -> list[CheckResult]:
-    """Every check the host would have had, marked as not run, so no host is missing
-    from a matrix or a JUnit file."""
-    return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason)
-            for cid, title in check_titles(playbook, smoke, build)]
+def checks_for(playbook: Playbook, smoke: bool, options: RunOptions) -> CheckPlan:
+    """The checks a host gets: whether it has a smoke load and whether any host expects a
+    build (then every host gets build-expected) are per run and host."""
+    return CheckPlan(playbook, smoke=smoke, build=bool(options.expected))
 
 
 def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
@@ -161,16 +110,20 @@ def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
     return HostResult(name=name, address=host.address, groups=host.groups,
                       status=host_status([], error), error=error,
                       duration_s=round(time.monotonic() - started, 3),
-                      checks=skipped_checks(playbook, "%s (%s)" % (error.kind, error.message),
-                                            smoke is not None, bool(options.expected)))
+                      checks=checks_for(playbook, smoke is not None, options).not_run(
+                          "%s (%s)" % (error.kind, error.message)))
 
 
 def shared_answerer(shared: SharedAnalysis, name: str, deadline: Deadline,
                     cancel: threading.Event | None) -> Answerer:
     """What answers the probe's one question (its build's key) during the dialogue."""
     def asked(line: bytes) -> bytes | None:
-        inject("shared", name)
-        return shared.answer(name, line, deadline, cancel)
+        try:
+            inject("shared", name)
+            return shared.answer(name, line, deadline, cancel)
+        except Exception as exc:  # a bug: recorded for the host, which analyses alone
+            shared.record_bug(name, exc, "answering this host's shared-analysis question")
+            return ALONE if line.startswith(QUESTION) else None
     return asked
 
 
@@ -191,68 +144,31 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         inject("plan", name)
         asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
         answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
-        facts = decode_answer(answer, host, ("smoke",) if smoke is not None else ())
+        plan_checks = checks_for(playbook, smoke is not None, options)
+        facts = decode_answer(answer, host, plan_checks.required_facts(shared is not None))
         note = None
         if shared is not None:
             facts, note = shared.complete(name, facts)
         inject("judge", name)
-        info, checks, numbers = judge_host(playbook, smoke, facts, options.expected, host.name)
+        info, checks, numbers = plan_checks.judge(facts, options.expected.get(host.name), smoke)
     except TransportError as exc:
         error = host_error(exc)
+    except MissingFacts as exc:
+        error = HostError(kind=ErrorKind.PROTOCOL.value, message=str(exc))
     except Exception as exc:  # a bug in fleetcheck: this host's data, never the fleet's end
         error = internal_error(exc, "checking this host")
     else:
+        bugs = shared.internal_errors(name) if shared is not None else []
         return HostResult(name=name, address=host.address, groups=host.groups,
-                          status=host_status(checks, None), error=None,
+                          status=host_status(checks, None, bugs), error=None,
                           duration_s=round(time.monotonic() - started, 3),
-                          vllm=info, checks=checks, smoke=numbers, analysis=note)
-    if shared is not None:
-        shared.abandon(name)
-    return failed_host(host, name, playbook, options, smoke, error, started)
-
-
-def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
-    """Checks that need every host: same_build within each expected group, acceptance
-    against the fleet median. A bug in the acceptance comparison costs only the
-    smoke-fleet verdicts, as an `error` check on the hosts it concerns. Results are
-    replaced, never changed in place (the results writer reuses what it encoded)."""
-    run.hosts = [replace(host, checks=[replace(c, details=dict(c.details),
-                                               evidence=list(c.evidence))
-                                       for c in host.checks])
-                 if any(c.id == BUILD_CHECK_ID for c in host.checks) else host
-                 for host in run.hosts]
-    try:
-        apply_same_build(run.hosts)
-    except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
-        problem = internal_error(exc, "comparing the fleet's builds").message
-        for host in run.hosts:
-            for check in host.checks:
-                if check.id == BUILD_CHECK_ID and host.error is None:
-                    check.status, check.message = "error", problem
-            host.status = host_status(host.checks, host.error)
-    numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
-    if not numbers:
-        return
-    broken = None  # why the fleet comparison failed for every host, if it did
-    try:
-        verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
-    except Exception as exc:
-        verdicts, broken = {}, internal_error(exc, "comparing the fleet's acceptance").message
-    for index, host in enumerate(run.hosts):
-        if host.error is not None or host.smoke is None:
-            continue
-        problem = broken
-        if problem is None:
-            try:
-                inject("smoke-fleet", host.name)
-                verdict = verdicts[host.name]
-            except Exception as exc:
-                problem = internal_error(exc, "comparing the fleet's acceptance").message
-        if problem is not None:
-            verdict = CheckResult(id="smoke-fleet", title=FLEET_TITLE, status="error",
-                                  message=problem)
-        checks = host.checks + [verdict]  # a new result: the results writer's cache
-        run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
+                          vllm=info, checks=checks, smoke=numbers, analysis=note,
+                          internal_errors=bugs)
+    if shared is None:
+        return failed_host(host, name, playbook, options, smoke, error, started)
+    shared.abandon(name)
+    return replace(failed_host(host, name, playbook, options, smoke, error, started),
+                   internal_errors=shared.internal_errors(name))
 
 
 def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]],
@@ -275,8 +191,8 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
             entry = placeholders[host.name] = HostResult(
                 name=host.name, address=host.address, groups=host.groups, status="error",
                 error=HostError(kind="interrupted", message=reason),
-                checks=skipped_checks(playbook, reason, smoke_planned(host, playbook, options),
-                                      bool(options.expected)))
+                checks=checks_for(playbook, smoke_planned(host, playbook, options),
+                                  options).not_run(reason))
         run.hosts.append(entry)
     run.finished_at = now_iso()
     run.duration_s = round(time.monotonic() - started, 3)
@@ -290,9 +206,8 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
     error = internal_error(exc, "scheduling this host")
     return HostResult(name=host.name, address=host.address, groups=host.groups,
                       status="error", error=error,
-                      checks=skipped_checks(playbook, "internal (%s)" % error.message,
-                                            smoke_planned(host, playbook, options),
-                                            bool(options.expected)))
+                      checks=checks_for(playbook, smoke_planned(host, playbook, options),
+                                        options).not_run("internal (%s)" % error.message))
 
 
 def analysis_cache(options: RunOptions, signatures: list[dict[str, Any]]) -> Any:

@@ -19,11 +19,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from fleetcheck.faults import inject, internal_error
 from fleetcheck.probe.files import MissingFile, ProbeFileError
 from fleetcheck.probe.shared_bytes import listing_digest
 from fleetcheck.probe.signatures import run_signature
 from fleetcheck.probe.source import SourceFile
 from fleetcheck.connectors.base import Deadline, TransportError
+from fleetcheck.results import HostError
 
 if TYPE_CHECKING:
     from fleetcheck.analysis_cache import AnalysisCache
@@ -52,6 +54,7 @@ class Build:
     analysis_json: str | None = None
     reply: bytes | None = None  # what the build's other hosts are asked to verify
     cached: bool = False  # the analysis came from the controller's cache: no lead
+    failure: str | None = None  # why the controller could not share the lead's analysis
 
 
 def parse_question(text: bytes) -> tuple[str, str] | None:
@@ -153,6 +156,18 @@ class SharedAnalysis:
         self._lock = threading.Lock()
         self._builds: dict[tuple[str, str], Build] = {}
         self._asked: dict[str, tuple[str, str]] = {}
+        self._bugs: dict[str, list[HostError]] = {}
+
+    def record_bug(self, host: str, exc: BaseException, where: str) -> None:
+        """A fleetcheck bug while sharing for this host: kept for its results (the host
+        analyses its own files instead), never swallowed."""
+        with self._lock:
+            self._bugs.setdefault(host, []).append(internal_error(exc, where))
+
+    def internal_errors(self, host: str) -> list[HostError]:
+        """The bugs recorded for this host, once."""
+        with self._lock:
+            return self._bugs.pop(host, [])
 
     def answer(self, host: str, line: bytes, deadline: Deadline,
                cancel: threading.Event | None = None) -> bytes | None:
@@ -190,6 +205,9 @@ class SharedAnalysis:
             build = self._builds.get(key) if key else None
         if build is not None and build.lead == host and not build.done.is_set():
             self._learn(build, key[0], shipped, facts.signatures)
+            if build.failure:
+                return facts, ("fix analysis run on this host; its build's analysis is not "
+                               "shared: %s" % build.failure)
             return facts, None
         info = facts.shared_analysis
         if facts.signatures is None:
@@ -207,6 +225,9 @@ class SharedAnalysis:
                            "verified identical on this host" % ((build.lead,) + counts))
         if info.mismatch:
             return facts, "fix analysis run on this host: %s" % info.mismatch[:300]
+        if build is not None and build.lead != host and build.failure:
+            return facts, ("fix analysis run on this host: its build's analysis could not be "
+                           "shared (%s)" % build.failure)
         return facts, None
 
     def abandon(self, host: str) -> None:
@@ -246,6 +267,7 @@ class SharedAnalysis:
         from fleetcheck.facts_decoder import decode
         try:
             if shipped:
+                inject("shared-analysis", build.lead)  # the test-only fault hook
                 signatures, reply = analyse_shipment(shipped, self.signatures, key)
                 text = json.dumps(signatures, sort_keys=True)
                 analysis = decode(Signatures, json.loads(text))  # as if it had crossed the wire
@@ -253,7 +275,12 @@ class SharedAnalysis:
                     build.analysis, build.analysis_json, build.reply = analysis, text, reply
                     if self.cache is not None:
                         self.cache.put(key, text, reply)
-        except Exception:  # ShipmentError, or hostile bytes tripping the analysis
-            pass
+        except ShipmentError as exc:  # what the lead shipped cannot be trusted or read
+            build.failure = "the lead's shipment was refused: %s" % exc
+        except Exception as exc:  # a fleetcheck bug (or bytes the lead did not analyse)
+            self.record_bug(build.lead, exc, "analysing the bytes this host shipped for its "
+                                             "build")
+            build.failure = "internal error on the controller while analysing what %s " \
+                            "shipped" % build.lead
         finally:
             build.done.set()

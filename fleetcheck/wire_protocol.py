@@ -163,8 +163,8 @@ def decode_answer(result: CommandResult, host: Host,
                   required: tuple[str, ...] = ()) -> Facts:
     """The probe's facts, typed, or a TransportError saying why the answer is not one.
     This is the one place an answer is decoded and its types checked (facts_decoder.py):
-    past it, the checks read typed facts and may rely on them. `required`: top-level
-    facts this host's plan asked for. (The facts' description is imported here, with the
+    past it, the checks read typed facts and may rely on them. `required`: the fact
+    families this host's check plan needs (checks/plan.py). (The facts' description is imported here, with the
     first answer: building its classes costs ~25 ms that `fleetcheck --version` need not
     pay.)"""
     from fleetcheck.facts_decoder import MAX_DEPTH, FactsError, decode_facts, open_field
@@ -193,10 +193,20 @@ def decode_answer(result: CommandResult, host: Host,
         raise TransportError("probe", "probe failed on the host: %s"
                              % printable(str(facts["fatal"]).encode("utf-8", "replace"), 500))
     try:
-        return decode_facts(facts, required)
+        decoded = decode_facts(facts)
     except FactsError as exc:
         raise TransportError("protocol", "answer is JSON but not shaped like the probe's "
                              "facts: %s" % printable(str(exc).encode("utf-8", "replace"), 300))
+    for family in required:
+        if facts.get(family) is None:
+            raise TransportError("protocol", "the answer holds no `%s` facts, which this "
+                                 "host's plan asked for%s" % (family, MISSING_HINTS.get(family, "")))
+    return decoded
+
+
+# why a family a plan asks for can be missing, where that is a known mistake
+MISSING_HINTS = {"integrity": " (facts a probe-bundle gathered with --no-integrity are judged "
+                              "with --no-integrity)"}
 
 
 def cut_answer_field(received: bytes) -> str | None:

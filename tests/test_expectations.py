@@ -287,16 +287,3 @@ def test_readme_canary_recipe_expects_two_builds():
     assert canary == {"gpu01.dc1", "gpu02.dc1"}
     assert {(str(e.version.value), e.commit.value) for e in got.values()} == {
         ("==" + DEV, "3cfc8f8b7"), ("==0.33.0", "4ba787ec9")}
-
-
-def test_hosts_without_an_expectation_get_the_check_as_a_skip():
-    from fleetcheck.playbook import load_playbook
-    from fleetcheck.runner import judge_host
-    playbook = load_playbook()
-    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")),
-                              {"other": expect("==1.0")},
-                              "this")
-    assert checks[-1].id == "build-expected" and checks[-1].status == "skip"
-    assert "no expected build set" in checks[-1].message
-    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")), {}, "this")
-    assert "build-expected" not in {c.id for c in checks}  # nothing expected: no check

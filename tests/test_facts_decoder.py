@@ -78,8 +78,6 @@ def test_an_object_with_an_error_needs_only_what_was_learned():
     facts["smoke"] = {"mode": "attach", "url": "http://127.0.0.1:8000",
                       "error": {"kind": "unreachable", "detail": "refused"}}
     decode_facts(facts)
-    with pytest.raises(FactsError, match="smoke: missing"):
-        decode_facts(recorded("vllm-0.33.0.json"), required=("smoke",))
 
 
 def test_open_field_names_where_a_cut_answer_stopped():
@@ -121,9 +119,9 @@ def real_answer(host: Host, **plan) -> dict:
     return json.loads(result.stdout)
 
 
-def assert_described(raw: dict, required=()) -> Facts:
+def assert_described(raw: dict) -> Facts:
     unknown: list = []
-    facts = decode_facts(raw, required, unknown=unknown)
+    facts = decode_facts(raw, unknown=unknown)
     assert unknown == []
     assert_holds(facts, raw)
     return facts
@@ -153,5 +151,5 @@ def test_a_real_smoke_load_sends_only_described_fields(tmp_path):
     finally:
         server.kill()
         server.wait()
-    facts = assert_described(raw, required=("smoke",))
-    assert facts.smoke.error is None and len(facts.smoke.load.results) == 4
+    facts = assert_described(raw)
+    assert facts.smoke is not None and facts.smoke.error is None and len(facts.smoke.load.results) == 4

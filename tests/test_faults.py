@@ -67,19 +67,62 @@ def test_a_bug_in_one_hosts_handling_is_that_hosts_internal_error(tmp_path, flee
             assert host["status"] == "pass", host
             continue
         assert host["status"] == "error"
-        error = host["error"]
+        if name == "bad-shared":
+            # the bug in answering its question is recorded, and the host analyses alone
+            assert host["error"] is None and len(host["internal_errors"]) == 1
+            error = host["internal_errors"][0]
+            assert [c["status"] for c in host["checks"][:3]] == ["pass"] * 3
+            assert not any(c["message"].startswith("not run") for c in host["checks"])
+        else:
+            error = host["error"]
+            assert all(c["status"] == "skip" for c in host["checks"])
         assert error["kind"] == "internal"
         assert "InjectedFault: fault injected at stage %s for host %s" % (
             name[4:], name) in error["message"]
         assert "(at fleetcheck/runner.py:" in error["message"]
         assert where[name] in error["message"]
         assert "please report it" in error["message"]
-        assert all(c["status"] == "skip" for c in host["checks"])
     outcomes = junit_hosts(junit)
     assert set(outcomes) == set(names)
+    assert outcomes["bad-shared"].count("error") == 1  # its fleetcheck-internal testcase
     assert all(tag in ("", "skipped") for tag in outcomes["ok-1"])  # install-running: no server
     assert all(tag == "error" for tag in outcomes["bad-judge"])
     assert "internal" in run.stdout  # the terminal recap names the kind
+
+
+def test_a_bug_in_the_controllers_shared_analysis_is_an_internal_error_beside_verdicts(
+        tmp_path, fleet):
+    """The controller's analysis of a lead's shipment raising is no longer silence: the
+    lead keeps the verdicts of its own analysis with the bug beside them (status error,
+    exit 3), and the build's other host analyses its own files and says why."""
+    env = str(tmp_path / "env")
+    write_install(env, "0.33.0", FIXED)
+    names = ["share-1", "share-2"]
+    for name in names:
+        fleet.add(name, mounts={ENV: env})
+    fleet.start()
+    junit = tmp_path / "out" / "junit.xml"
+    # whichever host leads the build trips the fault (the other never ships bytes)
+    run = run_with_faults(tmp_path, {"all": {"hosts": ssh_hosts(fleet, fleet.hosts, venv=ENV)}},
+                          ",".join("shared-analysis:%s" % n for n in names),
+                          "--known-hosts", fleet.known_hosts, "--junit", str(junit), "-j", "1")
+    assert run.code == 3, run.stderr
+    lead, other = sorted((run.host(n) for n in names), key=lambda h: not h["internal_errors"])
+    assert len(lead["internal_errors"]) == 1 and other["internal_errors"] == []
+    bug = lead["internal_errors"][0]
+    assert bug["kind"] == "internal"
+    assert "fault injected at stage shared-analysis for host %s" % lead["name"] in bug["message"]
+    assert "(at fleetcheck/shared_analysis.py:" in bug["message"]
+    for host in (lead, other):
+        assert host["error"] is None
+        assert [c["status"] for c in host["checks"][:3]] == ["pass"] * 3
+    assert lead["status"] == "error" and other["status"] == "pass"
+    assert "not shared: internal error on the controller" in lead["analysis"]
+    assert other["analysis"].startswith("fix analysis run on this host: its build's analysis "
+                                        "could not be shared (internal error")
+    assert "fleetcheck errors beside the verdicts" in run.stdout
+    assert bug["message"][:60] in run.html
+    assert junit_hosts(junit)[lead["name"]].count("error") == 1
 
 
 def test_fleet_check_and_renderer_failures_leave_every_other_output(tmp_path, fleet):

@@ -24,7 +24,7 @@ import yaml
 from fleet_helpers import CliRun, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
-from probe_helpers import ENV, LoopbackListener
+from probe_helpers import ENV, LoopbackListener, recorded
 
 TIMEOUT = 5
 PROBE_USER = "fleetcheck-probe"
@@ -121,9 +121,12 @@ def hostile(tmp_path_factory):
             "ForceCommand": "printf '<b>not json</b>\\033[2J\\n'"}),
         "wrong-shape": add("wrong-shape", sshd_options={
             "ForceCommand": """printf '{"probe_version": 1, "install": "x", "signatures": 5}'"""}),
-        "forged-share": add("forged-share", sshd_options={
-            "ForceCommand": """printf '{"probe_version": 1, "signatures": null, """
-                            """"shared_analysis": {"files": 1, "listings": 1}}'"""}),
+        # a follower's claim that its build was verified, with no build to share
+        "forged-share": answers_with("forged-share", json.dumps(dict(
+            recorded("0.33.0"), signatures=None, integrity={}, servers={"servers": []},
+            shared_analysis={"files": 1, "listings": 1}))),
+        # a real probe's answer without the integrity family its plan asked for
+        "partial-answer": answers_with("partial-answer", json.dumps(recorded("0.33.0"))),
         "no-python": add("no-python", sshd_options={
             "ForceCommand": 'env PATH=/nonexistent /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
         "no-venv": add("no-venv"),
@@ -220,7 +223,7 @@ def error_of(run: CliRun, host: str) -> dict:
 def test_every_host_is_in_the_report_with_a_state(hostile):
     assert hostile.results["complete"] is True
     names = [h["name"] for h in hostile.results["hosts"]]
-    assert len(names) == 22 + len(TYPED) and len(set(names)) == len(names)
+    assert len(names) == 23 + len(TYPED) and len(set(names)) == len(names)
     for name in names:
         assert name in hostile.html
     assert hostile.code == 1  # the fifo host has a failing install check
@@ -247,6 +250,8 @@ def test_healthy_and_readonly_hosts_pass(hostile):
     ("garbage", "protocol", "not the probe's JSON"),
     ("wrong-shape", "protocol", "not shaped like the probe's facts"),
     ("forged-share", "protocol", "none to share"),
+    ("partial-answer", "protocol", "the answer holds no `integrity` facts, which this host's "
+                                   "plan asked for"),
     ("no-python", "probe", "no Python interpreter"),
     ("disconnect", "protocol", ""),
     ("killed", "protocol", ""),
@@ -258,6 +263,16 @@ def test_fault_kinds(hostile, host, kind, words):
     expected = "unreachable" if kind == "unreachable" else "error"
     assert hostile.host(host)["status"] == expected
     assert all(c["status"] == "skip" for c in hostile.host(host)["checks"])
+
+
+def test_a_partial_answer_is_an_error_whose_row_lists_every_planned_check(hostile):
+    """It was a 3-check pass once: the fixes judged, the integrity checks it lacks dropped."""
+    healthy = [c["id"] for c in hostile.host("healthy-1")["checks"]]
+    partial = hostile.host("partial-answer")
+    assert len(healthy) == 9 and [c["id"] for c in partial["checks"]] == healthy
+    assert partial["status"] == "error" and partial["vllm"] is None
+    assert all(c["message"].startswith("not run: protocol (the answer holds no `integrity`")
+               for c in partial["checks"])
 
 
 @pytest.mark.parametrize("host", sorted(TYPED))

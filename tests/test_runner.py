@@ -1,12 +1,10 @@
-"""The runner's pure parts (runner.py) without a connection: every host keeps its full list
-of checks when it was not probed, the run so far is assembled with each inventory host in
-order (placeholders encoded once), a cut answer names its field, smoke settings follow
---smoke/--no-smoke and the inventory, and recorded real facts are judged as the
-playbook says."""
+"""The runner's pure parts (runner.py) without a connection: the run so far is assembled
+with each inventory host in order (placeholders encoded once, each with every check its
+plan has), a cut answer names its field, and smoke settings follow --smoke/--no-smoke and
+the inventory. (What a host is judged by is tests/test_check_plan.py's.)"""
 
 from __future__ import annotations
 
-import pytest
 
 from fleetcheck.connectors.base import TransportError
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings
@@ -14,9 +12,8 @@ from fleetcheck.expectations import BuildExpectation
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, HostResult, RunResult
-from fleetcheck.runner import (RunOptions, assemble, check_titles, failed_host, host_error,
-                               host_smoke, judge_host, skipped_checks, smoke_planned)
-from probe_helpers import facts_of, recorded
+from fleetcheck.runner import (RunOptions, assemble, failed_host, host_error, host_smoke,
+                               smoke_planned)
 
 FIXES = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 INTEGRITY = ["install-record", "install-leftovers", "install-metadata", "install-import",
@@ -27,19 +24,6 @@ PLAYBOOK = load_playbook()
 def options(tmp_path, **extra) -> RunOptions:
     return RunOptions(settings=SshSettings(known_hosts=KnownHosts(str(tmp_path / "kh"))),
                       **extra)
-
-
-@pytest.mark.parametrize("smoke, build, extra", [
-    (False, False, []),
-    (True, False, ["smoke-acceptance"]),
-    (False, True, ["build-expected"]),
-    (True, True, ["build-expected", "smoke-acceptance"]),
-])
-def test_a_host_not_probed_still_lists_every_check_it_would_have_had(smoke, build, extra):
-    checks = skipped_checks(PLAYBOOK, "unreachable (refused)", smoke, build)
-    assert [c.id for c in checks] == FIXES + INTEGRITY + extra
-    assert {(c.status, c.message) for c in checks} == {("skip", "not run: unreachable (refused)")}
-    assert [c.title for c in checks] == [t for _, t in check_titles(PLAYBOOK, smoke, build)]
 
 
 def result(name: str) -> HostResult:
@@ -73,8 +57,8 @@ def test_a_placeholder_lists_the_smoke_and_build_checks_the_host_would_have_had(
     opts = options(tmp_path, smoke=True, expected={"h": BuildExpectation()})
     run = assemble(RunResult(started_at="t", inventory="i", playbook="p"),
                    [Host(name="h", address="h")], {}, PLAYBOOK, opts, 0.0, "stopped")
-    assert [c.id for c in run.hosts[0].checks] == FIXES + INTEGRITY + ["build-expected",
-                                                                      "smoke-acceptance"]
+    assert [c.id for c in run.hosts[0].checks] == FIXES + INTEGRITY + [
+        "build-expected", "smoke-acceptance", "smoke-fleet"]
 
 
 def test_a_cut_answer_names_the_field_it_stopped_in():
@@ -109,23 +93,3 @@ def test_smoke_follows_the_flags_and_the_inventory(tmp_path):
     assert smoke_planned(plain, PLAYBOOK, options(tmp_path, smoke=True)) is True
     bad = Host(name="b", address="b", smoke={"requests": "many"})
     assert smoke_planned(bad, PLAYBOOK, options(tmp_path, smoke=True)) is False
-
-
-@pytest.mark.parametrize("version, status", [("0.20.1", "fail"), ("0.33.0", "pass")])
-def test_recorded_real_facts_are_judged_by_the_playbook(version, status):
-    info, checks, numbers = judge_host(PLAYBOOK, None, facts_of(recorded(version)))
-    assert info.version == version and numbers is None
-    assert [(c.id, c.status) for c in checks] == [(cid, status) for cid in FIXES]
-
-
-@pytest.mark.parametrize("expected", [None, {"h": BuildExpectation()}])
-def test_a_judged_host_and_a_host_not_run_list_the_same_checks_in_the_same_order(expected):
-    """judge_host and check_titles (the placeholders of a host that was not judged) both
-    know the order fixes, integrity, build, smoke: a host must look the same in the matrix
-    whether it answered or not."""
-    import copy
-    playbook = copy.deepcopy(PLAYBOOK)  # the recorded facts were gathered without integrity
-    playbook.integrity.enabled = False
-    _, checks, _ = judge_host(playbook, None, facts_of(recorded("0.33.0")), expected, "h")
-    titles = check_titles(playbook, smoke=False, build=bool(expected))
-    assert [(c.id, c.title) for c in checks] == titles

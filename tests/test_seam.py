@@ -204,3 +204,28 @@ def test_judge_keeps_a_null_entry_and_a_fleetcheck_bug_to_their_own_hosts(tmp_pa
         hosts["null-dist"]["error"]["message"]
     assert hosts["buggy"]["error"]["kind"] == "internal"
     assert "fault injected at stage judge" in hosts["buggy"]["error"]["message"]
+
+
+def test_judge_refuses_facts_without_a_family_its_plan_needs_and_keeps_the_row(tmp_path):
+    """The same check plan as `run`'s: a real probe's answer gathered without integrity,
+    judged with the default playbook (which has the install-* checks), is that host's
+    protocol error naming the family, its row every planned check; judged with the switch
+    it was gathered with, it passes."""
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps(dict(recorded("0.33.0"), host="partial")) + "\n")
+    out = tmp_path / "r.json"
+    proc = fleetcheck("judge", str(facts), "--json", str(out), "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 3, proc.stderr
+    host = json.loads(out.read_text())["hosts"][0]
+    assert host["error"]["kind"] == "protocol"
+    assert "no `integrity` facts, which this host's plan asked for" in host["error"]["message"]
+    assert "--no-integrity" in host["error"]["message"] and str(facts) in host["error"]["message"]
+    assert [c["id"] for c in host["checks"]] == [
+        "dflash-layer-offset", "dflash-swa", "dflash-cache-drop", "install-record",
+        "install-leftovers", "install-metadata", "install-import", "install-in-progress",
+        "install-running"]
+    assert all(c["status"] == "skip" for c in host["checks"])
+    proc = fleetcheck("judge", str(facts), "--no-integrity", "--json", str(out),
+                      "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 0, proc.stderr
+    assert [c["status"] for c in json.loads(out.read_text())["hosts"][0]["checks"]] == ["pass"] * 3

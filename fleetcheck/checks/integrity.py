@@ -360,13 +360,25 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
                   **details)
 
 
-def judge_integrity(facts: Facts, import_enabled: bool) -> list[CheckResult]:
-    integrity = facts.integrity
+JUDGES = {
+    "install-record": lambda facts, import_enabled: check_record(facts.integrity),
+    "install-leftovers": lambda facts, import_enabled: check_leftovers(facts),
+    "install-metadata": lambda facts, import_enabled: check_metadata(facts),
+    "install-import": lambda facts, import_enabled: check_import(facts.integrity, import_enabled),
+    "install-in-progress": lambda facts, import_enabled: check_in_progress(facts.integrity),
+    "install-running": lambda facts, import_enabled: check_running(facts, facts.integrity),
+}
+
+
+def judge_integrity_check(check_id: str, facts: Facts, import_enabled: bool) -> CheckResult:
+    """One install-* verdict; the check plan has made sure the integrity facts are there.
+    With no install at all, each says why instead."""
     install = facts.install
-    if integrity is None:
-        return []
     if not install.dist_infos and not install.package_dir:
-        return [result(cid, "error", no_install_reason(facts)) for cid in TITLES]
-    return [check_record(integrity), check_leftovers(facts), check_metadata(facts),
-            check_import(integrity, import_enabled), check_in_progress(integrity),
-            check_running(facts, integrity)]
+        return result(check_id, "error", no_install_reason(facts))
+    return JUDGES[check_id](facts, import_enabled)
+
+
+def judge_integrity(facts: Facts, import_enabled: bool) -> list[CheckResult]:
+    """Every install-* verdict, in the plan's order."""
+    return [judge_integrity_check(cid, facts, import_enabled) for cid in TITLES]

@@ -45,6 +45,14 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
             else:
                 out = ET.SubElement(case, "system-out")
                 out.text = body
+        for index, error in enumerate(host.internal_errors):
+            case = ET.SubElement(suite, "testcase", classname=clean(host.name),
+                                 name="fleetcheck-internal" + ("-%d" % index if index else ""),
+                                 time="0.000")
+            node = ET.SubElement(case, "error", type=error.kind, message=clean(error.message))
+            node.text = clean(error.message)
+            totals["tests"] += 1
+            totals["errors"] += 1
     for key, value in totals.items():
         suite.set(key, str(value))
         suites.set(key, str(value))

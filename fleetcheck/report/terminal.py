@@ -180,6 +180,23 @@ def render_host_errors(console: Console, run: RunResult) -> None:
     console.print(out)
 
 
+def render_internal_errors(console: Console, run: RunResult) -> None:
+    """fleetcheck's own bugs that a host's verdicts survived: said, never swallowed."""
+    hit = [host for host in run.hosts if host.internal_errors]
+    if not hit:
+        return
+    out = Text("fleetcheck errors beside the verdicts:\n", style="bold")
+    for host in hit[:HOST_ERRORS_SHOWN]:
+        for error in host.internal_errors:
+            out.append("  %s (%s): %s\n" % (neutral(host.name), neutral(error.kind),
+                                            neutral(error.message)))
+    if len(hit) > HOST_ERRORS_SHOWN:
+        out.append("  and %d more hosts (the HTML report and the JSON hold every one)\n"
+                   % (len(hit) - HOST_ERRORS_SHOWN))
+    out.rstrip()
+    console.print(out)
+
+
 def render_found_by(console: Console, run: RunResult) -> None:
     """Where each install was found and how, hosts with the same answer on one line;
     other installs seen on a host are named (they were not checked)."""
@@ -261,6 +278,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     render_found_by(console, run)
     render_evidence(console, run, verbose)
     render_host_errors(console, run)
+    render_internal_errors(console, run)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:
         if host.status != "pass":
