@@ -91,11 +91,12 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
     return check
 
 
-def record(details: dict[str, Any], evidence: list[Evidence], ok: bool, short: str,
+def record(details: dict[str, Any], evidence: list[Evidence], ok: bool | None, short: str,
            side_by_side: str) -> None:
     """One judged aspect: a short phrase for the message, and the expected and found values
-    with their sources as evidence."""
-    details["matched" if ok else "problems"].append(short)
+    with their sources as evidence. `ok` None: the aspect could not be decided."""
+    key = "matched" if ok else "problems" if ok is False else "undecided"
+    details.setdefault(key, []).append(short)
     evidence.append(Evidence(file=None, line=None, text=side_by_side))
 
 
@@ -109,6 +110,9 @@ def settle(check: CheckResult) -> None:
     if details["problems"]:
         check.status = "fail"
         check.message = "off the expected build: " + "; ".join(details["problems"])
+    elif details.get("undecided"):
+        check.status = "error"
+        check.message = "; ".join(details["undecided"])
     elif details["matched"]:
         check.status = "pass"
         check.message = "on the expected build: " + "; ".join(details["matched"])
@@ -129,10 +133,20 @@ def cohort_name(expected: dict[str, Any]) -> str:
     return "the hosts expected on %s" % " and ".join(parts) if parts else "the fleet"
 
 
+def off_expected(check: CheckResult) -> str | None:
+    """Why a host is already off its expected version or commit (then it fails for that,
+    and comparing its build with the others would blame them for it), or None."""
+    failed = [name for name in ("version", "commit") if check.details.get(name + "_ok") is False]
+    return " and ".join(failed) or None
+
+
 def apply_same_build(hosts: list[HostResult]) -> None:
-    """same_build, per group of hosts expected on the same version and commit: the most
-    common build passes, every host on another build fails, naming the majority and the
-    hosts that differ. A tie has no majority: every host of the group fails."""
+    """same_build, per group of hosts expected on the same version and commit, among the
+    hosts that are on that version and commit: the most common build passes, every host
+    on another build fails, naming the majority and the hosts that differ. Without a
+    majority no host can be named the odd one out: each is an `error` saying which builds
+    were found and how to pin one (a host already off the expected version fails for that
+    alone, and is not counted)."""
     cohorts: dict[tuple[str, str], list[tuple[HostResult, CheckResult]]] = {}
     for host in hosts:
         check = next((c for c in host.checks if c.id == CHECK_ID), None)
@@ -140,6 +154,12 @@ def apply_same_build(hosts: list[HostResult]) -> None:
             continue
         expected = check.details["expected"]
         if not (expected.get("same_build") or {}).get("value"):
+            continue
+        off = off_expected(check)
+        if off is not None:
+            check.details["same_build"] = {"compared": False, "reason": "off the expected " + off}
+            check.evidence.append(Evidence(None, None, "same_build: not compared with the other "
+                                           "hosts (this host is off the expected %s)" % off))
             continue
         key = (str((expected.get("version") or {}).get("value", "")),
                str((expected.get("commit") or {}).get("value", "")))
@@ -152,14 +172,18 @@ def apply_same_build(hosts: list[HostResult]) -> None:
         group = cohort_name(members[0][1].details["expected"])
         source = members[0][1].details["expected"]["same_build"]["source"]
         differing = [host.name for host, _ in members if host.build_key() != majority]
+        by_build = "; ".join("%s: %s" % (build_label(k), names(
+            [h.name for h, _ in members if h.build_key() == k])) for k, _ in ranked)
         for host, check in members:
             mine = host.build_key()
             summary = {"group": group, "hosts": len(members), "differing": differing,
-                       "majority": build_label(majority) if majority else None}
+                       "majority": build_label(majority) if majority else None,
+                       "compared": True}
             if majority is None:
-                ok = False
-                short = "same_build: %d different builds among %s, none the majority" % (
-                    len(ranked), group)
+                ok = None
+                short = ("same_build: %d builds among %s, none the majority, so no host can "
+                         "be named the odd one out (%s); pin the build with --expect-commit "
+                         "or --expect-version" % (len(ranked), group, by_build))
                 line = "%d different builds, no majority: %s; this host: %s" % (
                     len(ranked), ", ".join("%d x %s" % (n, build_label(k)) for k, n in ranked),
                     build_label(mine))
