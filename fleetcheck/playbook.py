@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
-from fleetcheck.yamlfile import read_yaml
+from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
 from fleetcheck.text import is_number
@@ -215,6 +215,9 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
                 raise InputError(source, owhere, "when",
                                  "unknown finding %r; defined: %s" % (ref, ", ".join(sorted(names))))
         outcomes.append(outcome)
+    for key in ("reference", "title"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise InputError(source, where, key, "must be a string")
     title = raw.get("title") or check_id
     return FixCheck(id=check_id, title=str(title), finders=finders, outcomes=outcomes,
                     modules=modules, reference=raw.get("reference"),
@@ -223,9 +226,14 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
 
 def load_playbook(path: str | None = None) -> Playbook:
     source = path or PACKAGED_PLAYBOOK
-    data = read_yaml(source)
+    data, text = read_yaml_and_text(source)
     if not isinstance(data, dict):
         raise InputError(source, None, None, "playbook must be a mapping")
+    for key in ("reference", "fixed_in", "title"):
+        for line, value, comment in comment_cut(text, key):
+            raise InputError(source, "line %d" % line, key, "reads %r: the %r after it is a "
+                             "YAML comment; quote the whole value (%s: \"%s %s\")"
+                             % (value, comment, key, value, comment))
     for key in data:
         if key not in {"name", "description", "checks", "integrity", "smoke", "expect"}:
             raise InputError(source, None, str(key), "unknown key")

@@ -3,6 +3,7 @@ choice and for errors that name the file."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -15,13 +16,34 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: str) -> Any:
+    return read_yaml_and_text(path)[0]
+
+
+def read_yaml_and_text(path: str) -> tuple[Any, str]:
+    """The document and the text it was read from (for checks a loaded value cannot show,
+    such as a comment that cut one short)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return yaml.load(handle, Loader=SAFE_LOADER)
+            text = handle.read()
+        return yaml.load(text, Loader=SAFE_LOADER), text
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, None, "not UTF-8 text: %s" % exc.reason)
     except yaml.YAMLError as exc:
         raise InputError(path, None, None, "not valid YAML: %s" % yaml_problem(exc))
+
+
+def comment_cut(text: str, key: str) -> list[tuple[int, str, str]]:
+    """(line, value YAML reads, comment) for each unquoted `key: value #comment` of the
+    text: in YAML ` #` starts a comment, so `reference: vLLM PR #40727` reads `vLLM PR`."""
+    found = []
+    pattern = re.compile(r"^[\s-]*%s:[ \t]+([^'\"\s#][^#\n]*?)[ \t]+(#.*)$" % re.escape(key))
+    for number, line in enumerate(text.splitlines(), 1):
+        match = pattern.match(line)
+        if match:
+            found.append((number, match.group(1), match.group(2)))
+    return found
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:

@@ -67,6 +67,22 @@ def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
         assert needle in str(info.value)
 
 
+def test_packaged_playbook_keeps_its_pr_numbers_and_a_comment_cut_reference_is_refused(
+        tmp_path):
+    references = [c.reference for c in load_playbook().checks]
+    assert references[0] == "vLLM PR #40727" and references[1].startswith("vLLM PR #40898")
+    text = open(PACKAGED_PLAYBOOK).read().replace('reference: "vLLM PR #40727"',
+                                                  "reference: vLLM PR #40727")
+    path = tmp_path / "pb.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        load_playbook(str(path))
+    assert str(info.value).startswith(str(path))
+    assert "field 'reference'" in str(info.value) and "line 76" in str(info.value)
+    assert "reads 'vLLM PR': the '#40727' after it is a YAML comment; quote the whole " \
+        "value (reference: \"vLLM PR #40727\")" in str(info.value)
+
+
 def test_a_pattern_without_anything_to_search_for_is_refused(tmp_path):
     data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
     data["checks"][1]["find"]["pr_layer_types"]["patterns"] = ["( ... ) = $x"]

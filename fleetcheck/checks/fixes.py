@@ -98,6 +98,14 @@ def nothing_found(check: FixCheck, signature: Signature) -> Evidence:
                         count, ", ".join(names[:6]) + (" ..." if count > len(names[:6]) else "")))
 
 
+def what_fixes(check: FixCheck) -> str | None:
+    """Where the fix comes from, for a failure: 'fixed in 0.22.0 (vLLM PR #40727)'."""
+    if check.fixed_in:
+        return "fixed in %s%s" % (check.fixed_in, " (%s)" % check.reference
+                                  if check.reference else "")
+    return "fix: %s" % check.reference if check.reference else None
+
+
 def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult:
     """One fix check's verdict with the evidence that shows it."""
     signature = facts.signatures.get(check.id) if facts.signatures else None
@@ -130,5 +138,8 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     if details["version_agrees"] is False:
         message += " NOTE: version %s suggests %s (fixed in %s); the code on disk says %s." % (
             version, suggests, check.fixed_in, code_says)
+    remedy = what_fixes(check) if status == "fail" else None
+    if remedy:
+        message = "%s %s%s." % (message.rstrip(), remedy[0].upper(), remedy[1:])
     return CheckResult(id=check.id, title=check.title, status=status, message=message,
                        evidence=evidence, details=details)
