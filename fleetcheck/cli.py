@@ -122,10 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", dest="junit_path", help="write JUnit XML here")
     report.add_argument("--json", dest="json_path", help="write the (merged) results here")
 
-    diff = sub.add_parser("diff", help="what changed between two runs; exit 1 if worse")
-    diff.add_argument("old")
-    diff.add_argument("new")
-    diff.add_argument("--json", action="store_true", help="machine-readable output")
+    diff = sub.add_parser(
+        "diff", help="what changed between two runs; exit 1 if worse",
+        description="What changed per host between two saved runs (results JSON): status, "
+                    "version, commit, each check, integrity findings, acceptance; every new "
+                    "failure or error with its message. Exit 1 when anything got worse (a "
+                    "gate: a host or check moved to fail or error, a new host not passing, "
+                    "acceptance down by more than 10%%), 0 otherwise, 2 on a file that is not "
+                    "results.",
+        epilog="example: fleetcheck diff reports/before/results.json reports/after/results.json")
+    diff.add_argument("old", help="results JSON of the earlier run (the baseline)")
+    diff.add_argument("new", help="results JSON of the later run, compared with the baseline")
+    diff.add_argument("--json", action="store_true",
+                      help="the changes as JSON on stdout (hosts, added, removed, worse)")
 
     sub.add_parser("demo", help="run the whole flow on a generated loopback fleet")
     bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "

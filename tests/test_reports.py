@@ -172,26 +172,45 @@ def test_diff_on_a_host_that_changed_its_install(tmp_path, fleet):
     write_install(bad, "0.20.1", UNFIXED, commit="g132765e35")
     stable = fleet.add("stable", mounts={ENV: good})
     moving = fleet.add("moving", mounts={ENV: good})
+    leaving = fleet.add("leaving", mounts={ENV: good})
     fleet.start()
-    inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, [stable, moving])}}
+    inventory = {"all": {"vars": {"venv": ENV},
+                         "hosts": ssh_hosts(fleet, [stable, moving, leaving])}}
     first = run_fleetcheck(tmp_path / "1", inventory, "--known-hosts", fleet.known_hosts) \
         if (tmp_path / "1").mkdir() is None else None
     fleet.stop()
     moving.mounts[ENV] = bad  # the host is re-installed with an old build
     fleet.start()
+    fleet.kill(leaving)  # and another goes down
     (tmp_path / "2").mkdir()
     second = run_fleetcheck(tmp_path / "2", inventory, "--known-hosts", fleet.known_hosts)
     assert first.code == 0 and second.code == 1
     old, new = tmp_path / "1" / "out" / "results.json", tmp_path / "2" / "out" / "results.json"
     text = fleetcheck("diff", str(old), str(new), cwd=str(tmp_path))
     assert text.returncode == 1
-    assert "moving  WORSE" in text.stdout
-    assert "version: 0.33.0 -> 0.20.1" in text.stdout
-    assert "commit: 4ba787ec9 -> 132765e35" in text.stdout
-    assert "check dflash-layer-offset: pass -> fail  (worse)" in text.stdout
+    lines = text.stdout.splitlines()
+    assert "moving  WORSE" in lines and "leaving  WORSE" in lines
+    assert "  version: 0.33.0 -> 0.20.1" in lines
+    assert "  commit: 4ba787ec9 -> 132765e35" in lines
+    # the three fix checks changed the same way: one line, then why each failed
+    fixes = lines.index("  checks dflash-layer-offset, dflash-swa, dflash-cache-drop: pass -> "
+                        "fail  (worse)")
+    new_messages = {c["id"]: c["message"] for c in second.host("moving")["checks"]}
+    assert lines[fixes + 1] == "      dflash-layer-offset: " + new_messages["dflash-layer-offset"]
+    assert "Fixed in 0.22.0 (vLLM PR #40727)." in lines[fixes + 1]
+    assert lines[fixes + 3].startswith("      dflash-cache-drop: ")
+    # the host that went down: its error once, its checks not run on one line
+    down = lines.index("leaving  WORSE")
+    assert lines[down + 1] == "  status: pass -> unreachable  (worse)"
+    assert lines[down + 2].startswith("      unreachable: ") and "refused" in lines[down + 2]
+    assert lines[down + 3].startswith("  checks dflash-layer-offset, dflash-swa, ")
+    assert lines[down + 3].endswith(": pass -> skip")
     assert "stable" not in text.stdout.split("verdict")[0]
+    usage = fleetcheck("diff", "--help", cwd=str(tmp_path)).stdout
+    assert "results JSON of the earlier run" in usage and "Exit 1 when anything got worse" in usage
     machine = json.loads(fleetcheck("diff", str(old), str(new), "--json", cwd=str(tmp_path)).stdout)
-    assert machine["worse"] is True and [h["name"] for h in machine["hosts"]] == ["moving"]
+    assert machine["worse"] is True
+    assert [h["name"] for h in machine["hosts"]] == ["moving", "leaving"]
     back = fleetcheck("diff", str(new), str(old), cwd=str(tmp_path))
     assert back.returncode == 0 and "verdict: not worse" in back.stdout
 

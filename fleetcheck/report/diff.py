@@ -45,8 +45,9 @@ def expected_build_move(before: CheckResult | None, after: CheckResult | None) -
 def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     out = HostDiff(new.name)
     if old.status != new.status:
+        why = {"message": "%s: %s" % (new.error.kind, new.error.message)} if new.error else {}
         out.note("status", old.status, new.status,
-                 worse=worse(new.status, old.status))
+                 worse=worse(new.status, old.status), **why)
     old_v, new_v = old.vllm, new.vllm
     for attr in ("version", "commit"):
         a = getattr(old_v, attr) if old_v else None
@@ -57,13 +58,15 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     for check in new.checks:
         before = old_checks.get(check.id)
         if before is None:
-            out.note("check " + check.id, None, check.status, worse=check.status in ("fail",
-                                                                                     "error"))
+            bad = check.status in ("fail", "error")
+            out.note("check " + check.id, None, check.status, worse=bad, check=check.id,
+                     **({"message": check.message} if bad else {}))
         elif before.status != check.status:
-            out.note("check " + check.id, before.status, check.status,
-                     worse=worse(check.status, before.status))
+            bad = worse(check.status, before.status)
+            out.note("check " + check.id, before.status, check.status, worse=bad,
+                     check=check.id, **({"message": check.message} if bad else {}))
     for check_id in old_checks.keys() - {c.id for c in new.checks}:
-        out.note("check " + check_id, old_checks[check_id].status, None)
+        out.note("check " + check_id, old_checks[check_id].status, None, check=check_id)
     after = next((c for c in new.checks if c.id == BUILD_CHECK_ID), None)
     was = old_checks.get(BUILD_CHECK_ID)
     move = expected_build_move(was, after)
@@ -116,11 +119,38 @@ def format_value(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def check_lines(changes: list[dict[str, Any]]) -> list[str]:
+    """The check changes of one host: checks that changed the same way share one line,
+    and each new failure or error says why under it (one line when every check of the
+    group says the same, as a host that went unreachable does)."""
+    groups: dict[tuple[Any, Any, bool], list[dict[str, Any]]] = {}
+    for change in changes:
+        groups.setdefault((change["old"], change["new"], change["worse"]), []).append(change)
+    lines = []
+    for (old, new, bad), members in groups.items():
+        names = ", ".join(c["check"] for c in members)
+        lines.append("  %s %s: %s -> %s%s" % ("check" if len(members) == 1 else "checks", names,
+                                             format_value(old), format_value(new),
+                                             "  (worse)" if bad else ""))
+        messages = [c["message"] for c in members if c.get("message")]
+        if len(set(messages)) == 1 and len(messages) == len(members):
+            lines.append("      %s" % messages[0])
+        else:
+            lines.extend("      %s: %s" % (c["check"], c["message"]) for c in members
+                         if c.get("message"))
+    return lines
+
+
 def diff_text(result: dict[str, Any]) -> list[str]:
     lines = ["fleetcheck diff: %s -> %s" % (result["old"], result["new"])]
     for host in result["hosts"]:
         lines.append("%s%s" % (host["name"], "  WORSE" if host["worse"] else ""))
+        checks = [c for c in host["changes"] if c.get("check")]
         for change in host["changes"]:
+            if change.get("check"):
+                if change is checks[0]:
+                    lines.extend(check_lines(checks))
+                continue
             extra = ""
             if change.get("delta") is not None:
                 extra = " (%+.2f)" % change["delta"]
@@ -131,6 +161,8 @@ def diff_text(result: dict[str, Any]) -> list[str]:
             lines.append("  %s: %s -> %s%s%s" % (
                 change["what"], format_value(change["old"]), format_value(change["new"]), extra,
                 "  (worse)" if change["worse"] else ""))
+            if change.get("message"):
+                lines.append("      %s" % change["message"])
     for name in result["added"]:
         lines.append("added: %s" % name)
     for name in result["removed"]:
