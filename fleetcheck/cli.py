@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 from datetime import datetime
 from typing import Callable
@@ -136,7 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true",
                       help="the changes as JSON on stdout (hosts, added, removed, worse)")
 
-    sub.add_parser("demo", help="run the whole flow on a generated loopback fleet")
+    demo = sub.add_parser("demo", help="run the whole flow on a generated loopback fleet",
+                          description="Start three real sshd hosts on loopback (a healthy "
+                                      "install, one missing the fixes, one down), check them "
+                                      "into reports/demo/ and say whether each came out as "
+                                      "it should (exit 0) or not (exit 1).")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the demo fleet up after the run, its inventory printed, to "
+                           "try commands on; Ctrl-C stops it")
+    examples = sub.add_parser("examples", help="the example inventories shipped with "
+                                               "fleetcheck: where they are, or a copy")
+    examples.add_argument("--copy", metavar="DIR",
+                          help="copy them into DIR (created if needed; an existing file is "
+                               "never overwritten)")
     bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "
                                                  "script for another engine to run")
     bundle.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
@@ -386,6 +399,34 @@ def command_diff(args: argparse.Namespace) -> int:
     return 1 if result["worse"] else 0
 
 
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
+
+
+def command_examples(args: argparse.Namespace) -> int:
+    """Print where the packaged example inventories are, or copy them out (never over a
+    file that exists)."""
+    files = sorted(os.path.relpath(os.path.join(d, n), EXAMPLES)
+                   for d, _, names in os.walk(EXAMPLES) for n in names)
+    if not args.copy:
+        print("example inventories in %s:\n%s" % (EXAMPLES, "\n".join("  " + f for f in files)))
+        return 0
+    for rel in files:
+        target = os.path.join(args.copy, rel)
+        if os.path.lexists(target):
+            raise InputError(target, None, None, "exists already: fleetcheck examples never "
+                             "overwrites a file (copy into an empty directory)")
+    for rel in files:
+        target = os.path.join(args.copy, rel)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(os.path.join(EXAMPLES, rel), target)
+        except OSError as exc:
+            raise InputError(target, None, None, "cannot write: %s" % (exc.strerror or exc))
+    print("copied %s into %s: edit the addresses, then `fleetcheck run %s`" % (
+        counted(len(files), "file"), args.copy, os.path.join(args.copy, "example.yaml")))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -401,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
             return command_judge(args)
         if args.command == "demo":
             from fleetcheck.demo import run_demo
-            return run_demo(main)
+            return run_demo(main, keep=args.keep)
+        if args.command == "examples":
+            return command_examples(args)
     except InputError as exc:
         print("fleetcheck: error: %s" % exc, file=sys.stderr)
         return EXIT_INPUT

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import tempfile
+import venv
 
 import pytest
 
+from fleet_helpers import ROOT, clean_env
 from fleetcheck.lab.wheels import real_install
 from fleetcheck.lab.testhosts import LoopbackFleet
 
@@ -32,3 +36,25 @@ def fleet(tmp_path):
         yield loopback
     finally:
         loopback.stop()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> str:
+    """fleetcheck's wheel, built from this tree once per test session."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--disable-pip-version-check", "-w", str(out), ROOT], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (name,) = os.listdir(out)
+    return str(out / name)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory, wheel) -> str:
+    """bin/ of a fresh venv holding the wheel and its runtime dependencies (no extras)."""
+    target = tmp_path_factory.mktemp("installed") / "venv"
+    venv.EnvBuilder(with_pip=True).create(str(target))
+    subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", wheel], check=True, env=clean_env(),
+                   cwd=str(target), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return str(target / "bin")

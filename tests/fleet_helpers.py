@@ -14,6 +14,8 @@ import yaml
 
 from fleetcheck.lab.testhosts import LoopbackFleet
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 @dataclass
 class CliRun:
@@ -63,3 +65,19 @@ def ssh_hosts(fleet: LoopbackFleet, hosts, **extra) -> dict:
         entry.update(extra)
         entries[host.name] = entry
     return entries
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """No PYTHONPATH: the installed package, not this checkout, must answer."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
+    env.update(extra)
+    return env
+
+
+def installed_fleetcheck(bin_dir: str, cwd, *args: str, timeout: float = 300,
+                         **env: str) -> subprocess.CompletedProcess:
+    """The `fleetcheck` command of an installed wheel (the `installed` fixture's bin/), run
+    outside the checkout as a user runs it."""
+    return subprocess.run([os.path.join(bin_dir, "fleetcheck"), *args], cwd=str(cwd),
+                          env=clean_env(**env), capture_output=True, text=True,
+                          timeout=timeout)

@@ -9,52 +9,16 @@ import os
 import re
 import subprocess
 import sys
-import venv
 import zipfile
 
-import pytest
 import yaml
 
-from fleet_helpers import ssh_hosts
+from fleet_helpers import ROOT, clean_env, installed_fleetcheck as fleetcheck, ssh_hosts
 from probe_helpers import ENV, wait_listening
 from fleetcheck.lab.synthetic import FIXED, write_install
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "fleetcheck")
 STANDIN = os.path.join(ROOT, "tests", "standin_vllm.py")
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--disable-pip-version-check", "-w", str(out), ROOT], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (name,) = os.listdir(out)
-    return str(out / name)
-
-
-@pytest.fixture(scope="session")
-def installed(tmp_path_factory, wheel) -> str:
-    """bin/ of a fresh venv holding the wheel and its runtime dependencies (no extras)."""
-    target = tmp_path_factory.mktemp("installed") / "venv"
-    venv.EnvBuilder(with_pip=True).create(str(target))
-    subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q",
-                    "--disable-pip-version-check", wheel], check=True, env=clean_env(),
-                   cwd=str(target), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return str(target / "bin")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """No PYTHONPATH: the installed package, not this checkout, must answer."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
-    env.update(extra)
-    return env
-
-
-def fleetcheck(bin_dir: str, cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([os.path.join(bin_dir, "fleetcheck"), *args], cwd=str(cwd),
-                          env=clean_env(**env), capture_output=True, text=True, timeout=300)
 
 
 def test_every_data_file_is_in_the_wheel(wheel):

@@ -1,0 +1,155 @@
+"""An operator's first hour, through the installed package (a wheel in a fresh venv, run
+outside the checkout) against real sshd hosts: one box on 0.33.0 with the fixes, one
+still on 0.20.1. Each test is one thing a new user meets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+
+from fleet_helpers import clean_env, installed_fleetcheck, ssh_hosts
+from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
+from fleetcheck.lab.testhosts import LoopbackFleet, banner_ready
+from probe_helpers import ENV
+
+HEALTHY_ENV = "/opt/ml-env-healthy"  # a second path on gpu02: its earlier, healthy build
+
+
+@pytest.fixture(scope="module")
+def boxes(tmp_path_factory):
+    """gpu01: 0.33.0 with the fixes; gpu02: 0.20.1 at ENV (and 0.33.0 at HEALTHY_ENV)."""
+    tmp = tmp_path_factory.mktemp("first-hour")
+    good, stale = str(tmp / "good"), str(tmp / "stale")
+    write_install(good, "0.33.0", FIXED, commit="g4ba787ec9")
+    write_install(stale, "0.20.1", UNFIXED, commit="g132765e35")
+    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=71)
+    fleet.add("gpu01", mounts={ENV: good})
+    fleet.add("gpu02", mounts={ENV: stale, HEALTHY_ENV: good})
+    fleet.start()
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+def inventory(tmp_path, fleet: LoopbackFleet, **per_host: dict) -> str:
+    hosts = ssh_hosts(fleet, fleet.hosts, venv=ENV)
+    for name, extra in per_host.items():
+        hosts[name].update(extra)
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=False))
+    return str(path)
+
+
+def results(path) -> dict[str, dict]:
+    return {h["name"]: h for h in json.loads(open(path).read())["hosts"]}
+
+
+def test_the_canary_recipe_fails_only_the_host_off_the_expected_version(installed, tmp_path,
+                                                                         boxes):
+    run = installed_fleetcheck(installed, tmp_path, "run", inventory(tmp_path, boxes),
+                               "--known-hosts", boxes.known_hosts, "--no-import-check",
+                               "--expect-version", "==0.33.0", "--expect-same-build",
+                               "--json", "r.json", "--html", "r.html")
+    assert run.returncode == 1, run.stderr
+    hosts = results(tmp_path / "r.json")
+    build = {name: next(c for c in h["checks"] if c["id"] == "build-expected")
+             for name, h in hosts.items()}
+    assert build["gpu01"]["status"] == "pass", build["gpu01"]
+    assert build["gpu02"]["status"] == "fail"
+    assert build["gpu02"]["message"] == "off the expected build: version 0.20.1 is not ==0.33.0"
+
+
+def test_a_failed_fix_says_what_fixes_it_in_terminal_html_and_junit(installed, tmp_path, boxes):
+    run = installed_fleetcheck(installed, tmp_path, "run", inventory(tmp_path, boxes),
+                               "--known-hosts", boxes.known_hosts, "--no-import-check",
+                               "--json", "r.json", "--html", "r.html", "--junit", "r.xml")
+    assert run.returncode == 1, run.stderr
+    remedy = "Fixed in 0.22.0 (vLLM PR #40727)."
+    offset = next(c for c in results(tmp_path / "r.json")["gpu02"]["checks"]
+                  if c["id"] == "dflash-layer-offset")
+    assert offset["status"] == "fail" and offset["message"].endswith(remedy)
+    assert offset["details"]["reference"] == "vLLM PR #40727"
+    assert remedy in " ".join(run.stdout.split())  # the terminal may wrap it
+    assert remedy in (tmp_path / "r.html").read_text()
+    failures = [case.find("failure") for case in ET.parse(str(tmp_path / "r.xml")).iter("testcase")
+                if case.get("classname") == "gpu02" and case.get("name") == "dflash-layer-offset"]
+    assert remedy in failures[0].get("message")
+    assert "Fixed in 0.26.0 (vLLM PR #40898 (unmerged)" in " ".join(run.stdout.split())
+
+
+def test_diff_says_why_a_host_got_worse(installed, tmp_path, boxes):
+    before = installed_fleetcheck(installed, tmp_path, "run",
+                                  inventory(tmp_path, boxes, gpu02={"venv": HEALTHY_ENV}),
+                                  "--known-hosts", boxes.known_hosts, "--no-import-check",
+                                  "--json", "before.json", "--html", "before.html")
+    after = installed_fleetcheck(installed, tmp_path, "run", inventory(tmp_path, boxes),
+                                 "--known-hosts", boxes.known_hosts, "--no-import-check",
+                                 "--json", "after.json", "--html", "after.html")
+    assert (before.returncode, after.returncode) == (0, 1), before.stderr + after.stderr
+    diff = installed_fleetcheck(installed, tmp_path, "diff", "before.json", "after.json")
+    assert diff.returncode == 1
+    lines = diff.stdout.splitlines()
+    assert "gpu02  WORSE" in lines and "gpu01" not in diff.stdout.split("verdict")[0]
+    fixes = lines.index("  checks dflash-layer-offset, dflash-swa, dflash-cache-drop: pass -> "
+                        "fail  (worse)")
+    assert lines[fixes + 1].startswith("      dflash-layer-offset: ")
+    assert lines[fixes + 1].endswith("Fixed in 0.22.0 (vLLM PR #40727).")
+    usage = installed_fleetcheck(installed, tmp_path, "diff", "--help").stdout
+    assert "results JSON of the earlier run" in usage
+
+
+def test_the_demo_checks_itself_keeps_its_inventory_and_says_what_to_try_next(installed,
+                                                                              tmp_path):
+    demo = installed_fleetcheck(installed, tmp_path, "demo")
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "demo: every host came out as it should" in demo.stderr
+    assert "gpu-stale fail (its vLLM 0.20.1 lacks the three fixes)" in demo.stderr
+    assert "Next: `fleetcheck demo --keep`" in demo.stderr
+    ran = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
+    assert os.path.isfile(os.path.join(str(tmp_path), ran["inventory"]))
+
+
+def test_demo_keep_leaves_a_fleet_to_try_commands_on_until_ctrl_c(installed, tmp_path):
+    demo = subprocess.Popen([os.path.join(installed, "fleetcheck"), "demo", "--keep"],
+                            cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("Try:" in line for line in lines):
+            lines.append(demo.stderr.readline())
+        command = demo.stderr.readline().split()  # fleetcheck run INV --known-hosts KH
+        assert command[:2] == ["fleetcheck", "run"], lines
+        again = installed_fleetcheck(installed, tmp_path, *command[1:], "--json", "again.json",
+                                     "--html", "again.html")
+        assert again.returncode == 1, again.stderr  # the stale host fails, on a live fleet
+        assert {n: h["status"] for n, h in results(tmp_path / "again.json").items()} == {
+            "gpu-healthy": "pass", "gpu-stale": "fail", "gpu-down": "unreachable"}
+        address = yaml.safe_load(open(command[2]))["all"]["children"]["demo"]["hosts"][
+            "gpu-healthy"]["ansible_host"]
+    finally:
+        demo.send_signal(signal.SIGINT)
+        code = demo.wait(timeout=60)
+    assert code == 0
+    assert not banner_ready(address, 22)  # Ctrl-C stopped the fleet
+
+
+def test_the_example_inventories_ship_with_the_package(installed, tmp_path):
+    shown = installed_fleetcheck(installed, tmp_path, "examples")
+    assert shown.returncode == 0 and "example.yaml" in shown.stdout
+    assert "ini-example/group_vars/all.yml" in shown.stdout
+    copied = installed_fleetcheck(installed, tmp_path, "examples", "--copy", "mine")
+    assert copied.returncode == 0, copied.stderr
+    assert (tmp_path / "mine" / "ini-example" / "hosts.ini").read_text() == open(os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inventories",
+        "ini-example", "hosts.ini")).read()
+    again = installed_fleetcheck(installed, tmp_path, "examples", "--copy", "mine")
+    assert again.returncode == 2 and "exists already" in again.stderr
