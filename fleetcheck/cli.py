@@ -42,17 +42,39 @@ EXIT_INTERRUPTED = 130
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
     if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+        raise argparse.ArgumentTypeError("must be at least 1, got %d" % value)
     return value
 
 
 def positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number (seconds)" % text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number, got %s" % text)
     return value
+
+
+RUN_EPILOG = """exit codes:
+  0    every host passes (warnings allowed)
+  1    a check failed on some host
+  2    bad input: inventory, playbook or option (the message names file, host and field)
+  3    no failure, but a host was unreachable or errored, the run was incomplete, or an
+       output could not be written
+  130  interrupted (Ctrl-C); the outputs are written, marked incomplete
+
+examples:
+  fleetcheck run hosts.ini
+  fleetcheck run hosts.ini --limit 'gpus:!canary' --json out.json --junit out.xml
+  fleetcheck run -i hosts.ini -i ./cmdb_inventory.py -j 64 --timeout 30
+  fleetcheck run hosts.ini --expect-version '==0.33.0' --expect-same-build
+  fleetcheck run hosts.ini --smoke"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="fleetcheck " + __version__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="check every host of an inventory")
+    run = sub.add_parser("run", help="check every host of an inventory",
+                         description="Check every host of an inventory over SSH: the installed "
+                                     "vLLM's version and commit, each fix in the code on disk "
+                                     "(with evidence), the install's integrity, and optionally "
+                                     "a speculative-decoding smoke load.",
+                         epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("inventory", nargs="?",
                      help="Ansible inventory: INI, YAML or JSON file, directory, or executable")
     run.add_argument("-i", "--inventory", dest="sources", action="append", default=[],

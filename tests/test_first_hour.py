@@ -5,6 +5,7 @@ still on 0.20.1. Each test is one thing a new user meets."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -153,3 +154,82 @@ def test_the_example_inventories_ship_with_the_package(installed, tmp_path):
         "ini-example", "hosts.ini")).read()
     again = installed_fleetcheck(installed, tmp_path, "examples", "--copy", "mine")
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def on_a_terminal(bin_dir: str, cwd, *args: str, columns: int = 100) -> str:
+    """The command's output on a real pseudo-terminal `columns` wide (colours on)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen([os.path.join(bin_dir, "fleetcheck"), *args], cwd=str(cwd),
+                            env=clean_env(TERM="xterm-256color"), stdin=child, stdout=child,
+                            stderr=subprocess.DEVNULL)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(parent, 65536)
+        except OSError:  # EIO: the command exited and closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(parent)
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_terminal_output_styles_only_titles_and_wraps_evidence_with_its_indent(installed,
+                                                                              tmp_path, boxes):
+    run = installed_fleetcheck(installed, tmp_path, "run", inventory(tmp_path, boxes),
+                               "--known-hosts", boxes.known_hosts, "--no-import-check",
+                               "--json", "r.json", "--html", "r.html")
+    assert run.returncode == 1
+    shown = on_a_terminal(installed, tmp_path, "report", "r.json", "--html", "again.html")
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    # italic (3) and bold (1) are switched on only for title lines, never left on for rows
+    for line in shown.splitlines():
+        plain = ansi.sub("", line)
+        if "\x1b[3m" in line or "\x1b[3;" in line:
+            assert plain.startswith("fleetcheck: "), line
+        if re.search(r"\x1b\[1m", line):
+            assert plain.rstrip().endswith(":") or plain.startswith(("Fleet:", "host ")), line
+    plain = ansi.sub("", shown).splitlines()
+    assert all(len(line) <= 100 for line in plain)
+    start = plain.index("Evidence:")
+    entries = plain[start + 1:]
+    wrapped = [line for line in entries[:40] if line.startswith("          ")]
+    assert wrapped, "\n".join(entries[:40])  # some evidence is longer than 100 columns ...
+    assert all(not line.startswith(" ") or line.startswith("  ") for line in entries[:40])
+    # ... and piped, nothing is wrapped: the legend is one line, each evidence line whole
+    piped = run.stdout.splitlines()
+    legend = [line for line in piped if line.startswith("checks: 1 ")]
+    assert len(legend) == 1 and legend[0].endswith("install-running")
+    assert any(len(line) > 160 for line in piped)
+
+
+def test_run_help_has_exit_codes_and_examples_and_bad_numbers_say_why(installed, tmp_path):
+    usage = installed_fleetcheck(installed, tmp_path, "run", "--help").stdout
+    assert "exit codes:" in usage and "130  interrupted" in usage
+    assert "fleetcheck run hosts.ini --expect-version '==0.33.0' --expect-same-build" in usage
+    bad = installed_fleetcheck(installed, tmp_path, "run", "x.ini", "--timeout", "abc")
+    assert bad.returncode == 2
+    assert "argument --timeout: 'abc' is not a number (seconds)" in bad.stderr
+    assert "positive_float" not in bad.stderr
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "README.md")).read()
+    options = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", usage)) - {"--help"})
+    missing = [option for option in options if "`%s" % option not in readme]
+    assert missing == [], "options of run --help the README does not describe"
+
+
+def test_a_limit_matching_nothing_suggests_from_the_inventory(installed, tmp_path, boxes):
+    hosts = inventory(tmp_path, boxes)
+    bad = installed_fleetcheck(installed, tmp_path, "run", hosts, "--limit", "gpu",
+                               "--known-hosts", boxes.known_hosts)
+    assert bad.returncode == 2
+    assert "fleetcheck: error: --limit: pattern 'gpu' matches no host or group of %s; did you " \
+        "mean gpu* (a glob: gpu01, gpu02)?" % hosts in bad.stderr

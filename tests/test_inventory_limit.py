@@ -52,7 +52,7 @@ def test_limit_keeps_inventory_order(inventory):
     ("dc9", "'dc9' matches no host or group"),
     ("dc1,dc9", "'dc9' matches no host or group"),
     ("all:!nosuch", "'nosuch' matches no host or group"),
-    ("dc1:&dc2", "'dc1:&dc2' matches no host"),
+    ("dc1:&dc2", "'dc1:&dc2' selects no host"),
     ("gpus[0]", "subscripts are not supported"),
     ("~gpu[", "not valid"),
     ("@missing-retry-file", "limit file @missing-retry-file not found"),
@@ -63,6 +63,22 @@ def test_limit_errors_name_the_pattern(inventory, pattern, needle):
     with pytest.raises(InputError) as info:
         apply_limit(inv.hosts, pattern, source, inv.groups)
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("pattern, hint", [
+    ("gpu", "did you mean gpu* (a glob: "),   # the names it begins
+    ("dc3", "did you mean dc2 or dc1?"),      # close spellings, closest first
+])
+def test_a_pattern_that_matches_nothing_names_the_command_line_and_suggests(inventory, pattern,
+                                                                            hint):
+    _, source = inventory
+    inv = read_inventory([source])
+    with pytest.raises(InputError) as info:
+        apply_limit(inv.hosts, pattern, source, inv.groups)
+    message = str(info.value)
+    assert message.startswith("--limit: pattern %r matches no host or group of %s" % (
+        pattern, source))
+    assert hint in message
 
 
 def test_an_empty_group_is_a_match_not_an_error(tmp_path):

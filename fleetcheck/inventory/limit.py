@@ -99,9 +99,25 @@ def match_one(hosts: Sequence[H], groups: set[str], pattern: str, source: str) -
         names = {h.name for h in chosen}
         chosen += [h for h in hosts if matcher.match(h.name) and h.name not in names]
     if not chosen and not matched_groups:
-        raise InputError(source, None, "--limit", "pattern %r matches no host or group"
-                         % pattern)
+        raise InputError("--limit", None, None, "pattern %r matches no host or group of %s%s"
+                         % (pattern, source, suggestion(pattern, hosts, groups)))
     return chosen
+
+
+def suggestion(pattern: str, hosts: Sequence[H], groups: set[str]) -> str:
+    """'; did you mean ...?' from the inventory's own group and host names: the names
+    the pattern begins (as a glob that takes them all), else the closest spellings."""
+    import difflib
+    group_names = sorted(groups - {"all", "ungrouped"})
+    host_names = [h.name for h in hosts]
+    started = [n for n in group_names + host_names if n.startswith(pattern)]
+    if started:
+        shown = ", ".join(started[:3]) + (" ..." if len(started) > 3 else "")
+        return "; did you mean %s* (a glob: %s)?" % (pattern, shown)
+    close = difflib.get_close_matches(pattern, group_names + host_names, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean %s?" % " or ".join(close)
+    return "; its groups: %s" % (", ".join(group_names[:8]) or "none") if group_names else ""
 
 
 def select_hosts(hosts: Sequence[H], limit: str, source: str, groups: set[str]) -> list[H]:
@@ -123,5 +139,6 @@ def select_hosts(hosts: Sequence[H], limit: str, source: str, groups: set[str]) 
         else:
             selected |= that
     if not selected:
-        raise InputError(source, None, "--limit", "pattern %r matches no host" % limit)
+        raise InputError("--limit", None, None, "pattern %r selects no host of %s" % (
+            limit, source))
     return [h for h in hosts if h.name in selected]

@@ -22,6 +22,25 @@ STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magent
          "skip": "dim", "unreachable": "magenta"}
 
 
+def heading(title: str, style: str = "bold") -> Text:
+    """A Text that starts with a styled title line: the style is the title's span only (a
+    style given to Text() itself would spread over everything appended after it)."""
+    out = Text()
+    out.append(title + "\n", style=style)
+    return out
+
+
+def hanging(text: str, indent: int, width: int | None) -> str:
+    """One line of text wrapped to `width` with its continuation lines indented under it
+    (None: no wrapping, as for piped output, where a line is one record to grep)."""
+    if width is None or len(text) + indent <= width:
+        return " " * indent + text + "\n"
+    import textwrap
+    lines = textwrap.wrap(text, width=max(20, width - indent), subsequent_indent="    ",
+                          break_long_words=True, break_on_hyphens=False)
+    return "".join(" " * indent + line + "\n" for line in lines)
+
+
 class Progress:
     """On a TTY a progress bar (hosts done of all, running, not passing so far, elapsed
     time and an estimate of the time left); plain lines otherwise (CI logs)."""
@@ -125,7 +144,8 @@ EVIDENCE_HOSTS_NAMED = 5  # a shared finding names this many hosts, then counts 
 EVIDENCE_SHOWN = 6  # lines of evidence per finding (a dataflow path has a few steps)
 
 
-def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
+def render_evidence(console: Console, run: RunResult, verbose: bool,
+                    width: int | None = None) -> None:
     """Evidence under the table: for checks that did not pass, or for all with -v. Hosts
     whose finding is the same (check, status, message, evidence) share one entry that names
     them: 250 hosts of one bad build are one finding to read, not 250 copies of it.
@@ -147,16 +167,22 @@ def render_evidence(console: Console, run: RunResult, verbose: bool) -> None:
     for (check_id, status, message, evidence), names in groups.items():
         merged.setdefault((status, message, evidence, tuple(names)), []).append(check_id)
     every = list(run.check_titles())
-    out = Text("Evidence:\n", style="bold")
+    out = heading("Evidence:")
     for (status, message, evidence, names), check_ids in merged.items():
         shown = ", ".join(neutral(name) for name in names[:EVIDENCE_HOSTS_NAMED])
         if len(names) > EVIDENCE_HOSTS_NAMED:
             shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
-        out.append("  %s %s " % (shown, checks_named(check_ids, every)))
-        out.append(status, style=STYLE[status])
-        out.append(": " + neutral(message) + "\n")
+        lead = "%s %s " % (shown, checks_named(check_ids, every))
+        body = hanging(lead + status + ": " + neutral(message), 2, width)
+        at = body.find(" %s: " % status, len(lead) - 1) + 1  # the status word, coloured
+        if at:
+            out.append(body[:at])
+            out.append(status, style=STYLE[status])
+            out.append(body[at + len(status):])
+        else:
+            out.append(body)
         for item in evidence:
-            out.append("      " + neutral(Evidence(*item).as_line()) + "\n")
+            out.append(hanging(neutral(Evidence(*item).as_line()), 6, width))
     out.rstrip()
     console.print(out)
 
@@ -169,7 +195,7 @@ def render_host_errors(console: Console, run: RunResult) -> None:
     failed = [host for host in run.hosts if host.error is not None]
     if not failed:
         return
-    out = Text("Hosts without verdicts:\n", style="bold")
+    out = heading("Hosts without verdicts:")
     for host in failed[:HOST_ERRORS_SHOWN]:
         out.append("  %s (%s): %s\n" % (neutral(host.name), neutral(host.error.kind),
                                         neutral(host.error.message)))
@@ -185,7 +211,7 @@ def render_internal_errors(console: Console, run: RunResult) -> None:
     hit = [host for host in run.hosts if host.internal_errors]
     if not hit:
         return
-    out = Text("fleetcheck errors beside the verdicts:\n", style="bold")
+    out = heading("fleetcheck errors beside the verdicts:")
     for host in hit[:HOST_ERRORS_SHOWN]:
         for error in host.internal_errors:
             out.append("  %s (%s): %s\n" % (neutral(host.name), neutral(error.kind),
@@ -209,7 +235,7 @@ def render_found_by(console: Console, run: RunResult) -> None:
             groups.setdefault(key, []).append(host.name)
     if not groups:
         return
-    out = Text("Installs found:\n", style="bold")
+    out = heading("Installs found:")
     for (site, how, others), names in groups.items():
         shown = ", ".join(neutral(n) for n in names[:EVIDENCE_HOSTS_NAMED])
         if len(names) > EVIDENCE_HOSTS_NAMED:
@@ -248,7 +274,7 @@ def host_table(run: RunResult, check_ids: list[str]) -> Text:
     widths = [max(len(row[i][0]) for row in rows) for i in range(len(header))]
     widths[0] = min(widths[0], HOST_COLUMN_MAX)
     widths[2] = min(widths[2], HOST_COLUMN_MAX)
-    out = Text("fleetcheck: %s\n" % counted(len(run.hosts), "host"), style="italic")
+    out = heading("fleetcheck: %s" % counted(len(run.hosts), "host"), "italic")
     for number, row in enumerate(rows):
         cells = [fold(value, widths[i]) if i in (0, 2) else [value[:widths[i]]]
                  for i, (value, _) in enumerate(row)]
@@ -268,7 +294,11 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     """The table (one symbol per check, numbered columns with a legend, so it stays
     readable at 80 columns), then evidence, then a recap grouped by failure kind."""
     out = stream or sys.stdout
-    console = Console(file=out, highlight=False, width=None if out.isatty() else 160)
+    # piped (a CI log, grep, less): no line is wrapped at all; on a terminal long lines
+    # wrap to its width, evidence with its indentation
+    piped = not out.isatty()
+    console = Console(file=out, highlight=False, soft_wrap=piped)
+    width = None if piped else console.width
     check_ids = list(run.check_titles())
     console.print(host_table(run, check_ids))
     console.print(Text("checks: " + "  ".join("%d %s" % (i, cid) for i, cid in
@@ -276,7 +306,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
                                                SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
-    render_evidence(console, run, verbose)
+    render_evidence(console, run, verbose, width)
     render_host_errors(console, run)
     render_internal_errors(console, run)
     groups: dict[str, list[str]] = defaultdict(list)
