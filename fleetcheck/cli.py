@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
@@ -97,8 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="deadline for a dynamic inventory script (default %.0fs)"
                           % DEFAULT_SCRIPT_TIMEOUT)
     run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
-    run.add_argument("--json", dest="json_path", help="results JSON (default reports/<time>/)")
-    run.add_argument("--html", dest="html_path", help="HTML report (default reports/<time>/)")
+    run.add_argument("--json", dest="json_path", help="results JSON; - for stdout (the "
+                                                      "summary then goes to stderr); default: "
+                                                      "beside --html, else reports/<time>/")
+    html = run.add_mutually_exclusive_group()
+    html.add_argument("--html", dest="html_path", help="HTML report (default: beside the "
+                                                       "JSON; none with --json -)")
+    html.add_argument("--no-html", action="store_true", help="write no HTML report")
     run.add_argument("-j", "--parallel", type=positive_int, default=DEFAULT_PARALLEL,
                      help="hosts checked at once (default %d)" % DEFAULT_PARALLEL)
     run.add_argument("--limit", help="Ansible host pattern: a,b or a:b, !x excludes, &x "
@@ -198,8 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
                                                 "`ansible --tree` output); none or - : stdin")
     judge.add_argument("--playbook", help="the playbook the bundle was written from")
-    judge.add_argument("--json", dest="json_path", help="results JSON (default reports/<time>/)")
-    judge.add_argument("--html", dest="html_path", help="HTML report (default reports/<time>/)")
+    judge.add_argument("--json", dest="json_path", help="results JSON, - for stdout (as for run)")
+    judge_html = judge.add_mutually_exclusive_group()
+    judge_html.add_argument("--html", dest="html_path", help="HTML report (as for run)")
+    judge_html.add_argument("--no-html", action="store_true", help="write no HTML report")
     judge.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
     judge.add_argument("-v", "--verbose", action="store_true",
                        help="show evidence for passing checks too")
@@ -229,6 +237,52 @@ def default_report_dir() -> str:
     return os.path.join("reports", datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
+STDOUT = "-"
+
+
+@dataclass
+class Outputs:
+    """Where a run's outputs go: `json` is a path or STDOUT (then the terminal summary
+    goes to stderr and no checkpoint file is kept); None: not written."""
+    json: str
+    html: str | None
+    junit: str | None
+
+    @property
+    def piped(self) -> bool:
+        return self.json == STDOUT
+
+
+def outputs_for(args: argparse.Namespace) -> Outputs:
+    """What was asked for, and the rest beside it: `--json out/r.json` puts the HTML at
+    out/r.html (unless --no-html), `--html F` the JSON beside F, neither both into
+    reports/<time>/; with `--json -` nothing is written unless asked."""
+    json_path, html_path, junit_path = args.json_path, args.html_path, args.junit_path
+    for name, value in (("--html", html_path), ("--junit", junit_path)):
+        if value == STDOUT:
+            raise InputError("command line", None, name, "only --json can be - (stdout)")
+    no_html = getattr(args, "no_html", False)
+    if json_path == STDOUT:
+        return Outputs(STDOUT, html_path, junit_path)
+    if json_path is None and html_path is None:
+        directory = default_report_dir()
+        return Outputs(os.path.join(directory, "results.json"),
+                       None if no_html else os.path.join(directory, "report.html"), junit_path)
+    if json_path is None:
+        return Outputs(os.path.splitext(html_path)[0] + ".json", html_path, junit_path)
+    if html_path is None and not no_html:
+        html_path = os.path.splitext(json_path)[0] + ".html"
+    return Outputs(json_path, html_path, junit_path)
+
+
+def said_where(outputs: Outputs) -> None:
+    """Where each output went (stderr when the results themselves are on stdout)."""
+    lines = [("results", outputs.json if not outputs.piped else "stdout"),
+             ("report", outputs.html), ("junit", outputs.junit)]
+    print("\n".join("%-8s %s" % (label + ":", path) for label, path in lines if path),
+          file=sys.stderr if outputs.piped else sys.stdout)
+
+
 def command_run(args: argparse.Namespace) -> int:
     sources = ([args.inventory] if args.inventory else []) + args.sources
     if not sources:
@@ -252,20 +306,15 @@ def command_run(args: argparse.Namespace) -> int:
                          smoke=args.smoke, share_analysis=not args.no_shared_analysis,
                          analysis_cache=None if args.no_cache else cache_directory(),
                          expected=expected)
-    report_dir = None
-    if not args.json_path or not args.html_path:
-        report_dir = default_report_dir()
-    json_path = args.json_path or os.path.join(report_dir, "results.json")
-    html_path = args.html_path or os.path.join(report_dir, "report.html")
+    outputs = outputs_for(args)
     prove_smoke_templates(hosts, playbook, options)
-    writer = ResultsWriter(json_path)
+    writer = ResultsWriter(outputs.json)
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
                         on_start=progress.started, on_done=progress.finished,
-                        checkpoint=Checkpoints(writer))
-    failed = write_outputs(run, writer, html_path, args.junit_path, verbose=args.verbose)
-    print("results: %s\nreport:  %s%s" % (json_path, html_path,
-                                          "\njunit:   " + args.junit_path if args.junit_path else ""))
+                        checkpoint=None if outputs.piped else Checkpoints(writer))
+    failed = write_outputs(run, writer, outputs, verbose=args.verbose)
+    said_where(outputs)
     if not run.complete:
         print("fleetcheck: interrupted: %s not finished; outputs marked incomplete"
               % counted(len(run.not_finished), "host"), file=sys.stderr)
@@ -307,11 +356,12 @@ class Checkpoints:
                 self.warned = True
 
 
-def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str | None,
-                  junit_path: str | None, verbose: bool = False) -> list[str]:
+def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs,
+                  verbose: bool = False) -> list[str]:
     """JSON first, then each renderer on its own: an output that fails is named on stderr
     (with fleetcheck's internal-error message) and every other output is still written.
     Returns the outputs that failed."""
+    html_path, junit_path = outputs.html, outputs.junit
     failed = []
 
     def attempt(label: str, write: Callable[[], None]) -> None:
@@ -326,7 +376,9 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str |
             print("fleetcheck: error: the %s could not be written: %s" % (
                 label, describe(exc, "writing the %s" % label)), file=sys.stderr)
 
-    if writer is not None:
+    if writer is not None and outputs.piped:
+        attempt("results JSON (stdout)", lambda: sys.stdout.write("".join(writer.parts(run))))
+    elif writer is not None:
         attempt("results JSON (%s)" % writer.path, lambda: writer.write(run))
     if html_path:
         attempt("HTML report (%s)" % html_path, lambda: render_html(run, html_path))
@@ -335,7 +387,8 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, html_path: str |
             from fleetcheck.report.junit import write_junit  # only --junit needs it
             write_junit(run, junit_path)
         attempt("JUnit XML (%s)" % junit_path, junit)
-    attempt("terminal summary", lambda: render_summary(run, verbose=verbose))
+    summary_to = sys.stderr if outputs.piped else sys.stdout
+    attempt("terminal summary", lambda: render_summary(run, summary_to, verbose=verbose))
     return failed
 
 
@@ -362,14 +415,17 @@ def load_results(paths: list[str]) -> RunResult:
 
 def command_report(args: argparse.Namespace) -> int:
     run = load_results(args.results)
-    if not (args.html_path or args.junit_path or args.json_path):
-        args.html_path = os.path.splitext(args.results[0])[0] + ".html"
+    for name, value in (("--html", args.html_path), ("--junit", args.junit_path)):
+        if value == STDOUT:
+            raise InputError("command line", None, name, "only --json can be - (stdout)")
+    outputs = Outputs(args.json_path, args.html_path, args.junit_path)
     writer = ResultsWriter(args.json_path) if args.json_path else None
-    failed = write_outputs(run, writer, args.html_path, args.junit_path)
-    for label, path in (("results", args.json_path), ("report", args.html_path),
-                        ("junit", args.junit_path)):
-        if path:
-            print("%s: %s" % (label, path))
+    failed = write_outputs(run, writer, outputs)
+    if args.json_path or args.html_path or args.junit_path:
+        said_where(outputs)
+    else:  # only what is asked is written: never a file beside an input
+        print("nothing written (--html FILE, --junit FILE or --json FILE write the report)",
+              file=sys.stderr)
     if not run.complete:
         print("fleetcheck: these results are incomplete (complete: false): %s not "
               "finished" % counted(len(run.not_finished), "host"), file=sys.stderr)
@@ -406,13 +462,9 @@ def command_judge(args: argparse.Namespace) -> int:
     playbook = tuned_playbook(args)
     run = judge_facts(args.facts, playbook, CommandLine(
         args.expect_version, args.expect_commit, args.expect_same_build))
-    report_dir = None if args.json_path and args.html_path else default_report_dir()
-    json_path = args.json_path or os.path.join(report_dir, "results.json")
-    html_path = args.html_path or os.path.join(report_dir, "report.html")
-    failed = write_outputs(run, ResultsWriter(json_path), html_path, args.junit_path,
-                           verbose=args.verbose)
-    print("results: %s\nreport:  %s%s" % (json_path, html_path,
-                                          "\njunit:   " + args.junit_path if args.junit_path else ""))
+    outputs = outputs_for(args)
+    failed = write_outputs(run, ResultsWriter(outputs.json), outputs, verbose=args.verbose)
+    said_where(outputs)
     return exit_code(run, failed)
 
 

@@ -204,12 +204,15 @@ class ResultsWriter:
         self._lines[host.name] = (host, text)
         return text
 
-    def write(self, run: RunResult) -> None:
+    def parts(self, run: RunResult) -> list[str]:
         """One host per line: diffable and greppable, and encoded by json's C encoder
         (indentation would switch to the pure-Python one, ten times slower)."""
         header = json.dumps(run.header())
-        write_atomically(self.path, [header[:-1] + ', "hosts": [\n',
-                                     ",\n".join(self.line(h) for h in run.hosts), "\n]}\n"])
+        return [header[:-1] + ', "hosts": [\n', ",\n".join(self.line(h) for h in run.hosts),
+                "\n]}\n"]
+
+    def write(self, run: RunResult) -> None:
+        write_atomically(self.path, self.parts(run))
 
 
 def dump_json(run: RunResult, path: str) -> None:

@@ -233,3 +233,37 @@ def test_a_limit_matching_nothing_suggests_from_the_inventory(installed, tmp_pat
     assert bad.returncode == 2
     assert "fleetcheck: error: --limit: pattern 'gpu' matches no host or group of %s; did you " \
         "mean gpu* (a glob: gpu01, gpu02)?" % hosts in bad.stderr
+
+
+def test_outputs_go_where_asked_and_json_dash_is_stdout(installed, tmp_path, boxes):
+    hosts = inventory(tmp_path, boxes)
+    common = ("--known-hosts", boxes.known_hosts, "--no-import-check")
+    # --json alone: the HTML beside it, nothing in reports/
+    alone = installed_fleetcheck(installed, tmp_path, "run", hosts, *common, "--json",
+                                 "out/dc1.json")
+    assert alone.returncode == 1, alone.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["dc1.html", "dc1.json"]
+    assert not (tmp_path / "reports").exists()
+    # --no-html: no HTML anywhere
+    bare = installed_fleetcheck(installed, tmp_path, "run", hosts, *common, "--json",
+                                "bare/r.json", "--no-html")
+    assert bare.returncode == 1 and os.listdir(tmp_path / "bare") == ["r.json"]
+    # --json -: the results on stdout, whole JSON, the summary on stderr, no file written
+    piped = installed_fleetcheck(installed, tmp_path, "run", hosts, *common, "--json", "-")
+    assert piped.returncode == 1, piped.stderr
+    document = json.loads(piped.stdout)
+    assert {h["name"]: h["status"] for h in document["hosts"]} == {"gpu01": "pass",
+                                                                   "gpu02": "fail"}
+    assert "Fleet: NOT READY" in piped.stderr and "results: stdout" in piped.stderr
+    assert sorted(os.listdir(tmp_path)) == sorted(["bare", "hosts.yaml", "out"])
+    # report never writes beside its inputs unless asked
+    (tmp_path / "out" / "dc2.json").write_text((tmp_path / "out" / "dc1.json").read_text())
+    before = sorted(os.listdir(tmp_path / "out"))
+    (tmp_path / "out" / "dc1.html").write_text("the first input's own report")
+    merged = installed_fleetcheck(installed, tmp_path, "report", "out/dc1.json", "out/dc2.json")
+    assert merged.returncode == 1
+    assert "nothing written" in merged.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == before
+    assert (tmp_path / "out" / "dc1.html").read_text() == "the first input's own report"
+    shown = installed_fleetcheck(installed, tmp_path, "report", "out/dc1.json", "--json", "-")
+    assert json.loads(shown.stdout)["hosts"][0]["name"] == "gpu01"
