@@ -41,6 +41,11 @@ class Evidence:
         return self.location() + ("[%s] " % self.step if self.step else "") + self.text
 
 
+# details key of a check that never ran (its host failed first): status skip, but not a
+# check that ran and found nothing to judge; reports and counts tell the two apart
+NOT_RUN = "not_run"
+
+
 @dataclass
 class CheckResult:
     id: str
@@ -49,6 +54,10 @@ class CheckResult:
     message: str
     evidence: list[Evidence] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def not_run(self) -> bool:
+        return bool(self.details.get(NOT_RUN))
 
 
 @dataclass
@@ -135,8 +144,9 @@ class RunResult:
         check_counts: dict[str, dict[str, int]] = {}
         for host in self.hosts:
             for check in host.checks:
-                per = check_counts.setdefault(check.id, {s: 0 for s in CHECK_STATUSES})
-                per[check.status] += 1
+                per = check_counts.setdefault(check.id, dict.fromkeys(CHECK_STATUSES + (NOT_RUN,),
+                                                                      0))
+                per[NOT_RUN if check.not_run else check.status] += 1
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
                 all(host.status in READY for host in self.hosts),

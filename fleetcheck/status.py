@@ -27,6 +27,8 @@ RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.ERROR: 3,
 # one character per status, for a matrix cell (terminal and HTML)
 SYMBOLS = {Status.PASS.value: "✓", Status.FAIL.value: "✗", Status.WARN.value: "!",
            Status.ERROR.value: "E", Status.SKIP.value: "-", Status.UNREACHABLE.value: "?"}
+# a check that never ran (its host failed first) is marked apart from a skip
+NOT_RUN_SYMBOL = "·"
 # a host in one of these may be rolled out to (warnings are read, not blocking)
 READY = frozenset({Status.PASS.value, Status.WARN.value})
 CHECK_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,

@@ -3,8 +3,8 @@ strings a host could send (markup in versions, paths, evidence and messages)."""
 
 from __future__ import annotations
 
-from fleetcheck.results import (CheckResult, Evidence, HostError, HostResult, RunResult,
-                                VllmInfo, host_status)
+from fleetcheck.results import (NOT_RUN, CheckResult, Evidence, HostError, HostResult,
+                                RunResult, VllmInfo, host_status)
 
 HOSTILE_VERSION = '0.33.0"><script>window.pwned=1</script>'
 HOSTILE_PATH = "vllm/v1/<img src=x onerror=window.pwned=2>.py"
@@ -14,15 +14,16 @@ CHECKS = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop", "install-rec
           "smoke-acceptance"]
 
 
-def make_host(i: int) -> HostResult:
+def make_host(i: int, broken_every: int = 9) -> HostResult:
     name = "gpu%03d.dc%d" % (i, 1 + i % 3)
     groups = ["dc%d" % (1 + i % 3)] + (["canary"] if i % 10 == 0 else [])
     if i % 25 == 7:
         error = HostError("unreachable", "%s:22: connection refused" % name)
-        checks = [CheckResult(c, c, "skip", "not run: unreachable") for c in CHECKS]
+        checks = [CheckResult(c, c, "skip", "not run: unreachable", details={NOT_RUN: True})
+                  for c in CHECKS]
         return HostResult(name, "10.%d.0.%d" % (i // 250, i % 250), groups,
                           host_status([], error), error, 0.2, None, checks)
-    broken = i % 9 == 4
+    broken = i % broken_every == broken_every // 2
     checks = []
     for c in CHECKS:
         status = "fail" if broken and c.startswith("dflash") else "pass"
@@ -43,11 +44,12 @@ def make_host(i: int) -> HostResult:
                       host_status(checks, None), None, 0.4, vllm, checks, smoke)
 
 
-def make_run(hosts: int, hostile: bool = True) -> RunResult:
+def make_run(hosts: int, hostile: bool = True, broken_every: int = 9) -> RunResult:
+    """`broken_every`: one host in that many misses the fixes (2: half the fleet)."""
     run = RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
                     playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
                     complete=True, fleetcheck_version="0.1.0", duration_s=9.0)
-    run.hosts = [make_host(i) for i in range(hosts)]
+    run.hosts = [make_host(i, broken_every) for i in range(hosts)]
     if hostile:
         host = run.hosts[1]
         host.vllm.version = HOSTILE_VERSION

@@ -69,6 +69,9 @@ def test_every_host_in_the_dom_filters_work_nothing_leaves_the_file(tmp_path, br
     page, requests = open_page(browser, path)
     names = page.eval_on_selector_all("#matrix tbody tr td:first-child", "t => t.map(e => e.textContent)")
     assert sorted(names) == sorted(h.name for h in run.hosts)
+    # opened on the hosts that need action; "all" shows every one
+    assert visible_rows(page) == sum(h.status not in ("pass", "warn") for h in run.hosts) > 0
+    page.select_option("#f-status", "")
     assert visible_rows(page) == hosts
     failing = sum(h.status == "fail" for h in run.hosts)
     page.select_option("#f-status", "fail")
@@ -84,6 +87,46 @@ def test_every_host_in_the_dom_filters_work_nothing_leaves_the_file(tmp_path, br
     assert visible_rows(page) == sum(h.status == "unreachable" for h in run.hosts)
     assert all(url.startswith("file://") for url in requests), requests
     page.close()
+
+
+def test_a_200_host_report_half_failing_shows_the_failing_hosts_first(tmp_path, browser):
+    """Without scrolling, on an ordinary laptop screen: the matrix opens on the hosts that
+    need action, worst first; every build says its verdict; an unreachable host's checks
+    read 'not run', not skip, and its details say it once."""
+    results = tmp_path / "results.json"
+    run = make_run(200, hostile=False, broken_every=2)
+    dump_json(run, str(results))
+    proc = fleetcheck("report", str(results), "--html", str(tmp_path / "report.html"),
+                      cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    failing = {h.name for h in run.hosts if h.status == "fail"}
+    action = {h.name for h in run.hosts if h.status not in ("pass", "warn")}
+    assert len(failing) >= 90
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto("file://" + str(tmp_path / "report.html"))
+    rows = page.eval_on_selector_all(
+        "#matrix tbody tr", "rs => rs.filter(r => !r.hidden).map(r => [r.cells[0].textContent, "
+        "r.getBoundingClientRect().top, r.getBoundingClientRect().bottom])")
+    assert {name for name, _, _ in rows} == action
+    on_screen = [name for name, top, bottom in rows if bottom <= 800]
+    assert len(on_screen) >= 10 and set(on_screen) <= failing  # worst first: fail
+    page.screenshot(path=str(tmp_path / "report-200.png"))
+    verdicts = page.eval_on_selector_all("#builds td.build-verdict", "t => t.map(e => e.innerText)")
+    builds = {(h.vllm.version, h.vllm.commit) for h in run.hosts if h.vllm}
+    assert len(verdicts) == len(builds) and all(v.split()[1] in ("pass", "fail") for v in verdicts)
+    assert any(v.startswith("✗ fail") for v in verdicts) and any(v.startswith("✓ pass")
+                                                                  for v in verdicts)
+    down = next(h for h in run.hosts if h.status == "unreachable")
+    cells = page.eval_on_selector_all(
+        "#matrix tbody tr", "(rs, name) => rs.find(r => r.cells[0].textContent === name)"
+        ".querySelectorAll('td.s-notrun').length", down.name)
+    assert cells == len(down.checks)
+    details = page.inner_text("#host-%d" % (run.hosts.index(down) + 1))
+    assert details.count("not run") == 0 and "None of its 9 checks ran" in details
+    page.close()
+    summary = load_json(str(results)).summary()
+    assert summary["checks"]["dflash-swa"]["not_run"] == sum(h.status == "unreachable"
+                                                             for h in run.hosts)
 
 
 def test_hostile_strings_from_hosts_come_out_escaped(tmp_path, browser):
@@ -204,7 +247,7 @@ def test_diff_on_a_host_that_changed_its_install(tmp_path, fleet):
     assert lines[down + 1] == "  status: pass -> unreachable  (worse)"
     assert lines[down + 2].startswith("      unreachable: ") and "refused" in lines[down + 2]
     assert lines[down + 3].startswith("  checks dflash-layer-offset, dflash-swa, ")
-    assert lines[down + 3].endswith(": pass -> skip")
+    assert lines[down + 3].endswith(": pass -> not run")
     assert "stable" not in text.stdout.split("verdict")[0]
     usage = fleetcheck("diff", "--help", cwd=str(tmp_path)).stdout
     assert "results JSON of the earlier run" in usage and "Exit 1 when anything got worse" in usage

@@ -27,7 +27,7 @@ from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
-from fleetcheck.results import CheckResult, RunResult, VllmInfo, host_status
+from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, host_status
 from fleetcheck.smoke_settings import SmokeSettings
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
@@ -141,8 +141,8 @@ class CheckPlan:
     def not_run(self, reason: str) -> list[CheckResult]:
         """Every planned check marked as not run, so no host is missing from a matrix or a
         JUnit file."""
-        return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason)
-                for cid, title in self.titles()]
+        return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason,
+                            details={NOT_RUN: True}) for cid, title in self.titles()]
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:

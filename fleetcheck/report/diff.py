@@ -23,6 +23,11 @@ class HostDiff:
         self.worse = self.worse or worse
 
 
+def shown_status(check: CheckResult) -> str:
+    """A check's status in a diff line: a check that never ran reads 'not run', not skip."""
+    return "not run" if check.not_run else check.status
+
+
 def integrity_counts(host: HostResult) -> dict[str, Any]:
     for check in host.checks:
         if check.id == "install-record":
@@ -63,7 +68,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                      **({"message": check.message} if bad else {}))
         elif before.status != check.status:
             bad = worse(check.status, before.status)
-            out.note("check " + check.id, before.status, check.status, worse=bad,
+            out.note("check " + check.id, shown_status(before), shown_status(check), worse=bad,
                      check=check.id, **({"message": check.message} if bad else {}))
     for check_id in old_checks.keys() - {c.id for c in new.checks}:
         out.note("check " + check_id, old_checks[check_id].status, None, check=check_id)

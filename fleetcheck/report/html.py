@@ -4,7 +4,7 @@ autoescaping on, so whatever a host sent is shown as text, never as markup."""
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Any
 
@@ -15,7 +15,7 @@ from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.results import HostResult, RunResult
-from fleetcheck.status import SYMBOLS
+from fleetcheck.status import NOT_RUN_SYMBOL, READY, SYMBOLS, Status, worst
 from fleetcheck.text import visible_controls
 
 
@@ -69,8 +69,11 @@ def drift_groups(run: RunResult) -> list[dict[str, Any]]:
             elif check.status == "fail":
                 off.append({"host": host.name, "expected": expected_label(check),
                             "message": check.message})
+        statuses = Counter(h.status for h in members)
         out.append({"version": version, "commit": commit, "record": record,
-                    "hosts": [h.name for h in members], "expected": dict(expected), "off": off})
+                    "hosts": [h.name for h in members], "expected": dict(expected), "off": off,
+                    "verdict": worst(list(statuses)),
+                    "statuses": sorted(statuses.items(), key=lambda kv: -Status(kv[0]).rank)})
     out.sort(key=lambda g: (-len(g["hosts"]), g["version"], g["commit"], g["record"]))
     versions: dict[str, set[str]] = defaultdict(set)
     records: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -83,6 +86,17 @@ def drift_groups(run: RunResult) -> list[dict[str, Any]]:
     return out
 
 
+def needs_action(host: HostResult) -> bool:
+    """A host that may not be rolled out to: failed, errored or unreachable."""
+    return host.status not in READY
+
+
+def action_first(hosts: list[HostResult]) -> list[HostResult]:
+    """The matrix's order: hosts that need action first (worst status first), then the
+    rest, each in inventory order: at 200 hosts the failing ones are the first rows."""
+    return sorted(hosts, key=lambda h: -Status(h.status).rank)
+
+
 def render_html(run: RunResult, path: str) -> None:
     for host in run.hosts:
         inject("html", host.name)
@@ -90,7 +104,10 @@ def render_html(run: RunResult, path: str) -> None:
     check_ids = list(titles)
     html = environment().get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
-        drift=drift_groups(run), symbol=SYMBOLS, acceptance=acceptance_chart(run.hosts),
+        matrix=action_first(run.hosts), needs_action=needs_action,
+        anchors={h.name: i for i, h in enumerate(run.hosts, 1)},
+        action_count=sum(needs_action(h) for h in run.hosts),
+        drift=drift_groups(run), symbol=SYMBOLS, not_run_symbol=NOT_RUN_SYMBOL, acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         groups=sorted({g for h in run.hosts for g in h.groups}),
         inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),
