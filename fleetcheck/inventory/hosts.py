@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
 
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.limit import select_hosts
@@ -148,11 +149,32 @@ def check_var(source: str, where: str, name: str, value: Any,
     if canonical == "container_engine" and value not in CONTAINER_ENGINES:
         raise InputError(source, where, name, "must be one of %s, got %r" % (
             ", ".join(sorted(CONTAINER_ENGINES)), value))
-    if canonical == "vllm_url" and not re.match(r"^https?://[^\s/]+", value):
-        raise InputError(source, where, name, "must be an http:// or https:// URL")
+    if canonical == "vllm_url":
+        problem = url_problem(value)
+        if problem:
+            raise InputError(source, where, name, "%r %s" % (value, problem))
     if canonical == "ssh_common_args":
         return "proxy_jump", proxy_jump_from_args(source, where, name, value)
     return canonical, value
+
+
+def url_problem(url: str) -> str | None:
+    """What makes a vllm_url unusable, or None: http(s), a host, a port 1-65535 or none
+    (a bad port would otherwise be read as some default)."""
+    if any(c.isspace() for c in url):
+        return "contains white space"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "names no host"
+    try:
+        port = parts.port
+    except ValueError:
+        return "has a port that is not a number 1-65535"
+    if port == 0:
+        return "has port 0 (give 1-65535 or none)"
+    return None
 
 
 # ssh options that change neither where fleetcheck connects nor whom it trusts, so a
