@@ -159,7 +159,7 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
         checks = skipped_checks(playbook, "%s (%s)" % (error.kind, error.message), False,
                                 bool(expected))
         info = None
-    return HostResult(name=host.name, address=host.address, groups=[],
+    return HostResult(name=host.name, address=host.destination, groups=[],
                       status=host_status([] if error else checks, error), error=error,
                       vllm=info, checks=checks)
 

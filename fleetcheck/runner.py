@@ -158,7 +158,7 @@ def host_error(exc: TransportError) -> HostError:
 
 def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
                 smoke: SmokeSettings | None, error: HostError, started: float) -> HostResult:
-    return HostResult(name=name, address=host.address, groups=host.groups,
+    return HostResult(name=name, address=host.destination, groups=host.groups,
                       status=host_status([], error), error=error,
                       duration_s=round(time.monotonic() - started, 3),
                       checks=skipped_checks(playbook, "%s (%s)" % (error.kind, error.message),
@@ -202,7 +202,7 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
     except Exception as exc:  # a bug in fleetcheck: this host's data, never the fleet's end
         error = internal_error(exc, "checking this host")
     else:
-        return HostResult(name=name, address=host.address, groups=host.groups,
+        return HostResult(name=name, address=host.destination, groups=host.groups,
                           status=host_status(checks, None), error=None,
                           duration_s=round(time.monotonic() - started, 3),
                           vllm=info, checks=checks, smoke=numbers, analysis=note)
@@ -273,7 +273,7 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
         entry = placeholders.get(host.name)
         if entry is None:
             entry = placeholders[host.name] = HostResult(
-                name=host.name, address=host.address, groups=host.groups, status="error",
+                name=host.name, address=host.destination, groups=host.groups, status="error",
                 error=HostError(kind="interrupted", message=reason),
                 checks=skipped_checks(playbook, reason, smoke_planned(host, playbook, options),
                                       bool(options.expected)))
@@ -288,7 +288,7 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
     """A host whose worker itself raised (check_host keeps its own failures as data, so
     this is a bug outside it): still a result, of kind `internal`."""
     error = internal_error(exc, "scheduling this host")
-    return HostResult(name=host.name, address=host.address, groups=host.groups,
+    return HostResult(name=host.name, address=host.destination, groups=host.groups,
                       status="error", error=error,
                       checks=skipped_checks(playbook, "internal (%s)" % error.message,
                                             smoke_planned(host, playbook, options),
