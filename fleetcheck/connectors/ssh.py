@@ -145,6 +145,8 @@ class SshSettings:
     retries: int = 1
     retry_backoff: float = 0.5
     ssh_config_path: str = "ssh_config"  # named in the errors of its values
+    # host name -> its endpoint, resolved before the run (resolve_endpoints)
+    endpoints: dict[str, "Endpoint"] = field(default_factory=dict)
 
     def lookup(self, name: str) -> dict[str, Any]:
         return self.ssh_config.lookup(name) if self.ssh_config else {}
@@ -234,12 +236,16 @@ def config_route(settings: SshSettings, where: str, config: dict[str, Any]) -> R
         raise InputError(settings.ssh_config_path, where, "ProxyJump", "%r: %s" % (spec, exc))
 
 
-def check_endpoints(hosts: list[Host], settings: SshSettings) -> None:
-    """Resolve every SSH host once before the run: a bad ssh_config value (a port, a
-    route) is exit 2 naming the file, the host and the field, before any connection."""
+def resolve_endpoints(hosts: list[Host], settings: SshSettings) -> None:
+    """Every SSH host resolved once, before the run: a bad ssh_config value (a port, a
+    route) is exit 2 naming the file, the host and the field, before any connection, and
+    ssh_config's `Match exec` commands run once per host."""
     for host in hosts:
         if host.connection == "ssh":
-            resolve_endpoint(host, settings)
+            try:
+                settings.endpoints[host.name] = resolve_endpoint(host, settings)
+            except paramiko.SSHException:
+                continue  # a name CanonicalizeHostname cannot resolve: that host's error
 
 
 @contextmanager
@@ -481,7 +487,8 @@ class SshConnector(Connector):
 
     def open(self, host: Host, deadline: Deadline,
              cancel: threading.Event | None = None) -> SshSession:
-        endpoint = resolve_endpoint(host, self.settings)
+        endpoint = self.settings.endpoints.get(host.name) or \
+            resolve_endpoint(host, self.settings)
         attempt = 0
         while True:
             try:
