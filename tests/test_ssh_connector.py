@@ -20,7 +20,7 @@ from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.ssh import (Endpoint, KnownHosts, SshConnector, SshSettings,
                                        resolve_endpoint, translate_errors)
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import Host, parse_route
+from fleetcheck.inventory import Host, JumpHop, parse_route
 from probe_helpers import LoopbackListener
 
 ADDRESS = "127.%d.250.1" % int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
@@ -303,3 +303,37 @@ def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(tmp_path,
     assert caught.value.kind == "protocol" and not caught.value.retryable, caught.value.message
     assert server.commands == [b"python3 -c probe"], caught.value.message
     assert listener.accepted == 1
+
+
+class CancellingBastion(Server):
+    """A bastion that lets the client in just as the run is cancelled (Ctrl-C), and
+    records each forward it is asked for."""
+
+    def __init__(self, cancel: threading.Event):
+        super().__init__(login=True)
+        self.cancel = cancel
+        self.forwards: list[tuple[str, int]] = []
+
+    def check_auth_publickey(self, username, key) -> int:
+        self.cancel.set()
+        return paramiko.AUTH_SUCCESSFUL
+
+    def check_channel_direct_tcpip_request(self, chanid, origin, destination) -> int:
+        self.forwards.append(destination)
+        return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+
+def test_a_run_cancelled_at_a_bastion_opens_no_further_hop(tmp_path, client_key):
+    cancel = threading.Event()
+    bastion = CancellingBastion(cancel)
+    listener = Listener(ssh_server(bastion))
+    host = Host(name="box", address=ADDRESS, port=2222, user="u", key=client_key,
+                proxy_jump=(JumpHop(ADDRESS, "u", listener.port),))
+    connector = SshConnector(settings(tmp_path, config=None, policy="accept-new", retries=0))
+    try:
+        with pytest.raises(TransportError) as caught:
+            connector.open(host, Deadline(30), cancel)
+    finally:
+        listener.close()
+    assert caught.value.kind == "interrupted", caught.value.message
+    assert bastion.forwards == [] and listener.accepted == 1
