@@ -416,7 +416,10 @@ class SshSession(Session):
             raise TransportError("protocol", "connection lost after the command was sent "
                                  "(%s: %s)" % (type(exc).__name__, exc))
         finally:
-            channel.close()
+            try:
+                channel.close()
+            except (EOFError, OSError, paramiko.SSHException):
+                pass  # a connection that died: its error (above) is the host's, not this
 
     def close(self) -> None:
         for transport in reversed(self.transports):
