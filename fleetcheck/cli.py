@@ -31,7 +31,8 @@ from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, ho
                                run_fleet)
 from fleetcheck.smoke_settings import check_override, smoke_plan
 from fleetcheck.text import counted, is_clean_name, neutral
-from fleetcheck.connectors.ssh import KnownHosts, SshSettings, enable_match_exec, paramiko
+from fleetcheck.connectors.ssh import (KnownHosts, SshSettings, enable_match_exec, paramiko,
+                                       resolve_endpoints)
 
 DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
                "which fixes the code on disk has, with evidence, which build and commit it "
@@ -220,8 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ssh_config_path(path: str | None) -> str:
+    return path or os.path.expanduser("~/.ssh/config")
+
+
 def load_ssh_config(path: str | None) -> "paramiko.SSHConfig | None":
-    path = path or os.path.expanduser("~/.ssh/config")
+    path = ssh_config_path(path)
     if not os.path.exists(path):
         return None
     try:
@@ -299,7 +304,9 @@ def command_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(args.known_hosts, None, "--known-hosts", str(exc))
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
-                           retries=max(0, args.retries))
+                           retries=max(0, args.retries),
+                           ssh_config_path=ssh_config_path(args.ssh_config))
+    resolve_endpoints(hosts, settings)
     expected = resolve(hosts, playbook.expect, CommandLine(
         args.expect_version, args.expect_commit, args.expect_same_build), args.inventory)
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,

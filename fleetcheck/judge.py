@@ -159,7 +159,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
     if error is not None:
         checks = plan.not_run("%s (%s)" % (error.kind, error.message))
         info = None
-    return HostResult(name=host.name, address=host.address, groups=[],
+    return HostResult(name=host.name, address=host.destination, groups=[],
                       status=host_status([] if error else checks, error), error=error,
                       vllm=info, checks=checks)
 

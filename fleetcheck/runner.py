@@ -107,7 +107,7 @@ def host_error(exc: TransportError) -> HostError:
 
 def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
                 smoke: SmokeSettings | None, error: HostError, started: float) -> HostResult:
-    return HostResult(name=name, address=host.address, groups=host.groups,
+    return HostResult(name=name, address=host.destination, groups=host.groups,
                       status=host_status([], error), error=error,
                       duration_s=round(time.monotonic() - started, 3),
                       checks=checks_for(playbook, smoke is not None, options).not_run(
@@ -159,7 +159,7 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         error = internal_error(exc, "checking this host")
     else:
         bugs = shared.internal_errors(name) if shared is not None else []
-        return HostResult(name=name, address=host.address, groups=host.groups,
+        return HostResult(name=name, address=host.destination, groups=host.groups,
                           status=host_status(checks, None, bugs), error=None,
                           duration_s=round(time.monotonic() - started, 3),
                           vllm=info, checks=checks, smoke=numbers, analysis=note,
@@ -189,7 +189,7 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
         entry = placeholders.get(host.name)
         if entry is None:
             entry = placeholders[host.name] = HostResult(
-                name=host.name, address=host.address, groups=host.groups, status="error",
+                name=host.name, address=host.destination, groups=host.groups, status="error",
                 error=HostError(kind="interrupted", message=reason),
                 checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                   options).not_run(reason))
@@ -204,7 +204,7 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
     """A host whose worker itself raised (check_host keeps its own failures as data, so
     this is a bug outside it): still a result, of kind `internal`."""
     error = internal_error(exc, "scheduling this host")
-    return HostResult(name=host.name, address=host.address, groups=host.groups,
+    return HostResult(name=host.name, address=host.destination, groups=host.groups,
                       status="error", error=error,
                       checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                         options).not_run("internal (%s)" % error.message))

@@ -148,13 +148,11 @@ def host_plan(host: Host, signatures: list[dict[str, Any]],
 
 
 def serving_port(url: str) -> int:
-    """The port of the host's vllm_url: the server the fleet is meant to reach."""
+    """The port of the host's vllm_url: the server the fleet is meant to reach (the URL
+    was checked when the inventory was read, so its port is one)."""
     from urllib.parse import urlsplit
     parts = urlsplit(url)
-    try:
-        return parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return 8000
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 

@@ -154,6 +154,33 @@ def test_inventory_and_limit_errors_exit_2(tmp_path, args, needles):
         assert needle in proc.stderr
 
 
+@pytest.mark.parametrize("host_vars, ssh_config, needles", [
+    ({"proxy_jump": "ops@gate:22x"}, None,
+     ["inv.yaml: host 'gpu1': field 'proxy_jump': ProxyJump 'ops@gate:22x'", "1-65535"]),
+    ({"ansible_ssh_common_args": "-J gate1,,gate2"}, None,
+     ["inv.yaml: host 'gpu1': field 'ansible_ssh_common_args'", "'gate1,,gate2'"]),
+    ({"vllm_url": "http://h:99999"}, None,
+     ["inv.yaml: host 'gpu1': field 'vllm_url': 'http://h:99999'", "1-65535"]),
+    ({}, "Host gpu1\n    ProxyJump ops@gate:22x\n",
+     ["ssh_config: host 'gpu1': field 'ProxyJump': 'ops@gate:22x'", "1-65535"]),
+    ({}, "Host gpu1\n    ProxyJump gate\nHost gate\n    Port 99999\n",
+     ["ssh_config: host 'gate' (bastion of gpu1): field 'Port'", "'99999'"]),
+])
+def test_a_bad_route_port_or_url_exits_2_before_any_host_is_contacted(
+        tmp_path, host_vars, ssh_config, needles):
+    """gpu1 has no sshd: had the run started it would end unreachable (exit 3)."""
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu1": host_vars}}}))
+    config = tmp_path / "ssh_config"
+    config.write_text(ssh_config or "")
+    proc = fleetcheck("run", str(inventory), "--ssh-config", str(config), "--json", "out.json",
+                      "--timeout", "5", cwd=str(tmp_path))
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("missing.json", None, "missing.json: cannot read: No such file or directory"),
     ("empty.json", "{}", "empty.json: not a fleetcheck results file (schema_version missing; "

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import apply_limit, load_inventory
+from fleetcheck.inventory import JumpHop, apply_limit, load_inventory
 from fleetcheck.inventory.hostnames import expand_host_pattern
 from fleetcheck.smoke_settings import check_override
 
@@ -64,7 +64,8 @@ def test_matches_ansible_inventory(tmp_path):
     for name, host in ours.items():
         assert hostvars[name].get("venv") == host.venv, name
         assert hostvars[name].get("ansible_user") == host.user, name
-        assert hostvars[name].get("ansible_port", 22) == host.port, name
+        assert hostvars[name].get("ansible_port") == host.port, name
+        assert hostvars[name].get("ansible_host") == host.address, name
         for group in host.groups:
             members = oracle[group].get("hosts", [])
             assert name in members or any(name in oracle.get(child, {}).get("hosts", [])
@@ -102,6 +103,26 @@ def test_host_ranges(pattern, expected):
      ["field 'ansible_ssh_common_args'", "ProxyJump", "ProxyCommand"]),
     ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-p 2222"}}}},
      ["field 'ansible_ssh_common_args'", "'-p'"]),
+    # a route that cannot be followed exactly is refused, never cut to its first hop
+    ({"all": {"hosts": {"gpu1": {"proxy_jump": "ops@gate:22x"}}}},
+     ["host 'gpu1'", "field 'proxy_jump'", "'ops@gate:22x'", "1-65535"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-J a,ops@gate:99999"}}}},
+     ["host 'gpu1'", "field 'ansible_ssh_common_args'", "'a,ops@gate:99999'", "1-65535"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-J a -o ProxyJump=b"}}}},
+     ["field 'ansible_ssh_common_args'", "given twice", "'a'", "'b'"]),
+    ({"all": {"children": {"dc1": {"hosts": {"gpu1": None},
+                                   "vars": {"proxy_jump": "gate1,,gate2"}}}}},
+     ["group 'dc1'", "field 'proxy_jump'", "empty hop"]),
+    ({"all": {"hosts": {"gpu1": {"vllm_url": "http://h:99999"}}}},
+     ["host 'gpu1'", "field 'vllm_url'", "'http://h:99999'", "1-65535"]),
+    ({"all": {"hosts": {"gpu1": {"vllm_url": "http://h:80x/v1"}}}},
+     ["field 'vllm_url'", "1-65535"]),
+    ({"all": {"hosts": {"gpu1": {"vllm_url": "ftp://h:21"}}}},
+     ["field 'vllm_url'", "http:// or https://"]),
+    ({"all": {"hosts": {"gpu1": {"vllm_url": "http://:8000"}}}},
+     ["field 'vllm_url'", "names no host"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_port": 0}}}}, ["field 'ansible_port'", "1-65535"]),
+    ({"all": {"hosts": {"gpu1": {"ansible_port": 65536}}}}, ["field 'ansible_port'", "1-65535"]),
     ({"all": {"hosts": {}}}, ["no hosts"]),
     ({"all": {"hosts": {"gpu1\n; touch /tmp/pwned": None}}}, ["host 'gpu1\\n", "control"]),
     ("", ["empty"]),
@@ -141,11 +162,32 @@ def test_proxy_jump_from_ansible_common_args(tmp_path):
                                        "-o StrictHostKeyChecking=no -o ControlMaster=auto "
                                        "-oUserKnownHostsFile=/dev/null -q"},
                               "gpu4": {"ansible_ssh_common_args":
-                                       "-o StrictHostKeyChecking=no -o ProxyJump=b1"}}}}
+                                       "-o StrictHostKeyChecking=no -o ProxyJump=b1"},
+                              "gpu5": {"ansible_ssh_common_args": "-J ops@b1:2200,b2"},
+                              "gpu6": {"proxy_jump": "none",
+                                       "ansible_ssh_common_args": "-J b1"}}}}
     hosts = {h.name: h for h in load_inventory(write(tmp_path, data))}
-    assert hosts["gpu1"].proxy_jump == "ops@bastion:2200"
-    assert hosts["gpu2"].proxy_jump == "jump1"
-    assert hosts["gpu3"].proxy_jump is None and hosts["gpu4"].proxy_jump == "b1"
+    assert hosts["gpu1"].proxy_jump == (JumpHop("bastion", "ops", 2200),)
+    assert hosts["gpu2"].proxy_jump == (JumpHop("jump1"),)
+    assert hosts["gpu3"].proxy_jump is None and hosts["gpu4"].proxy_jump == (JumpHop("b1"),)
+    # every hop, in order
+    assert hosts["gpu5"].proxy_jump == (JumpHop("b1", "ops", 2200), JumpHop("b2"))
+    # an explicit proxy_jump beats common args; `none` is kept as no bastion at all
+    assert hosts["gpu6"].proxy_jump == ()
+
+
+def test_connection_values_the_inventory_does_not_give_stay_unset(tmp_path):
+    """Unset is None, not a default, so ssh_config can still fill it; an explicit value
+    equal to the default is kept as given (it must beat ssh_config)."""
+    data = {"all": {"hosts": {"bare": None,
+                              "given": {"ansible_host": "given", "ansible_port": 22,
+                                        "ansible_user": "root", "key": "/k/id"}}}}
+    hosts = {h.name: h for h in load_inventory(write(tmp_path, data))}
+    bare, given = hosts["bare"], hosts["given"]
+    assert (bare.address, bare.port, bare.user, bare.key, bare.proxy_jump) == \
+        (None, None, None, None, None)
+    assert bare.destination == "bare"
+    assert (given.address, given.port, given.user, given.key) == ("given", 22, "root", "/k/id")
 
 
 def test_limit_by_host_group_glob_and_exclusion(tmp_path):

@@ -4,6 +4,7 @@ wheels (each host sees its own install at the same path, through a mount namespa
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pytest
@@ -203,7 +204,79 @@ def test_proxy_jump_through_a_bastion(tmp_path, fleet, real_venvs):
     refused = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(strict))
     assert refused.code == 3
     assert refused.host("gpu-behind")["error"]["kind"] == "host-key"
-    assert bastion.address in refused.host("gpu-behind")["error"]["message"]
+    assert refused.host("gpu-behind")["error"]["message"].startswith(
+        "via bastion 1 of 1 root@%s:22: unknown host %s " % (bastion.address, bastion.address))
+
+
+def forwarding_only_to(address: str) -> dict[str, str]:
+    """sshd options of a bastion that forwards to `address`:22 and nowhere else, and logs
+    each forward it opens (sshd's debug line `target ADDRESS port N`)."""
+    return {"AllowTcpForwarding": "yes", "PermitOpen": "%s:22" % address, "LogLevel": "DEBUG1"}
+
+
+def forwards(host) -> list[str]:
+    """The `target ADDRESS port N` of each forward this bastion's sshd opened."""
+    with open(os.path.join(host.directory, "sshd.log"), encoding="utf-8",
+              errors="replace") as handle:
+        return re.findall(r"direct_tcpip: originator \S+ port \d+, (target \S+ port \d+)",
+                          handle.read())
+
+
+def test_proxy_jump_through_two_bastions_visits_both_then_names_the_one_down(
+        tmp_path, fleet, real_venvs):
+    """-J b1,b2: b1 forwards only to b2 and b2 only to the target, so the run passes
+    only through both, in order (a route cut to its first hop is refused by b1); with
+    b2 down the host is unreachable, and the message names b2."""
+    first_address, second_address, target_address = (fleet.next_address() for _ in range(3))
+    first = fleet.add("bastion1", address=first_address,
+                      sshd_options=forwarding_only_to(second_address))
+    second = fleet.add("bastion2", address=second_address,
+                       sshd_options=forwarding_only_to(target_address))
+    target = fleet.add("gpu-behind", address=target_address,
+                       mounts={ENV: real_venvs["0.33.0"]})
+    fleet.start()
+    inventory = {"all": {"vars": {"venv": ENV}, "hosts": {"gpu-behind": {
+        "ansible_host": target.address, "key": fleet.client_key,
+        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no "
+                                   "-J root@%s,ssh://root@%s:22" % (first.address,
+                                                                    second.address)}}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    assert run.code == 0, run.host("gpu-behind")
+    assert run.check("gpu-behind", "dflash-layer-offset")["status"] == "pass"
+    assert forwards(first) == ["target %s port 22" % second.address]
+    assert forwards(second) == ["target %s port 22" % target.address]
+
+    fleet.kill(second)
+    down = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                          "--retries", "0")
+    assert down.code == 3
+    host = down.host("gpu-behind")
+    assert host["status"] == "unreachable" and host["error"]["kind"] == "unreachable"
+    assert host["error"]["message"] == "via bastion 2 of 2 root@%s:22: the bastion before it " \
+        "could not connect to it (Connect failed)" % second.address, host["error"]["message"]
+
+
+def test_an_explicit_ansible_port_22_beats_ssh_config_port(tmp_path, fleet, real_venvs):
+    """ssh_config gives the host's HostName, user, key and a Port where nothing listens;
+    `ansible_port: 22` (the default's value, given) must win, as `ssh -o Port=22` does."""
+    host = fleet.add("gpu-cfg", mounts={ENV: real_venvs["0.33.0"]})
+    fleet.start()
+    closed = free_loopback_port(host.address)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu-cfg\n    HostName %s\n    Port %d\n    User root\n"
+                      "    IdentityFile %s\n" % (host.address, closed, fleet.client_key))
+    common = ("--known-hosts", fleet.known_hosts, "--ssh-config", str(config),
+              "--retries", "0")
+    explicit = run_fleetcheck(tmp_path, {"all": {"vars": {"venv": ENV}, "hosts": {
+        "gpu-cfg": {"ansible_port": 22}}}}, *common)
+    assert explicit.code == 0, explicit.host("gpu-cfg")
+    assert explicit.host("gpu-cfg")["address"] == "gpu-cfg"
+    # unset, ssh_config's Port is the one used (and so the explicit 22 above won)
+    unset = run_fleetcheck(tmp_path, {"all": {"vars": {"venv": ENV}, "hosts": {
+        "gpu-cfg": None}}}, *common)
+    assert unset.host("gpu-cfg")["status"] == "unreachable"
+    assert "root@%s:%d: connection refused" % (host.address, closed) in \
+        unset.host("gpu-cfg")["error"]["message"]
 
 
 def test_a_host_that_closes_stdout_and_lingers_ends_at_its_deadline(tmp_path, fleet):

@@ -6,6 +6,7 @@ connection once the command arrived."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import socket
 import threading
@@ -14,27 +15,15 @@ import time
 import paramiko
 import pytest
 
+from fleetcheck.cli import load_ssh_config
 from fleetcheck.connectors.base import Deadline, TransportError
-from fleetcheck.connectors.ssh import (KnownHosts, SshConnector, SshSettings, parse_jump,
+from fleetcheck.connectors.ssh import (Endpoint, KnownHosts, SshConnector, SshSettings,
                                        resolve_endpoint, translate_errors)
-from fleetcheck.inventory import Host
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory import Host, JumpHop, parse_route
 from probe_helpers import LoopbackListener
 
 ADDRESS = "127.%d.250.1" % int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
-
-
-@pytest.mark.parametrize("spec, expected", [
-    ("bastion", (None, "bastion", 22)),
-    ("ops@bastion", ("ops", "bastion", 22)),
-    ("ops@bastion:2222", ("ops", "bastion", 2222)),
-    ("[::1]:2200", (None, "::1", 2200)),
-    ("me@[fe80::1]", ("me", "fe80::1", 22)),
-    ("::1", (None, "::1", 22)),  # two colons: an IPv6 address, not host:port
-    ("a@first:1, b@second:2", ("a", "first", 1)),  # a list: the first hop
-    ("odd@user@gate:23", ("odd@user", "gate", 23)),  # the last @ splits user from host
-])
-def test_parse_jump(spec, expected):
-    assert parse_jump(spec) == expected
 
 
 CONFIG = """\
@@ -47,37 +36,127 @@ Host gpu*
 
 Host direct
     ProxyJump none
+
+Host gate
+    HostName 10.0.0.1
+    Port 2201
+    User gateuser
+    IdentityFile /keys/gate
+
+Host inner
+    HostName 10.0.0.2
+    ProxyJump gate
+
+Host last
+    ProxyJump never-followed
+
+Host loop1
+    ProxyJump loop2
+
+Host loop2
+    ProxyJump ops@loop1
+
+Host badport
+    Port 22x
+
+Host badjump
+    ProxyJump ops@gate:22x
 """
 
 
 def settings(tmp_path, config: str | None = CONFIG, policy: str = "strict",
              **extra) -> SshSettings:
+    """Settings with `config` written to a real ssh_config file, read as the CLI reads it."""
+    path = tmp_path / "ssh_config"
+    if config:
+        path.write_text(config)
     return SshSettings(known_hosts=KnownHosts(str(tmp_path / "known_hosts"), policy),
-                       ssh_config=paramiko.SSHConfig.from_text(config) if config else None,
-                       **extra)
+                       ssh_config=load_ssh_config(str(path)) if config else None,
+                       ssh_config_path=str(path), **extra)
+
+
+def hop(address: str, port: int, user: str, keys: list[str]) -> Endpoint:
+    return Endpoint(address=address, port=port, user=user, key_files=keys)
+
+
+GATE_KEYS = ["/keys/gate"]
+FLEET_KEY = os.path.expanduser("~/.ssh/fleet_key")
 
 
 def test_ssh_config_fills_what_the_inventory_leaves_open(tmp_path):
-    endpoint = resolve_endpoint(Host(name="gpu7", address="gpu7"), settings(tmp_path))
+    endpoint = resolve_endpoint(Host(name="gpu7"), settings(tmp_path))
     assert (endpoint.address, endpoint.port, endpoint.user) == ("10.1.2.3", 2022, "cfguser")
-    assert endpoint.key_files == [os.path.expanduser("~/.ssh/fleet_key")]
-    assert endpoint.proxy_jump == "jump@gate:2200"
+    assert endpoint.key_files == [FLEET_KEY]
+    # the bastion has its own settings: the route's user and port, then ssh_config's
+    # HostName and key for it (the host's own settings are not the bastion's)
+    assert endpoint.jumps == (hop("10.0.0.1", 2200, "jump", GATE_KEYS),)
 
 
-def test_inventory_values_win_over_ssh_config(tmp_path):
-    host = Host(name="gpu7", address="127.0.0.9", port=2200, user="inv", key="/k/id",
-                proxy_jump="other@hop")
-    endpoint = resolve_endpoint(host, settings(tmp_path))
-    assert (endpoint.address, endpoint.port, endpoint.user) == ("127.0.0.9", 2200, "inv")
-    assert endpoint.key_files == ["/k/id"] and endpoint.proxy_jump == "other@hop"
+@pytest.mark.parametrize("given, field, value", [
+    ({"port": 22}, "port", 22),  # an explicit 22 still beats ssh_config's Port 2022
+    ({"port": 2200}, "port", 2200),
+    ({"user": "inv"}, "user", "inv"),
+    ({"key": "/k/id"}, "key_files", ["/k/id"]),
+])
+def test_an_inventory_value_beats_ssh_config(tmp_path, given, field, value):
+    endpoint = resolve_endpoint(Host(name="gpu7", **given), settings(tmp_path))
+    resolved = {"port": endpoint.port, "user": endpoint.user, "key_files": endpoint.key_files}
+    # the given field is the inventory's; those it does not give still come from ssh_config
+    assert resolved == dict({"port": 2022, "user": "cfguser", "key_files": [FLEET_KEY]},
+                            **{field: value})
+    assert endpoint.address == "10.1.2.3" and len(endpoint.jumps) == 1
 
 
-def test_proxyjump_none_and_no_config_mean_no_bastion(tmp_path):
-    assert resolve_endpoint(Host(name="direct", address="direct", user="u"),
-                            settings(tmp_path)).proxy_jump is None
-    bare = resolve_endpoint(Host(name="gpu7", address="gpu7", user="u"),
-                            settings(tmp_path, config=None))
-    assert (bare.address, bare.port, bare.key_files, bare.proxy_jump) == ("gpu7", 22, [], None)
+def test_ssh_config_is_matched_on_the_ansible_host_as_ssh_is_given_it(tmp_path):
+    """Ansible runs `ssh <ansible_host>`: an explicit address leaves the block of the
+    inventory name unread; an alias in ansible_host is translated by its own block."""
+    by_address = resolve_endpoint(Host(name="gpu7", address="127.0.0.9"), settings(tmp_path))
+    assert (by_address.address, by_address.port, by_address.jumps) == ("127.0.0.9", 22, ())
+    assert by_address.user == getpass.getuser() and by_address.key_files == []
+    alias = resolve_endpoint(Host(name="node1", address="gpu-alias"), settings(tmp_path))
+    assert (alias.address, alias.port, alias.user) == ("10.1.2.3", 2022, "cfguser")
+
+
+def test_the_inventory_route_beats_ssh_config_and_none_means_no_bastion(tmp_path):
+    routed = resolve_endpoint(Host(name="gpu7", proxy_jump=parse_route("other@hop:2")),
+                              settings(tmp_path))
+    # a bastion ssh_config gives no key gets the host's
+    assert routed.jumps == (hop("hop", 2, "other", [FLEET_KEY]),)
+    assert resolve_endpoint(Host(name="gpu7", proxy_jump=()), settings(tmp_path)).jumps == ()
+    assert resolve_endpoint(Host(name="direct", user="u"), settings(tmp_path)).jumps == ()
+    bare = resolve_endpoint(Host(name="gpu7", user="u"), settings(tmp_path, config=None))
+    assert (bare.address, bare.port, bare.key_files, bare.jumps) == ("gpu7", 22, [], ())
+
+
+def test_every_hop_is_chained_and_the_first_hops_own_proxyjump_is_followed(tmp_path):
+    """As `ssh -J inner,last` runs `ssh -J inner last`: inner's ssh_config ProxyJump
+    (gate) comes first; last's is not followed (it is reached through inner)."""
+    host = Host(name="gpu7", user="u", key="/k/id", proxy_jump=parse_route("inner,ops@last"))
+    jumps = resolve_endpoint(host, settings(tmp_path)).jumps
+    assert jumps == (hop("10.0.0.1", 2201, "gateuser", GATE_KEYS),
+                     hop("10.0.0.2", 22, getpass.getuser(), ["/k/id"]),
+                     hop("last", 22, "ops", ["/k/id"]))
+    assert [str(j) for j in jumps][1:] == ["%s@10.0.0.2:22" % getpass.getuser(), "ops@last:22"]
+
+
+@pytest.mark.parametrize("host, needles", [
+    (Host(name="badport"), ["host 'badport'", "field 'Port'", "'22x'"]),
+    (Host(name="badjump"), ["host 'badjump'", "field 'ProxyJump'", "'ops@gate:22x'",
+                            "1-65535"]),
+    (Host(name="gpu1", proxy_jump=parse_route("badport")),
+     ["host 'badport' (bastion of gpu1)", "field 'Port'"]),
+    (Host(name="gpu1", proxy_jump=parse_route("loop1")),
+     ["field 'ProxyJump'", "loop1 -> loop2 -> loop1", "ProxyJump none"]),
+    (Host(name="gpu1", address="badport"),
+     ["host 'gpu1' (ssh_config matched on its ansible_host badport)", "field 'Port'"]),
+])
+def test_an_unusable_ssh_config_value_names_the_file_host_and_field(tmp_path, host, needles):
+    with pytest.raises(InputError) as caught:
+        resolve_endpoint(host, settings(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(str(tmp_path / "ssh_config")), message
+    for needle in needles:
+        assert needle in message, message
 
 
 @pytest.mark.parametrize("raised, kind, retryable", [
@@ -224,3 +303,37 @@ def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(tmp_path,
     assert caught.value.kind == "protocol" and not caught.value.retryable, caught.value.message
     assert server.commands == [b"python3 -c probe"], caught.value.message
     assert listener.accepted == 1
+
+
+class CancellingBastion(Server):
+    """A bastion that lets the client in just as the run is cancelled (Ctrl-C), and
+    records each forward it is asked for."""
+
+    def __init__(self, cancel: threading.Event):
+        super().__init__(login=True)
+        self.cancel = cancel
+        self.forwards: list[tuple[str, int]] = []
+
+    def check_auth_publickey(self, username, key) -> int:
+        self.cancel.set()
+        return paramiko.AUTH_SUCCESSFUL
+
+    def check_channel_direct_tcpip_request(self, chanid, origin, destination) -> int:
+        self.forwards.append(destination)
+        return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+
+def test_a_run_cancelled_at_a_bastion_opens_no_further_hop(tmp_path, client_key):
+    cancel = threading.Event()
+    bastion = CancellingBastion(cancel)
+    listener = Listener(ssh_server(bastion))
+    host = Host(name="box", address=ADDRESS, port=2222, user="u", key=client_key,
+                proxy_jump=(JumpHop(ADDRESS, "u", listener.port),))
+    connector = SshConnector(settings(tmp_path, config=None, policy="accept-new", retries=0))
+    try:
+        with pytest.raises(TransportError) as caught:
+            connector.open(host, Deadline(30), cancel)
+    finally:
+        listener.close()
+    assert caught.value.kind == "interrupted", caught.value.message
+    assert bastion.forwards == [] and listener.accepted == 1

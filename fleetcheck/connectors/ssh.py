@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 if "invoke" not in sys.modules:
     # paramiko imports invoke (and with it unittest.mock and more, ~50 ms of start-up CPU)
@@ -36,7 +36,8 @@ from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Dead
                                         TransportError)
 from fleetcheck.connectors.dialogue import converse
 
-from fleetcheck.inventory import Host
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory import Host, Route, parse_route
 
 def key_fingerprint(key: paramiko.PKey) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
@@ -143,48 +144,108 @@ class SshSettings:
     keys: KeyRing = field(default_factory=KeyRing)
     retries: int = 1
     retry_backoff: float = 0.5
+    ssh_config_path: str = "ssh_config"  # named in the errors of its values
+    # host name -> its endpoint, resolved before the run (resolve_endpoints)
+    endpoints: dict[str, "Endpoint"] = field(default_factory=dict)
+
+    def lookup(self, name: str) -> dict[str, Any]:
+        return self.ssh_config.lookup(name) if self.ssh_config else {}
 
 
 @dataclass
 class Endpoint:
-    """Where and as whom to connect, after ssh_config and the inventory are merged."""
+    """One machine to connect to, after the inventory and ssh_config are merged, with
+    the bastions in front of it in the order they are visited."""
 
     address: str
     port: int
     user: str
     key_files: list[str]
-    proxy_jump: str | None
+    jumps: tuple["Endpoint", ...] = ()
+
+    def __str__(self) -> str:
+        address = "[%s]" % self.address if ":" in self.address else self.address
+        return "%s@%s:%d" % (self.user, address, self.port)
 
 
 def resolve_endpoint(host: Host, settings: SshSettings) -> Endpoint:
-    """Inventory values win over ssh_config, as command-line options win in ssh."""
-    config = settings.ssh_config.lookup(host.name) if settings.ssh_config else {}
-    explicit_address = host.address != host.name
-    address = host.address if explicit_address else config.get("hostname", host.address)
-    port = host.port if host.port != 22 else int(config.get("port", 22))
+    """The inventory's explicit values, then ssh_config, then ssh's defaults, as Ansible
+    runs `ssh -o Port=.. -o User=.. <ansible_host>`: ssh_config is matched on the name
+    ssh is given (ansible_host when set, else the inventory name) and its HostName then
+    translates that name. InputError for an ssh_config value that cannot be used."""
+    where = "host '%s'" % host.name if host.destination == host.name else \
+        "host '%s' (ssh_config matched on its ansible_host %s)" % (host.name, host.destination)
+    config = settings.lookup(host.destination)
+    address = config.get("hostname", host.destination)
+    port = host.port if host.port is not None else config_port(settings, where, config)
     user = host.user or config.get("user") or getpass.getuser()
     key_files = [host.key] if host.key else list(config.get("identityfile", []))
-    proxy = host.proxy_jump or config.get("proxyjump")
-    return Endpoint(address=address, port=port, user=user, key_files=key_files,
-                    proxy_jump=proxy if proxy and proxy.lower() != "none" else None)
+    route = host.proxy_jump if host.proxy_jump is not None else \
+        config_route(settings, where, config)
+    jumps = resolve_route(route, settings, key_files, host.name, ())
+    return Endpoint(address=address, port=port, user=user, key_files=key_files, jumps=jumps)
 
 
-def parse_jump(spec: str) -> tuple[str | None, str, int]:
-    """user@host:port, the first hop of a ProxyJump list."""
-    first = spec.split(",")[0].strip()
-    user = None
-    if "@" in first:
-        user, first = first.rsplit("@", 1)
-    port = 22
-    if first.startswith("["):
-        hostpart, _, rest = first[1:].partition("]")
-        if rest.startswith(":"):
-            port = int(rest[1:])
-        first = hostpart
-    elif first.count(":") == 1:
-        first, port_text = first.split(":")
-        port = int(port_text)
-    return user, first, port
+def resolve_route(route: Route, settings: SshSettings, target_keys: list[str],
+                  target: str, following: tuple[str, ...]) -> tuple[Endpoint, ...]:
+    """Each hop with its own settings from ssh_config (a hop's user and port in the
+    route win), as OpenSSH runs `ssh -J a,b` as `ssh -J a b`: the first hop's own
+    ProxyJump is followed, later hops' are not. `following`: the first hops whose
+    ProxyJump led here, to refuse a loop that OpenSSH would follow forever."""
+    if not route:
+        return ()
+    hops = []
+    for index, hop in enumerate(route):
+        where = "host '%s' (bastion of %s)" % (hop.host, target)
+        config = settings.lookup(hop.host)
+        if index == 0:
+            if hop.host in following:
+                raise InputError(settings.ssh_config_path, where, "ProxyJump",
+                                 "the bastions' ProxyJump settings lead back to %s (%s): "
+                                 "give it `ProxyJump none`" % (hop.host, " -> ".join(
+                                     following + (hop.host,))))
+            before = config_route(settings, where, config)
+            if before:
+                hops.extend(resolve_route(before, settings, target_keys, target,
+                                          following + (hop.host,)))
+        # a hop ssh_config gives no key uses the host's (a bastion that takes the
+        # same key needs no ssh_config entry)
+        keys = list(config.get("identityfile", [])) or list(target_keys)
+        hops.append(Endpoint(
+            address=config.get("hostname", hop.host),
+            port=hop.port if hop.port is not None else config_port(settings, where, config),
+            user=hop.user or config.get("user") or getpass.getuser(), key_files=keys))
+    return tuple(hops)
+
+
+def config_port(settings: SshSettings, where: str, config: dict[str, Any]) -> int:
+    text = config.get("port", "22")
+    if not (text.isdigit() and 0 < int(text) < 65536):
+        raise InputError(settings.ssh_config_path, where, "Port",
+                         "must be a port number 1-65535, got %r" % text)
+    return int(text)
+
+
+def config_route(settings: SshSettings, where: str, config: dict[str, Any]) -> Route:
+    spec = config.get("proxyjump")
+    if spec is None:
+        return ()
+    try:
+        return parse_route(spec)
+    except ValueError as exc:
+        raise InputError(settings.ssh_config_path, where, "ProxyJump", "%r: %s" % (spec, exc))
+
+
+def resolve_endpoints(hosts: list[Host], settings: SshSettings) -> None:
+    """Every SSH host resolved once, before the run: a bad ssh_config value (a port, a
+    route) is exit 2 naming the file, the host and the field, before any connection, and
+    ssh_config's `Match exec` commands run once per host."""
+    for host in hosts:
+        if host.connection == "ssh":
+            try:
+                settings.endpoints[host.name] = resolve_endpoint(host, settings)
+            except paramiko.SSHException:
+                continue  # a name CanonicalizeHostname cannot resolve: that host's error
 
 
 @contextmanager
@@ -204,8 +265,19 @@ def translate_errors(where: str) -> Iterator[None]:
         raise TransportError("host-key", "%s: host key changed: %s" % (where, exc))
     except paramiko.AuthenticationException as exc:
         raise TransportError("auth", "%s: %s" % (where, exc))
+    except paramiko.ChannelException as exc:
+        # the bastion before this hop could not open the forward to it
+        if exc.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+            raise TransportError("unreachable", "%s: the bastion before it refused to "
+                                 "forward to it (%s; does its sshd allow TCP forwarding?)"
+                                 % (where, exc.text))
+        raise TransportError("unreachable", "%s: the bastion before it could not connect "
+                             "to it (%s)" % (where, exc.text), retryable=True)
     except paramiko.SSHException as exc:
         text = str(exc)
+        if "timeout opening channel" in text.lower():
+            raise TransportError("unreachable", "%s: the bastion before it did not open the "
+                                 "forward to it in time" % where, retryable=True)
         if "banner" in text.lower():
             raise TransportError("unreachable", "%s: no SSH banner (%s)" % (where, text),
                                  retryable=True)
@@ -219,58 +291,77 @@ def translate_errors(where: str) -> Iterator[None]:
 
 
 class SshSession(Session):
-    """One authenticated SSH transport to a host (through its bastion when it has one)."""
+    """One authenticated SSH transport to a host, through each of its bastions in turn
+    (each hop's transport carries the next one's TCP stream, direct-tcpip)."""
 
-    def __init__(self, endpoint: Endpoint, settings: SshSettings, deadline: Deadline):
+    def __init__(self, endpoint: Endpoint, settings: SshSettings, deadline: Deadline,
+                 cancel: threading.Event | None = None):
         self.endpoint = endpoint
         self.settings = settings
         self.deadline = deadline
         self.transports: list[paramiko.Transport] = []
         try:
-            self.transport = self._open(endpoint)
+            self.transport = self._open(endpoint, cancel)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, endpoint: Endpoint) -> paramiko.Transport:
-        where = "%s@%s:%d" % (endpoint.user, endpoint.address, endpoint.port)
-        with translate_errors(where):
-            if endpoint.proxy_jump:
-                juser, jhost, jport = parse_jump(endpoint.proxy_jump)
-                jump_host = Host(name=jhost, address=jhost, port=jport, user=juser)
-                jump = resolve_endpoint(jump_host, self.settings)
-                if not jump.key_files:
-                    # as with `ssh -J -i key`: the bastion gets the target's key unless
-                    # ssh_config names one for it
-                    jump.key_files = list(endpoint.key_files)
-                bastion = self._open(jump)
-                sock = bastion.open_channel("direct-tcpip", (endpoint.address, endpoint.port),
-                                            ("127.0.0.1", 0), timeout=self.deadline.left())
-            else:
-                sock = socket.create_connection((endpoint.address, endpoint.port),
-                                                timeout=self.deadline.left())
+    def _open(self, endpoint: Endpoint, cancel: threading.Event | None) -> paramiko.Transport:
+        through: paramiko.Transport | None = None
+        count = len(endpoint.jumps)
+        for index, hop in enumerate(endpoint.jumps + (endpoint,)):
+            if cancel is not None and cancel.is_set():
+                raise TransportError("interrupted", "run interrupted (Ctrl-C) while connecting")
+            where = str(hop) if index == count else \
+                "via bastion %d of %d %s" % (index + 1, count, hop)
+            try:
+                with translate_errors(where):
+                    through = self._connect(hop, through, where)
+            except TransportError as exc:
+                if index < count and not exc.message.startswith(where):
+                    exc.message = "%s: %s" % (where, exc.message)  # which hop failed
+                    exc.args = (exc.message,)
+                raise
+        assert through is not None
+        return through
+
+    def _connect(self, endpoint: Endpoint, through: paramiko.Transport | None,
+                 where: str) -> paramiko.Transport:
+        """One hop: its TCP stream (direct, or forwarded by the hop before), its host
+        key checked under its own name and port, then its login."""
+        target = (endpoint.address, endpoint.port)
+        if through is None:
+            sock: socket.socket | paramiko.Channel = socket.create_connection(
+                target, timeout=self.deadline.left())
+        else:
+            sock = through.open_channel("direct-tcpip", target, ("127.0.0.1", 0),
+                                        timeout=self.deadline.left())
+        try:
             transport = paramiko.Transport(sock)
-            self.transports.append(transport)
-            known = self.settings.known_hosts.known_types(endpoint.address, endpoint.port)
-            if known:
-                options = transport.get_security_options()
-                wanted = set(known) | ({"rsa-sha2-512", "rsa-sha2-256"} if "ssh-rsa" in known
-                                       else set())
-                preferred = [t for t in options.key_types if t in wanted]
-                if preferred:
-                    options.key_types = preferred
-            transport.banner_timeout = self.deadline.left()
-            transport.handshake_timeout = self.deadline.left()
-            transport.start_client(timeout=self.deadline.left())
-            if not transport.is_active() or transport.host_key is None:
-                # start_client returns quietly on its timeout: a listener that accepted
-                # TCP but never spoke SSH (no banner, or a stalled key exchange)
-                raise TransportError("unreachable", "%s: no SSH banner / handshake within the "
-                                     "host deadline of %.0fs" % (where, self.deadline.seconds))
-            self.settings.known_hosts.verify(endpoint.address, endpoint.port,
-                                             transport.get_remote_server_key())
-            self._authenticate(transport, endpoint)
-            return transport
+        except BaseException:
+            sock.close()
+            raise
+        self.transports.append(transport)
+        known = self.settings.known_hosts.known_types(endpoint.address, endpoint.port)
+        if known:
+            options = transport.get_security_options()
+            wanted = set(known) | ({"rsa-sha2-512", "rsa-sha2-256"} if "ssh-rsa" in known
+                                   else set())
+            preferred = [t for t in options.key_types if t in wanted]
+            if preferred:
+                options.key_types = preferred
+        transport.banner_timeout = self.deadline.left()
+        transport.handshake_timeout = self.deadline.left()
+        transport.start_client(timeout=self.deadline.left())
+        if not transport.is_active() or transport.host_key is None:
+            # start_client returns quietly on its timeout: a listener that accepted
+            # TCP but never spoke SSH (no banner, or a stalled key exchange)
+            raise TransportError("unreachable", "%s: no SSH banner / handshake within the "
+                                 "host deadline of %.0fs" % (where, self.deadline.seconds))
+        self.settings.known_hosts.verify(endpoint.address, endpoint.port,
+                                         transport.get_remote_server_key())
+        self._authenticate(transport, endpoint)
+        return transport
 
     def _authenticate(self, transport: paramiko.Transport, endpoint: Endpoint) -> None:
         keyring = self.settings.keys
@@ -325,7 +416,10 @@ class SshSession(Session):
             raise TransportError("protocol", "connection lost after the command was sent "
                                  "(%s: %s)" % (type(exc).__name__, exc))
         finally:
-            channel.close()
+            try:
+                channel.close()
+            except (EOFError, OSError, paramiko.SSHException):
+                pass  # a connection that died: its error (above) is the host's, not this
 
     def close(self) -> None:
         for transport in reversed(self.transports):
@@ -396,11 +490,12 @@ class SshConnector(Connector):
 
     def open(self, host: Host, deadline: Deadline,
              cancel: threading.Event | None = None) -> SshSession:
-        endpoint = resolve_endpoint(host, self.settings)
+        endpoint = self.settings.endpoints.get(host.name) or \
+            resolve_endpoint(host, self.settings)
         attempt = 0
         while True:
             try:
-                return SshSession(endpoint, self.settings, deadline)
+                return SshSession(endpoint, self.settings, deadline, cancel)
             except TransportError as exc:
                 attempt += 1
                 backoff = self.settings.retry_backoff * (2 ** (attempt - 1))

@@ -16,10 +16,12 @@ import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
 
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.limit import select_hosts
 from fleetcheck.inventory.model import Setting
+from fleetcheck.inventory.proxy_jump import Route, parse_route
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory.sources import load_sources
 from fleetcheck.inventory.templates import host_context, is_template, render
@@ -64,11 +66,14 @@ BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
 
 @dataclass
 class Host:
-    """One host of the inventory, with its vars merged and checked."""
+    """One host of the inventory, with its vars merged and checked. A connection setting
+    the inventory does not give is None, never a default: ssh_config, then the default,
+    fill it when the connector resolves the host (an explicit `ansible_port: 22` beats
+    ssh_config's Port; an unset one does not)."""
 
     name: str
-    address: str
-    port: int = 22
+    address: str | None = None  # ansible_host; None: the name is what ssh is given
+    port: int | None = None
     user: str | None = None
     key: str | None = None
     connection: str = "ssh"
@@ -76,7 +81,7 @@ class Host:
     python: str | None = None
     site_packages: str | None = None
     vllm_url: str = DEFAULT_VLLM_URL
-    proxy_jump: str | None = None
+    proxy_jump: Route | None = None  # (): `none`, no bastion whatever ssh_config says
     timeout: float | None = None
     smoke: dict[str, Any] = field(default_factory=dict)
     become: bool = False
@@ -87,6 +92,12 @@ class Host:
     container: str | None = None  # a container name on the box, or "auto"
     container_engine: str | None = None  # docker | podman; None: the first found on the box
     container_user: str | None = None
+
+    @property
+    def destination(self) -> str:
+        """The name ssh is given for this host (as Ansible runs `ssh <ansible_host>`),
+        and the address results show."""
+        return self.address or self.name
 
     @property
     def interpreter(self) -> str:
@@ -148,11 +159,42 @@ def check_var(source: str, where: str, name: str, value: Any,
     if canonical == "container_engine" and value not in CONTAINER_ENGINES:
         raise InputError(source, where, name, "must be one of %s, got %r" % (
             ", ".join(sorted(CONTAINER_ENGINES)), value))
-    if canonical == "vllm_url" and not re.match(r"^https?://[^\s/]+", value):
-        raise InputError(source, where, name, "must be an http:// or https:// URL")
+    if canonical == "vllm_url":
+        problem = url_problem(value)
+        if problem:
+            raise InputError(source, where, name, "%r %s" % (value, problem))
     if canonical == "ssh_common_args":
-        return "proxy_jump", proxy_jump_from_args(source, where, name, value)
+        jump = proxy_jump_from_args(source, where, name, value)
+        return "proxy_jump", None if jump is None else checked_route(source, where, name, jump)
+    if canonical == "proxy_jump":
+        return canonical, checked_route(source, where, name, value)
     return canonical, value
+
+
+def url_problem(url: str) -> str | None:
+    """What makes a vllm_url unusable, or None: http(s), a host, a port 1-65535 or none
+    (a bad port would otherwise be read as some default)."""
+    if any(c.isspace() for c in url):
+        return "contains white space"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "names no host"
+    try:
+        port = parts.port
+    except ValueError:
+        return "has a port that is not a number 1-65535"
+    if port == 0:
+        return "has port 0 (give 1-65535 or none)"
+    return None
+
+
+def checked_route(source: str, where: str, name: str, spec: str) -> Route:
+    try:
+        return parse_route(spec)
+    except ValueError as exc:
+        raise InputError(source, where, name, "ProxyJump %r: %s" % (spec, exc))
 
 
 # ssh options that change neither where fleetcheck connects nor whom it trusts, so a
@@ -175,13 +217,19 @@ def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str 
         raise InputError(source, where, name, str(exc))
     jump = None
     i = 0
+
+    def once(spec: str) -> str:
+        if jump is not None:  # ssh itself refuses a second -J
+            raise InputError(source, where, name, "a bastion is given twice (%r and %r): "
+                             "give one route, its hops separated by commas" % (jump, spec))
+        return spec
     while i < len(args):
         arg = args[i]
         if arg == "-J" and i + 1 < len(args):
-            jump, i = args[i + 1], i + 2
+            jump, i = once(args[i + 1]), i + 2
             continue
         if arg.startswith("-J") and len(arg) > 2:
-            jump, i = arg[2:], i + 1
+            jump, i = once(arg[2:]), i + 1
             continue
         if arg in IGNORED_SSH_FLAGS:
             i += 1
@@ -191,7 +239,7 @@ def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str 
             i += 1 if len(arg) > 2 else 2
             key, _, setting = option.replace(" ", "=", 1).partition("=")
             if key.lower() == "proxyjump" and setting:
-                jump = setting
+                jump = once(setting)
                 continue
             if key.lower() in IGNORED_SSH_OPTIONS:
                 continue
@@ -334,11 +382,10 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
         site, var = sites["become_method"]
         raise InputError(site.source, site.where, var, "become is on and only sudo is "
                          "supported, got %r" % method)
-    address = fields.pop("address", name)
-    host = Host(name=name, address=address, groups=groups)
+    host = Host(name=name, groups=groups)
     for key, value in fields.items():
         setattr(host, key, value)
-    if host.connection == "ssh" and host.address.startswith("-"):
+    if host.connection == "ssh" and host.destination.startswith("-"):
         site, var = sites.get("address", (None, "ansible_host"))
         raise InputError(site.source if site else "inventory", "host '%s'" % name, var,
                          "an address may not start with '-'")
