@@ -1,0 +1,58 @@
+"""A controller with many descriptors: `fleetcheck run` started while it already holds more
+than select()'s 1024, over real sshd hosts and local hosts, gives every host its real
+verdict."""
+
+from __future__ import annotations
+
+import sys
+
+from fleet_helpers import run_fleetcheck, ssh_hosts
+from fleetcheck.lab.testhosts import free_loopback_port
+from probe_helpers import ENV
+
+# Sets the descriptor limits (0: soft up to hard, -1: unchanged), opens HELD inheritable
+# descriptors and proves the next one is past select()'s FD_SETSIZE, then execs argv[4:].
+HOLD = """\
+import os, resource, sys
+held, soft, hard = (int(v) for v in sys.argv[1:4])
+old_soft, old_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+hard = old_hard if hard < 0 else hard
+soft = hard if soft == 0 else (min(old_soft, hard) if soft < 0 else soft)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+for _ in range(held):
+    os.set_inheritable(os.open(os.devnull, os.O_RDONLY), True)
+probe = os.open(os.devnull, os.O_RDONLY)
+if held and probe <= 1024:
+    sys.exit("only reached descriptor %d" % probe)
+os.close(probe)
+os.execv(sys.argv[4], sys.argv[4:])
+"""
+
+
+def holding(held: int = 0, soft: int = -1, hard: int = -1) -> list[str]:
+    """The interpreter command of a controller started with these descriptors and limits."""
+    return [sys.executable, "-c", HOLD, str(held), str(soft), str(hard), sys.executable]
+
+
+def test_a_controller_holding_1100_descriptors_checks_every_host(tmp_path, fleet, real_venvs):
+    old = fleet.add("gpu-old", mounts={ENV: real_venvs["0.20.1"]})
+    new = fleet.add("gpu-new", mounts={ENV: real_venvs["0.33.0"]})
+    new2 = fleet.add("gpu-new-2", mounts={ENV: real_venvs["0.33.0"]})
+    fleet.start()
+    dead = fleet.next_address()
+    inventory = {"all": {"children": {
+        "ssh": {"vars": {"venv": ENV}, "hosts": {
+            **ssh_hosts(fleet, [old, new, new2]),
+            "gpu-down": {"ansible_host": dead, "port": free_loopback_port(dead),
+                         "key": fleet.client_key}}},
+        "here": {"vars": {"connection": "local", "venv": real_venvs["0.33.0"]},
+                 "hosts": {"local-a": {}, "local-b": {}}}}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "6",
+                         python=holding(1100, soft=0))
+    assert run.results is not None, run.stderr[-3000:]
+    status = {h["name"]: h["status"] for h in run.results["hosts"]}
+    assert status == {"gpu-old": "fail", "gpu-new": "pass", "gpu-new-2": "pass",
+                      "gpu-down": "unreachable", "local-a": "pass", "local-b": "pass"}, \
+        [(h["name"], h["error"]) for h in run.results["hosts"]]
+    assert "refused" in run.host("gpu-down")["error"]["message"]
+    assert run.code == 1, run.stderr[-3000:]
