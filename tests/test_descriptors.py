@@ -4,7 +4,11 @@ verdict."""
 
 from __future__ import annotations
 
+import re
+import socket
 import sys
+
+import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
@@ -56,3 +60,50 @@ def test_a_controller_holding_1100_descriptors_checks_every_host(tmp_path, fleet
         [(h["name"], h["error"]) for h in run.results["hosts"]]
     assert "refused" in run.host("gpu-down")["error"]["message"]
     assert run.code == 1, run.stderr[-3000:]
+
+
+def limit_recorder(tmp_path) -> str:
+    """An interpreter for local hosts that records the soft descriptor limit it inherited
+    from the controller, then fails."""
+    script = tmp_path / "records-limit"
+    script.write_text('#!/bin/sh\nulimit -n > "%s"\nexit 3\n' % (tmp_path / "limit.txt"))
+    script.chmod(0o755)
+    return str(script)
+
+
+def local_hosts(count: int, python: str) -> dict:
+    return {"all": {"vars": {"connection": "local", "python": python},
+                    "hosts": {"here-%03d" % i: {} for i in range(count)}}}
+
+
+def test_the_soft_limit_is_raised_to_the_hard_limit_when_j_needs_it(tmp_path):
+    run = run_fleetcheck(tmp_path, local_hosts(30, limit_recorder(tmp_path)), "-j", "30",
+                         python=holding(soft=64, hard=4096))
+    assert run.code == 3 and run.results is not None, run.stderr[-2000:]
+    assert len(run.results["hosts"]) == 30
+    assert (tmp_path / "limit.txt").read_text().strip() == "4096"
+
+
+def test_a_limit_too_low_for_j_is_refused_before_connecting(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    inventory = {"all": {"hosts": {"gpu%03d" % i: {"ansible_host": "127.0.0.1", "port": port}
+                                   for i in range(100)}}}
+    with listener:
+        run = run_fleetcheck(tmp_path, inventory, "-j", "100",
+                             python=holding(soft=128, hard=128))
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no host was contacted
+    assert run.code == 2 and run.results is None, run.stderr[-2000:]
+    found = re.search(r"-j 100 needs ~(\d+) descriptors; the limit is 128: raise `ulimit -n` "
+                      r"or lower -j", run.stderr)
+    assert found and int(found.group(1)) >= 300, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr  # one message, not a flood
+
+
+def test_a_large_j_over_few_hosts_needs_only_what_those_hosts_hold(tmp_path):
+    run = run_fleetcheck(tmp_path, local_hosts(3, limit_recorder(tmp_path)), "-j", "1000",
+                         python=holding(soft=128, hard=128))
+    assert run.code == 3 and len(run.results["hosts"]) == 3, run.stderr[-2000:]
+    assert (tmp_path / "limit.txt").read_text().strip() == "128"
