@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 
 from fleetcheck.lab.wheels import CACHE, real_install
@@ -65,3 +66,37 @@ def uv_venv(version: str = "0.33.0") -> str:
                         os.path.join(target, "bin", "python"),
                         wheel_path("vllm-%s-" % version, "vllm==%s" % version)], check=True)
     return cached("uv-vllm-%s" % version, build)
+
+
+def venv_missing_stdlib_module(root: str, module: str = "select") -> str:
+    """A venv whose interpreter starts, reads the probe from stdin, then fails: its base
+    Python (this one's binary, linked) sees the whole standard library but `module`, as
+    after a half-finished upgrade or removal. The venv itself is the layout `python -m
+    venv` writes: pyvenv.cfg naming the base, bin/python linking to it."""
+    name = "python%d.%d" % sys.version_info[:2]
+    base = os.path.join(root, "base")
+    os.makedirs(os.path.join(base, "bin"))
+    binary = os.path.join(base, "bin", name)
+    try:
+        os.link(os.path.realpath(sys._base_executable), binary)
+    except OSError:
+        shutil.copy2(os.path.realpath(sys._base_executable), binary)
+    stdlib = sysconfig.get_path("stdlib")
+    lib = os.path.join(base, "lib", name)
+    os.makedirs(os.path.join(lib, "lib-dynload"))
+    for entry in os.listdir(stdlib):
+        if entry != "lib-dynload":
+            os.symlink(os.path.join(stdlib, entry), os.path.join(lib, entry))
+    dynload = os.path.join(stdlib, "lib-dynload")
+    for entry in os.listdir(dynload):
+        if entry.split(".")[0] != module:
+            os.symlink(os.path.join(dynload, entry), os.path.join(lib, "lib-dynload", entry))
+    env = os.path.join(root, "env")
+    os.makedirs(os.path.join(env, "bin"))
+    os.makedirs(os.path.join(env, "lib", name, "site-packages"))
+    with open(os.path.join(env, "pyvenv.cfg"), "w", encoding="utf-8") as handle:
+        handle.write("home = %s\ninclude-system-site-packages = false\nversion = %s\n"
+                     % (os.path.join(base, "bin"), ".".join(map(str, sys.version_info[:3]))))
+    os.symlink(binary, os.path.join(env, "bin", "python"))
+    return env
+

@@ -54,11 +54,15 @@ def test_a_controller_holding_1100_descriptors_checks_every_host(tmp_path, fleet
     run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "6",
                          python=holding(1100, soft=0))
     assert run.results is not None, run.stderr[-3000:]
-    status = {h["name"]: h["status"] for h in run.results["hosts"]}
-    assert status == {"gpu-old": "fail", "gpu-new": "pass", "gpu-new-2": "pass",
-                      "gpu-down": "unreachable", "local-a": "pass", "local-b": "pass"}, \
-        [(h["name"], h["error"]) for h in run.results["hosts"]]
-    assert "refused" in run.host("gpu-down")["error"]["message"]
+    errors = {h["name"]: h["error"] for h in run.results["hosts"] if h["error"]}
+    assert list(errors) == ["gpu-down"], errors
+    assert "refused" in errors["gpu-down"]["message"]
+    for name, verdict in (("gpu-old", "fail"), ("gpu-new", "pass"), ("gpu-new-2", "pass"),
+                          ("local-a", "pass"), ("local-b", "pass")):
+        assert run.check(name, "dflash-layer-offset")["status"] == verdict, run.host(name)
+    assert run.host("gpu-new")["status"] == "pass" and run.host("gpu-old")["status"] == "fail"
+    # local hosts see this whole machine: another user's pip install here is a warning
+    assert {run.host(n)["status"] for n in ("local-a", "local-b")} <= {"pass", "warn"}
     assert run.code == 1, run.stderr[-3000:]
 
 
