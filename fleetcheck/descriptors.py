@@ -9,7 +9,8 @@ import resource
 
 # Measured (benchmarks/fleet_bench.py --descriptors, /proc/PID/fd of the controller): an
 # SSH host in flight holds 3, its socket and the pipe paramiko makes a channel waitable
-# with; a local host holds its command's 3 pipes.
+# with (behind a bastion too: the socket is the bastion's, the target's transport runs
+# over a channel); a local host holds its command's 3 pipes.
 PER_HOST = 3
 # Beyond what is open at start: outputs, known_hosts and key files, the agent's socket,
 # the extra pipes a local host holds while its command starts.

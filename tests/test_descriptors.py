@@ -1,6 +1,7 @@
-"""A controller with many descriptors: `fleetcheck run` started while it already holds more
-than select()'s 1024, over real sshd hosts and local hosts, gives every host its real
-verdict."""
+"""Descriptors: `fleetcheck run` started while it already holds more than select()'s 1024
+gives every host its real verdict (real sshd hosts, one behind a bastion, and local hosts);
+its soft RLIMIT_NOFILE is raised when -j needs it, and a limit still too low is refused
+before any host is contacted (descriptors.py)."""
 
 from __future__ import annotations
 
@@ -42,23 +43,27 @@ def test_a_controller_holding_1100_descriptors_checks_every_host(tmp_path, fleet
     old = fleet.add("gpu-old", mounts={ENV: real_venvs["0.20.1"]})
     new = fleet.add("gpu-new", mounts={ENV: real_venvs["0.33.0"]})
     new2 = fleet.add("gpu-new-2", mounts={ENV: real_venvs["0.33.0"]})
+    bastion = fleet.add("bastion")
+    behind = fleet.add("gpu-behind", mounts={ENV: real_venvs["0.33.0"]})
     fleet.start()
     dead = fleet.next_address()
     inventory = {"all": {"children": {
         "ssh": {"vars": {"venv": ENV}, "hosts": {
             **ssh_hosts(fleet, [old, new, new2]),
+            **ssh_hosts(fleet, [behind], ansible_ssh_common_args="-J root@%s:22"
+                        % bastion.address),
             "gpu-down": {"ansible_host": dead, "port": free_loopback_port(dead),
                          "key": fleet.client_key}}},
         "here": {"vars": {"connection": "local", "venv": real_venvs["0.33.0"]},
                  "hosts": {"local-a": {}, "local-b": {}}}}}}
-    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "6",
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts, "-j", "7",
                          python=holding(1100, soft=0))
     assert run.results is not None, run.stderr[-3000:]
     errors = {h["name"]: h["error"] for h in run.results["hosts"] if h["error"]}
     assert list(errors) == ["gpu-down"], errors
     assert "refused" in errors["gpu-down"]["message"]
     for name, verdict in (("gpu-old", "fail"), ("gpu-new", "pass"), ("gpu-new-2", "pass"),
-                          ("local-a", "pass"), ("local-b", "pass")):
+                          ("gpu-behind", "pass"), ("local-a", "pass"), ("local-b", "pass")):
         assert run.check(name, "dflash-layer-offset")["status"] == verdict, run.host(name)
     assert run.host("gpu-new")["status"] == "pass" and run.host("gpu-old")["status"] == "fail"
     # local hosts see this whole machine: another user's pip install here is a warning
