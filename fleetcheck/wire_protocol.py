@@ -107,13 +107,13 @@ def probe_command(host: Host) -> str:
     processing (the probe needs none, and a Python with many .pth files takes tens of
     milliseconds to start)."""
     boot = shlex.quote(BOOTSTRAP)
-    last = "exec %s -S -I -B -c %s" % (FALLBACK_PYTHON, boot)
+    fallback = "exec %s -S -I -B -c %s" % (FALLBACK_PYTHON, boot)
     if host.interpreter == FALLBACK_PYTHON:
-        return with_become(host, last)
-    return with_become(host, "%s -S -I -B -c %s; s=$?; [ $s -ne 126 ] && [ $s -ne 127 ] && "
-                             "exit $s; printf %s >&2; %s" % (
-                                 shlex.quote(host.interpreter), boot,
-                                 shlex.quote(FALLBACK.decode().replace("\n", "\\n")), last))
+        return with_become(host, fallback)
+    named = "%s -S -I -B -c %s" % (shlex.quote(host.interpreter), boot)
+    marker = shlex.quote(FALLBACK.decode().rstrip("\n"))
+    return with_become(host, "%s; s=$?; [ $s -ne 126 ] && [ $s -ne 127 ] && exit $s; "
+                             "echo %s >&2; %s" % (named, marker, fallback))
 
 
 def with_become(host: Host, command: str) -> str:
@@ -150,19 +150,20 @@ def interpreter_failure(result: CommandResult, host: Host) -> TransportError:
     """The probe exits 0: a failed exit with no answer is the interpreter's own failure,
     told in its own words (its stderr), naming which interpreter it was."""
     before, fell_back, after = result.stderr.partition(FALLBACK)
-    if not fell_back and host.interpreter != FALLBACK_PYTHON:
-        return TransportError("probe", "the probe's interpreter %s started and failed (exit "
-                              "%d): %s" % (host.interpreter, result.exit_status,
-                                           quote_stderr(result.stderr)))
-    reason = quote_stderr(before) if fell_back else None
-    tried = "%s (%s) and %s" % (host.interpreter, reason, FALLBACK_PYTHON) if fell_back \
-        else FALLBACK_PYTHON
-    if result.exit_status == 127:
+    if fell_back:  # the named one could not be executed: the shell said why, then python3 ran
+        why = quote_stderr(before)
+        ran = "%s (run because %s cannot be executed: %s)" % (FALLBACK_PYTHON, host.interpreter,
+                                                              why)
+        tried = "%s (%s) and %s" % (host.interpreter, why, FALLBACK_PYTHON)
+    else:
+        ran = "the probe's interpreter %s" % host.interpreter
+        tried = host.interpreter
+        after = result.stderr
+    if result.exit_status == 127 and (fell_back or host.interpreter == FALLBACK_PYTHON):
         return TransportError("probe", "no Python interpreter: tried %s (%s)"
                               % (tried, quote_stderr(after)))
-    return TransportError("probe", "%s%s started and failed (exit %d): %s" % (
-        FALLBACK_PYTHON, " (run because %s cannot be executed: %s)" % (host.interpreter, reason)
-        if fell_back else "", result.exit_status, quote_stderr(after)))
+    return TransportError("probe", "%s started and failed (exit %d): %s"
+                          % (ran, result.exit_status, quote_stderr(after)))
 
 
 def quote_stderr(data: bytes, limit: int = 800) -> str:

@@ -173,6 +173,14 @@ def test_what_is_not_an_answer_says_why(result, kind, words):
         assert word in error.message, error.message
 
 
+def test_without_a_venv_or_python_only_python3_is_tried():
+    host = Host(name="h", address="h")
+    assert shlex.split(probe_command(host))[:2] == ["exec", "python3"]
+    error = refused(answer(b"", b"bash: line 1: exec: python3: not found\n", 127), host)
+    assert error.kind == "probe" and error.message == (
+        "no Python interpreter: tried python3 (bash: line 1: exec: python3: not found)")
+
+
 def test_a_misshapen_answer_names_its_field():
     facts = real_facts()
     facts["python"]["version"] = 3.11
