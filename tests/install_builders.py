@@ -68,11 +68,12 @@ def uv_venv(version: str = "0.33.0") -> str:
     return cached("uv-vllm-%s" % version, build)
 
 
-def venv_missing_stdlib_module(root: str, module: str = "select") -> str:
+def venv_missing_stdlib_module(root: str, module: str = "hashlib") -> str:
     """A venv whose interpreter starts, reads the probe from stdin, then fails: its base
-    Python (this one's binary, linked) sees the whole standard library but `module`, as
-    after a half-finished upgrade or removal. The venv itself is the layout `python -m
-    venv` writes: pyvenv.cfg naming the base, bin/python linking to it."""
+    Python (this one's binary, linked) sees the whole standard library but `module` (a
+    .py file, a package or an extension in lib-dynload; the probe imports hashlib on every
+    path), as after a half-finished upgrade or removal. The venv itself is the layout
+    `python -m venv` writes: pyvenv.cfg naming the base, bin/python linking to it."""
     name = "python%d.%d" % sys.version_info[:2]
     base = os.path.join(root, "base")
     os.makedirs(os.path.join(base, "bin"))
@@ -83,14 +84,18 @@ def venv_missing_stdlib_module(root: str, module: str = "select") -> str:
         shutil.copy2(os.path.realpath(sys._base_executable), binary)
     stdlib = sysconfig.get_path("stdlib")
     lib = os.path.join(base, "lib", name)
-    os.makedirs(os.path.join(lib, "lib-dynload"))
-    for entry in os.listdir(stdlib):
-        if entry != "lib-dynload":
-            os.symlink(os.path.join(stdlib, entry), os.path.join(lib, entry))
-    dynload = os.path.join(stdlib, "lib-dynload")
-    for entry in os.listdir(dynload):
-        if entry.split(".")[0] != module:
-            os.symlink(os.path.join(dynload, entry), os.path.join(lib, "lib-dynload", entry))
+    removed = []
+    for directory in ("", "lib-dynload"):
+        os.makedirs(os.path.join(lib, directory), exist_ok=True)
+        for entry in os.listdir(os.path.join(stdlib, directory)):
+            if directory == "" and entry == "lib-dynload":
+                continue
+            if entry.split(".")[0] == module:
+                removed.append(entry)
+                continue
+            os.symlink(os.path.join(stdlib, directory, entry),
+                       os.path.join(lib, directory, entry))
+    assert removed, "%s is not a file of %s (built in?)" % (module, stdlib)
     env = os.path.join(root, "env")
     os.makedirs(os.path.join(env, "bin"))
     os.makedirs(os.path.join(env, "lib", name, "site-packages"))
@@ -99,4 +104,3 @@ def venv_missing_stdlib_module(root: str, module: str = "select") -> str:
                      % (os.path.join(base, "bin"), ".".join(map(str, sys.version_info[:3]))))
     os.symlink(binary, os.path.join(env, "bin", "python"))
     return env
-

@@ -87,7 +87,7 @@ def hostile(tmp_path_factory):
         "def ids(dflash_config):  # <img src=x onerror=alert(2)>\n"
         "    return [i + 1 for i in dflash_config['target_layer_ids']]  # <img src=x onerror=alert(2)>\n")
     write_install(markup_env, MARKUP_VERSION, files)
-    broken_env = venv_missing_stdlib_module(str(tmp / "broken-stdlib"), "select")
+    broken_env = venv_missing_stdlib_module(str(tmp / "broken-stdlib"), "hashlib")
     wrong_key = str(tmp / "wrong_key")
     keygen(wrong_key)
     user = ensure_probe_user()
@@ -279,7 +279,7 @@ def test_an_interpreter_that_starts_and_fails_is_told_in_its_own_words(hostile):
     message = error_of(hostile, "broken-stdlib")["message"]
     assert message.startswith("the probe's interpreter /opt/ml-env/bin/python started and "
                               "failed (exit 1): Traceback"), message
-    assert "ModuleNotFoundError: No module named 'select'" in message
+    assert "ModuleNotFoundError: No module named 'hashlib'" in message
     assert "python3" not in message and "IndexError" not in message
 
 

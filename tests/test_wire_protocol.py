@@ -82,7 +82,7 @@ def test_an_interpreter_that_starts_and_fails_is_a_probe_error_in_its_own_words(
     """The venv's Python reads the probe from stdin, then fails on its broken stdlib:
     python3 is not run on what stdin has left (that gave an IndexError from the
     bootstrap, and hid the real failure)."""
-    env = venv_missing_stdlib_module(str(tmp_path), "select")
+    env = venv_missing_stdlib_module(str(tmp_path), "hashlib")
     host = Host(name="h", address="h", connection="local", venv=env)
     result = run_locally(host, str(tmp_path))
     assert result.exit_status == 1 and FALLBACK not in result.stderr
@@ -90,7 +90,7 @@ def test_an_interpreter_that_starts_and_fails_is_a_probe_error_in_its_own_words(
     assert error.kind == "probe"
     assert error.message.startswith("the probe's interpreter %s/bin/python started and "
                                     "failed (exit 1): Traceback" % env), error.message
-    assert "ModuleNotFoundError: No module named 'select'" in error.message
+    assert "ModuleNotFoundError: No module named 'hashlib'" in error.message
     assert "IndexError" not in error.message
 
 
