@@ -90,6 +90,8 @@ def test_the_soft_limit_is_raised_to_the_hard_limit_when_j_needs_it(tmp_path):
                          python=holding(soft=64, hard=4096))
     assert run.code == 3 and run.results is not None, run.stderr[-2000:]
     assert len(run.results["hosts"]) == 30
+    assert all(h["error"]["kind"] == "probe" and "started and failed (exit 3)" in
+               h["error"]["message"] for h in run.results["hosts"])
     assert (tmp_path / "limit.txt").read_text().strip() == "4096"
 
 
