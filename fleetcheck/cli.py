@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Callable
 
 from fleetcheck import __version__
+from fleetcheck.descriptors import shortfall
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
@@ -216,6 +217,9 @@ def command_run(args: argparse.Namespace) -> int:
     json_path = args.json_path or os.path.join(report_dir, "results.json")
     html_path = args.html_path or os.path.join(report_dir, "report.html")
     prove_smoke_templates(hosts, playbook, options)
+    short = shortfall(args.parallel, len(hosts))
+    if short:
+        raise InputError("command line", None, "-j", short)
     writer = ResultsWriter(json_path)
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
