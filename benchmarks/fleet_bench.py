@@ -17,6 +17,7 @@ Tools, interleaved round by round (medians reported):
 
     python3 benchmarks/fleet_bench.py --equal-work --hosts 50 --parallel 16 --write
     python3 benchmarks/fleet_bench.py --cold-warm --hosts 50 500 --parallel 16 --write
+    python3 benchmarks/fleet_bench.py --descriptors --hosts 500 --parallel 500 --write
 
 --equal-work: every tool runs fleetcheck's own probe (the same bundle and plan, on stdin)
 on every host, so the hosts' work is the same and the table measures orchestration:
@@ -29,6 +30,10 @@ on every host, so the hosts' work is the same and the table measures orchestrati
                    same command's stdin (pipelining, cold ControlPersist; answers via --tree)
   probe-pyinfra    `pyinfra server.script` of the same carrier
 --cold-warm: fleetcheck with the analysis cache off and warm (the warm-up run learns it).
+--descriptors: fleetcheck alone, -j up to every host at once, started as a user's shell
+starts it (soft RLIMIT_NOFILE 1024): wall time, the controller's peak count of open
+descriptors (/proc/PID/fd sampled every 5 ms) with the sockets among them, and the soft
+limit it ran under.
 The analysis cache of every fleetcheck row lives in the run's temporary directory.
 Measured per tool with GNU time: wall, CPU of the tool's process tree on the controller
 (user+sys; for fleetcheck that is the controller alone, since it spawns nothing), peak RSS.
@@ -51,9 +56,11 @@ import os
 import platform
 import shlex
 import statistics
+import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -117,19 +124,87 @@ def installed_env(env: dict | None) -> dict:
     return out
 
 
-def timed(argv: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
+def timed(argv: list[str], env: dict | None = None, cwd: str | None = None,
+          nofile: int | None = None) -> dict:
     """Wall, user+sys CPU of the whole process tree, and peak RSS (GNU time), of a tool
-    run as installed (see installed_env)."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+    run as installed (see installed_env). With `nofile`, the tool starts under that soft
+    RLIMIT_NOFILE, and its peak count of open descriptors and the highest soft limit it
+    ran under are sampled (see Descriptors)."""
+    def limit() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out, \
+            tempfile.TemporaryFile() as err:
         started = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-o", out.name, "-f", "%U %S %M"] + argv,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=installed_env(env), cwd=cwd)
+        proc = subprocess.Popen(["/usr/bin/time", "-o", out.name, "-f", "%U %S %M"] + argv,
+                                stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=limit if nofile is not None else None,
+                                env=installed_env(env), cwd=cwd)
+        watch = Descriptors(proc.pid) if nofile is not None else None
+        proc.wait()
         wall = time.perf_counter() - started
         user, system, rss_kb = out.read().split()[-3:]
-    return {"wall": wall, "cpu": float(user) + float(system), "rss_mb": int(rss_kb) / 1024,
-            "rc": proc.returncode, "ok": proc.returncode == 0,
-            "stderr": proc.stderr[-400:].decode("utf-8", "replace")}
+        err.seek(0)
+        stderr = err.read()
+    result = {"wall": wall, "cpu": float(user) + float(system), "rss_mb": int(rss_kb) / 1024,
+              "rc": proc.returncode, "ok": proc.returncode == 0,
+              "stderr": stderr[-400:].decode("utf-8", "replace")}
+    if watch is not None:
+        result.update(watch.stop())
+    return result
+
+
+class Descriptors:
+    """The peak number of open descriptors of the tool (the child of GNU time), how many
+    of them were sockets at that peak (one per SSH host connected), and the highest soft
+    RLIMIT_NOFILE seen, by sampling /proc from a thread until stopped."""
+
+    def __init__(self, time_pid: int):
+        self.time_pid = time_pid
+        self.peak = 0
+        self.sockets = 0
+        self.soft = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _tool_pid(self) -> int | None:
+        try:
+            with open("/proc/%d/task/%d/children" % (self.time_pid, self.time_pid)) as handle:
+                children = handle.read().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    def _sample(self) -> None:
+        pid = None
+        while not self.done.is_set():
+            pid = pid or self._tool_pid()
+            if pid is not None:
+                try:
+                    fds = os.listdir("/proc/%d/fd" % pid)
+                    if len(fds) > self.peak:
+                        self.peak = len(fds)
+                        self.sockets = sum(self._is_socket(pid, fd) for fd in fds)
+                    with open("/proc/%d/limits" % pid) as handle:
+                        line = next(l for l in handle if l.startswith("Max open files"))
+                    self.soft = max(self.soft, int(line.split()[3]))
+                except (OSError, StopIteration, ValueError):
+                    pass
+            time.sleep(0.005)
+
+    @staticmethod
+    def _is_socket(pid: int, fd: str) -> bool:
+        try:
+            return os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:")
+        except OSError:
+            return False
+
+    def stop(self) -> dict:
+        self.done.set()
+        self.thread.join()
+        return {"peak_fds": self.peak, "peak_sockets": self.sockets, "soft_limit": self.soft}
 
 
 class Bench:
@@ -184,7 +259,12 @@ class Bench:
         cached, so no host ships bytes and every host verifies."""
         return self.fleetcheck(cache=True)
 
-    def fleetcheck(self, *extra: str, cache: bool = False) -> dict:
+    def fleetcheck_descriptors(self) -> dict:
+        """The default run started under a user shell's usual soft limit of 1024
+        descriptors, its descriptors sampled."""
+        return self.fleetcheck(nofile=USER_SOFT_NOFILE)
+
+    def fleetcheck(self, *extra: str, cache: bool = False, nofile: int | None = None) -> dict:
         out = os.path.join(self.workdir, "out")
         # the cache lives in this run's workdir; the other rows run cold (--no-cache), as
         # every run did before the cache existed
@@ -192,7 +272,8 @@ class Bench:
         result = timed([self.python, "-m", "fleetcheck", "run", self.inventory,
                         "--known-hosts", self.known, "-j", str(self.parallel), "--no-smoke",
                         "--timeout", "120", "--json", out + ".json", "--html", out + ".html",
-                        *extra, *(() if cache else ("--no-cache",))], cwd=ROOT, env=env)
+                        *extra, *(() if cache else ("--no-cache",))], cwd=ROOT, env=env,
+                       nofile=nofile)
         with open(out + ".json") as handle:
             data = json.load(handle)
         summary = data["summary"]["by_status"]
@@ -375,6 +456,8 @@ TOOLS = ["fleetcheck", "fleetcheck_own", "paramiko_true", "openssh_loop", "pyinf
 EQUAL_TOOLS = ["fleetcheck_own", "fleetcheck", "fleetcheck_warm", "probe_paramiko",
                "paramiko_true", "probe_openssh", "probe_pyinfra", "probe_fabric", "probe_ansible"]
 OTHERS = ["probe_paramiko", "probe_openssh", "probe_pyinfra", "probe_fabric", "probe_ansible"]
+# the soft RLIMIT_NOFILE a login shell usually hands its programs (systemd's default)
+USER_SOFT_NOFILE = 1024
 
 
 def run_size(hosts: int, rounds: int, tools: list[str], parallel: int | None,
@@ -486,6 +569,21 @@ def cold_warm_table(hosts: int, results: dict[str, list[dict]], parallel: int) -
             ", ".join(str(r["cached_hosts"]) for r in warm), hosts)]
 
 
+def descriptors_table(hosts: int, results: dict[str, list[dict]], parallel: int) -> list[str]:
+    runs = results["fleetcheck_descriptors"]
+    return ["### %d hosts, -j %d (%d rounds)" % (hosts, parallel, len(runs)), "",
+            "| round | wall s | controller CPU s | peak open descriptors | sockets at the peak "
+            "(hosts connected) | descriptors per host connected | soft limit: at start -> in "
+            "the run | peak RSS MB | all ok |", "|---|---|---|---|---|---|---|---|---|"] + [
+        "| %d | %.2f | %.2f | %d | %d | %.2f | %d -> %d | %.0f | %s |" % (
+            index + 1, run["wall"], run["cpu"], run["peak_fds"], run["peak_sockets"],
+            run["peak_fds"] / max(1, run["peak_sockets"]), USER_SOFT_NOFILE, run["soft_limit"],
+            run["rss_mb"], "yes" if run["ok"] else "NO: " + run["stderr"][-120:])
+        for index, run in enumerate(runs)] + [
+        "", "- median wall %.2f s; median peak %d descriptors (start-up's included)" % (
+            median(runs, "wall"), median(runs, "peak_fds"))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[50])
@@ -508,7 +606,13 @@ def main() -> None:
     parser.add_argument("--write", action="store_true",
                         help="write the tables into benchmarks/RESULTS.md (a section per "
                              "sizes x parallelism) and the probe's own cost")
+    parser.add_argument("--descriptors", action="store_true",
+                        help="fleetcheck alone, started under a soft limit of %d "
+                             "descriptors: wall time and its peak open descriptors"
+                             % USER_SOFT_NOFILE)
     args = parser.parse_args()
+    if args.descriptors:
+        args.tools = args.scale_tools = ["fleetcheck_descriptors"]
     if args.cold_warm:
         args.tools = args.scale_tools = ["fleetcheck", "fleetcheck_warm"]
     if args.tools is None:
@@ -522,21 +626,23 @@ def main() -> None:
         results = run_size(hosts, args.rounds, tools, args.parallel,
                            machine_bashrc=args.machine_bashrc)
         walls[hosts] = results.get("fleetcheck") or next(iter(results.values()))
-        if args.cold_warm:
+        if args.descriptors:
+            block = descriptors_table(hosts, results, args.parallel or min(hosts, 64))
+        elif args.cold_warm:
             block = cold_warm_table(hosts, results, args.parallel or min(hosts, 64))
         else:
             block = (equal_table if args.equal_work else table)(hosts, results,
                                                                  args.parallel or min(hosts, 64))
         lines += block + [""]
         print("\n".join(block), flush=True)
-    if len(args.hosts) > 1 and not (args.equal_work or args.cold_warm):
+    if len(args.hosts) > 1 and not (args.equal_work or args.cold_warm or args.descriptors):
         small, large = args.hosts[0], args.hosts[-1]
         ratio = median(walls[large], "wall") / median(walls[small], "wall")
         lines.append("fleetcheck scaling: %d hosts take %.2fx the %d-host wall time (%.1fx the "
                      "hosts); peak RSS at %d hosts: %.0f MB." % (
                          large, ratio, small, large / small, large,
                          median(walls[large], "rss_mb")))
-    if args.flood and not args.cold_warm:
+    if args.flood and not (args.cold_warm or args.descriptors):
         hosts = args.hosts[-1]
         flood = run_size(hosts, 1, ["fleetcheck"], args.parallel, flood=True,
                          machine_bashrc=args.machine_bashrc)["fleetcheck"]
@@ -555,6 +661,23 @@ def main() -> None:
                       "this machine's ~/.bashrc (pyenv init: ~0.13 s CPU per SSH session, "
                       "for every tool)" if args.machine_bashrc else
                       "Debian's stock root .bashrc (as on a GPU host)"), ""]
+        if args.descriptors:
+            header[0] = "## Descriptors: as many hosts in flight as -j allows"
+            header.insert(2, "fleetcheck (default run, cache off) started under a soft "
+                          "RLIMIT_NOFILE of %d, as a login shell usually starts it (hard "
+                          "limit %d): it raises its own soft limit when -j needs more. Peak "
+                          "open descriptors: /proc/PID/fd of the controller sampled every "
+                          "5 ms, with the sockets among them at that moment (one per SSH "
+                          "host connected); one warm-up run first. A host holds its socket "
+                          "from the connect and 2 more (the pipe paramiko makes its channel "
+                          "waitable with) once its command runs, so hosts still in the key "
+                          "exchange count 1. How many are connected at once is bounded by "
+                          "the CPU the hosts' sshd and probes share with the controller." % (
+                              USER_SOFT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            header.insert(3, "")
+            write_section("descriptors-%s-j%s" % ("-".join(map(str, args.hosts)),
+                                                  args.parallel or "auto"), header + lines)
+            return
         if args.cold_warm:
             header[0] = "## Warm gates: fleetcheck with a cold and a warm analysis cache"
             header.insert(2, "cold: `--no-cache` (shared analysis: one lead per build ships "

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Callable
 
 from fleetcheck import __version__
+from fleetcheck.descriptors import shortfall
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
@@ -315,6 +316,9 @@ def command_run(args: argparse.Namespace) -> int:
                          expected=expected)
     outputs = outputs_for(args)
     prove_smoke_templates(hosts, playbook, options)
+    short = shortfall(args.parallel, len(hosts))
+    if short:
+        raise InputError("command line", None, "-j", short)
     writer = ResultsWriter(outputs.json)
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,

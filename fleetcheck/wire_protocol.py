@@ -90,17 +90,30 @@ def build_probe_modules(with_smoke: bool) -> bytes:
     return header + compiled + text
 
 
+# Written on stderr by the remote shell when the named interpreter could not be executed
+# and python3 runs the probe instead: what stderr holds before it is the shell's reason.
+FALLBACK = b"fleetcheck: the named interpreter cannot be executed; running python3\n"
+FALLBACK_PYTHON = "python3"
+
+
 def probe_command(host: Host) -> str:
     """POSIX sh: run the bootstrap (which reads the probe from stdin) under the host's
-    interpreter; when that one does not start (a half-built venv), stdin is still unread
-    and python3 runs it instead. The probe itself always exits 0. -B: no
-    bytecode is written on the host; -I: the host's PYTHON* variables are ignored; -S: no
-    site processing (the probe needs none, and a Python with many .pth files takes tens of
+    interpreter. Only when the shell cannot execute it at all (exit 126: not executable,
+    127: not found, as POSIX sh reports a failed exec) is stdin still unread for sure,
+    so only then does python3 run it instead. An interpreter that started and failed
+    (too old, a broken stdlib) may have read stdin: its exit status and stderr are the
+    answer (see interpreter_failure). The probe itself always exits 0. -B: no bytecode is
+    written on the host; -I: the host's PYTHON* variables are ignored; -S: no site
+    processing (the probe needs none, and a Python with many .pth files takes tens of
     milliseconds to start)."""
-    first = shlex.quote(host.interpreter)
     boot = shlex.quote(BOOTSTRAP)
-    return with_become(host, "%s -S -I -B -c %s 2>/dev/null || exec python3 -S -I -B -c %s"
-                       % (first, boot, boot))
+    fallback = "exec %s -S -I -B -c %s" % (FALLBACK_PYTHON, boot)
+    if host.interpreter == FALLBACK_PYTHON:
+        return with_become(host, fallback)
+    named = "%s -S -I -B -c %s" % (shlex.quote(host.interpreter), boot)
+    marker = shlex.quote(FALLBACK.decode().rstrip("\n"))
+    return with_become(host, "%s; s=$?; [ $s -ne 126 ] && [ $s -ne 127 ] && exit $s; "
+                             "echo %s >&2; %s" % (named, marker, fallback))
 
 
 def with_become(host: Host, command: str) -> str:
@@ -131,6 +144,38 @@ def become_failure(result: CommandResult, host: Host) -> TransportError | None:
         return TransportError("auth", "become: sudo refused to run the probe as %s: %s"
                               % (as_user, text))
     return None
+
+
+def interpreter_failure(result: CommandResult, host: Host) -> TransportError:
+    """The probe exits 0: a failed exit with no answer is the interpreter's own failure,
+    told in its own words (its stderr), naming which interpreter it was."""
+    before, fell_back, after = result.stderr.partition(FALLBACK)
+    if fell_back:  # the named one could not be executed: the shell said why, then python3 ran
+        why = quote_stderr(before)
+        ran = "%s (run because %s cannot be executed: %s)" % (FALLBACK_PYTHON, host.interpreter,
+                                                              why)
+        tried = "%s (%s) and %s" % (host.interpreter, why, FALLBACK_PYTHON)
+    else:
+        ran = "the probe's interpreter %s" % host.interpreter
+        tried = host.interpreter
+        after = result.stderr
+    if result.exit_status == 127 and (fell_back or host.interpreter == FALLBACK_PYTHON):
+        return TransportError("probe", "no Python interpreter: tried %s (%s)"
+                              % (tried, quote_stderr(after)))
+    return TransportError("probe", "%s started and failed (exit %d): %s"
+                          % (ran, result.exit_status, quote_stderr(after)))
+
+
+def quote_stderr(data: bytes, limit: int = 800) -> str:
+    """A failing interpreter's stderr, bounded: its start says what broke (a fatal error,
+    a missing prefix), its end the exception."""
+    data = b" | ".join(line.strip() for line in data.splitlines() if line.strip())
+    if not data:
+        return "no message on stderr"
+    if len(data) <= limit:
+        return printable(data, limit)
+    return "%s ... %s" % (printable(data[:limit // 4], limit),
+                          printable(data[-(limit * 3 // 4):], limit))
 
 
 def probe_payload(plan: dict[str, Any]) -> bytes:
@@ -169,10 +214,8 @@ def decode_answer(result: CommandResult, host: Host,
     refused = become_failure(result, host)
     if refused:
         raise refused
-    if result.exit_status == 127 or (result.exit_status != 0 and not result.stdout and
-                                     b"not found" in result.stderr):
-        raise TransportError("probe", "no Python interpreter: tried %s and python3 (%s)"
-                             % (host.interpreter, printable(result.stderr).strip()))
+    if result.exit_status != 0 and not result.stdout.lstrip().startswith(b"{"):
+        raise interpreter_failure(result, host)
     try:
         text = result.stdout.decode("utf-8")
         facts = json.loads(text)

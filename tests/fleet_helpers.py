@@ -33,10 +33,12 @@ class CliRun:
 
 
 def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float = 300,
-                   env: dict | None = None, cache_home: str | None = None) -> CliRun:
+                   env: dict | None = None, cache_home: str | None = None,
+                   python: list[str] | None = None) -> CliRun:
     """`python -m fleetcheck run` exactly as a user would call it (in `env`, default this
     process's environment), with a cold analysis cache of its own unless `cache_home`
-    (an XDG_CACHE_HOME) is given."""
+    (an XDG_CACHE_HOME) is given. `python`: the command that starts the interpreter (a
+    wrapper that sets up the process first)."""
     if isinstance(inventory, dict):
         path = tmp_path / "inventory.yaml"
         path.write_text(yaml.safe_dump(inventory, sort_keys=False))
@@ -46,7 +48,7 @@ def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float =
     out_html = tmp_path / "out" / "report.html"
     env = dict(os.environ if env is None else env,
                XDG_CACHE_HOME=cache_home or str(tmp_path / ".xdg-cache"))
-    proc = subprocess.run([sys.executable, "-m", "fleetcheck", "run", str(path),
+    proc = subprocess.run([*(python or [sys.executable]), "-m", "fleetcheck", "run", str(path),
                            "--json", str(out_json), "--html", str(out_html), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),
                           env=env)

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 
 from fleetcheck.lab.wheels import CACHE, real_install
@@ -65,3 +66,41 @@ def uv_venv(version: str = "0.33.0") -> str:
                         os.path.join(target, "bin", "python"),
                         wheel_path("vllm-%s-" % version, "vllm==%s" % version)], check=True)
     return cached("uv-vllm-%s" % version, build)
+
+
+def venv_missing_stdlib_module(root: str, module: str = "hashlib") -> str:
+    """A venv whose interpreter starts, reads the probe from stdin, then fails: its base
+    Python (this one's binary, linked) sees the whole standard library but `module` (a
+    .py file, a package or an extension in lib-dynload; the probe imports hashlib on every
+    path), as after a half-finished upgrade or removal. The venv itself is the layout
+    `python -m venv` writes: pyvenv.cfg naming the base, bin/python linking to it."""
+    name = "python%d.%d" % sys.version_info[:2]
+    base = os.path.join(root, "base")
+    os.makedirs(os.path.join(base, "bin"))
+    binary = os.path.join(base, "bin", name)
+    try:
+        os.link(os.path.realpath(sys._base_executable), binary)
+    except OSError:
+        shutil.copy2(os.path.realpath(sys._base_executable), binary)
+    stdlib = sysconfig.get_path("stdlib")
+    lib = os.path.join(base, "lib", name)
+    removed = []
+    for directory in ("", "lib-dynload"):
+        os.makedirs(os.path.join(lib, directory), exist_ok=True)
+        for entry in os.listdir(os.path.join(stdlib, directory)):
+            if directory == "" and entry == "lib-dynload":
+                continue
+            if entry.split(".")[0] == module:
+                removed.append(entry)
+                continue
+            os.symlink(os.path.join(stdlib, directory, entry),
+                       os.path.join(lib, directory, entry))
+    assert removed, "%s is not a file of %s (built in?)" % (module, stdlib)
+    env = os.path.join(root, "env")
+    os.makedirs(os.path.join(env, "bin"))
+    os.makedirs(os.path.join(env, "lib", name, "site-packages"))
+    with open(os.path.join(env, "pyvenv.cfg"), "w", encoding="utf-8") as handle:
+        handle.write("home = %s\ninclude-system-site-packages = false\nversion = %s\n"
+                     % (os.path.join(base, "bin"), ".".join(map(str, sys.version_info[:3]))))
+    os.symlink(binary, os.path.join(env, "bin", "python"))
+    return env

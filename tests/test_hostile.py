@@ -24,6 +24,7 @@ import yaml
 from fleet_helpers import CliRun, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
+from install_builders import venv_missing_stdlib_module
 from probe_helpers import ENV, LoopbackListener, recorded
 
 TIMEOUT = 5
@@ -86,6 +87,7 @@ def hostile(tmp_path_factory):
         "def ids(dflash_config):  # <img src=x onerror=alert(2)>\n"
         "    return [i + 1 for i in dflash_config['target_layer_ids']]  # <img src=x onerror=alert(2)>\n")
     write_install(markup_env, MARKUP_VERSION, files)
+    broken_env = venv_missing_stdlib_module(str(tmp / "broken-stdlib"), "hashlib")
     wrong_key = str(tmp / "wrong_key")
     keygen(wrong_key)
     user = ensure_probe_user()
@@ -130,6 +132,7 @@ def hostile(tmp_path_factory):
         "no-python": add("no-python", sshd_options={
             "ForceCommand": 'env PATH=/nonexistent /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
         "no-venv": add("no-venv"),
+        "broken-stdlib": add("broken-stdlib", mounts={ENV: broken_env}),
         "locked": add("locked", mounts={ENV: locked_env},
                       sshd_options={"AuthorizedKeysFile": readable_authorized_keys(fleet)}),
         "symlink-loop": add("symlink-loop", mounts={ENV: loop_env}),
@@ -223,7 +226,7 @@ def error_of(run: CliRun, host: str) -> dict:
 def test_every_host_is_in_the_report_with_a_state(hostile):
     assert hostile.results["complete"] is True
     names = [h["name"] for h in hostile.results["hosts"]]
-    assert len(names) == 23 + len(TYPED) and len(set(names)) == len(names)
+    assert len(names) == 24 + len(TYPED) and len(set(names)) == len(names)
     for name in names:
         assert name in hostile.html
     assert hostile.code == 1  # the fifo host has a failing install check
@@ -253,6 +256,7 @@ def test_healthy_and_readonly_hosts_pass(hostile):
     ("partial-answer", "protocol", "the answer holds no `integrity` facts, which this host's "
                                    "plan asked for"),
     ("no-python", "probe", "no Python interpreter"),
+    ("broken-stdlib", "probe", "started and failed"),
     ("disconnect", "protocol", ""),
     ("killed", "protocol", ""),
 ])
@@ -282,6 +286,24 @@ def test_wrong_types_are_a_protocol_error_naming_the_field(hostile, host):
     assert TYPED[host][1] in error["message"]
     assert hostile.host(host)["status"] == "error"
     assert all(c["status"] == "skip" for c in hostile.host(host)["checks"])
+
+
+def test_an_interpreter_that_starts_and_fails_is_told_in_its_own_words(hostile):
+    """The venv's Python read the probe from stdin, then failed on its broken stdlib: the
+    error names it and quotes its stderr; python3 never ran on what stdin had left."""
+    message = error_of(hostile, "broken-stdlib")["message"]
+    assert message.startswith("the probe's interpreter /opt/ml-env/bin/python started and "
+                              "failed (exit 1): Traceback"), message
+    assert "ModuleNotFoundError: No module named 'hashlib'" in message
+    assert "python3" not in message and "IndexError" not in message
+
+
+def test_no_python_names_both_interpreters_tried_and_why(hostile):
+    message = error_of(hostile, "no-python")["message"]
+    assert message.startswith("no Python interpreter: tried /opt/no-such-env/bin/python ("), \
+        message
+    assert "/opt/no-such-env/bin/python: not found) and python3 (" in message, message
+    assert message.endswith("python3: not found)"), message
 
 
 def test_auth_error_names_user_and_key(hostile):

@@ -1,7 +1,8 @@
 """The wire protocol (wire_protocol.py) without sshd: the command line quotes every inventory
 value (run here by a real /bin/sh, with an interpreter path full of shell
-metacharacters), the fallback to python3, become's wrapping, and every way an answer is
-refused by decode_answer, each with the kind and words a user sees."""
+metacharacters), the fallback to python3 only for an interpreter that cannot be executed,
+become's wrapping, and every way an answer is refused by decode_answer, each with the kind
+and words a user sees."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 from fleetcheck.connectors.base import CommandResult, TransportError
 from fleetcheck.inventory import Host
 from fleetcheck.text import printable
-from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
-                                      probe_payload, serving_port)
+from fleetcheck.wire_protocol import (FALLBACK, cut_answer_field, decode_answer, host_plan,
+                                      probe_command, probe_payload, serving_port)
+from install_builders import venv_missing_stdlib_module
 from probe_helpers import assert_holds
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
@@ -48,12 +50,48 @@ def test_an_interpreter_path_of_shell_metacharacters_is_one_word_that_runs_nothi
     assert sorted(os.listdir(tmp_path)) == [HOSTILE]  # and no PWNED file was made
 
 
-def test_an_interpreter_that_does_not_start_falls_back_to_python3(tmp_path):
+def cannot_be_executed(tmp_path, kind: str) -> str:
+    """An interpreter path the shell cannot execute at all (exit 127 or 126)."""
+    path = tmp_path / ("venv of %s" % kind) / "bin" / "python"
+    path.parent.mkdir(parents=True)
+    if kind == "a dangling link":  # a venv whose base Python was removed
+        os.symlink(str(tmp_path / "removed" / "python3.11"), str(path))
+    elif kind == "a directory":
+        path.mkdir()
+    elif kind == "a file without x":
+        path.write_text("#!/bin/sh\nexit 0\n")
+    elif kind == "a script whose interpreter is gone":
+        path.write_text("#!/nonexistent/python\n")
+        path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["nothing", "a dangling link", "a directory",
+                                  "a file without x", "a script whose interpreter is gone"])
+def test_an_interpreter_that_cannot_be_executed_falls_back_to_python3(tmp_path, kind):
     host = Host(name="h", address="h", connection="local",
-                python=str(tmp_path / "half-built venv" / "bin" / "python"))
-    facts = decode_answer(run_locally(host, str(tmp_path)), host)
+                python=cannot_be_executed(tmp_path, kind))
+    result = run_locally(host, str(tmp_path))
+    facts = decode_answer(result, host)
     assert facts.probe_version and os.path.basename(facts.python.executable) \
         .startswith("python3")
+    assert FALLBACK in result.stderr  # the shell said why before python3 ran
+
+
+def test_an_interpreter_that_starts_and_fails_is_a_probe_error_in_its_own_words(tmp_path):
+    """The venv's Python reads the probe from stdin, then fails on its broken stdlib:
+    python3 is not run on what stdin has left (that gave an IndexError from the
+    bootstrap, and hid the real failure)."""
+    env = venv_missing_stdlib_module(str(tmp_path), "hashlib")
+    host = Host(name="h", address="h", connection="local", venv=env)
+    result = run_locally(host, str(tmp_path))
+    assert result.exit_status == 1 and FALLBACK not in result.stderr
+    error = refused(result, host)
+    assert error.kind == "probe"
+    assert error.message.startswith("the probe's interpreter %s/bin/python started and "
+                                    "failed (exit 1): Traceback" % env), error.message
+    assert "ModuleNotFoundError: No module named 'hashlib'" in error.message
+    assert "IndexError" not in error.message
 
 
 def test_become_wraps_the_very_same_command_under_sudo_n():
@@ -100,10 +138,26 @@ def test_a_real_answer_decodes_to_its_facts():
 
 
 @pytest.mark.parametrize("result, kind, words", [
-    (answer(b"", b"sh: 1: /opt/env/bin/python: not found\n", 127), "probe",
-     ["no Python interpreter: tried /opt/env/bin/python and python3", "not found"]),
-    (answer(b"Traceback (most recent call last)\n", b"boom", 1), "protocol",
-     ["answer is not the probe's JSON (exit 1; stdout starts 'Traceback", "stderr 'boom'"]),
+    (answer(b"", b"sh: 1: /opt/env/bin/python: not found\n" + FALLBACK +
+            b"sh: 1: exec: python3: not found\n", 127), "probe",
+     ["no Python interpreter: tried /opt/env/bin/python (sh: 1: /opt/env/bin/python: not "
+      "found) and python3 (sh: 1: exec: python3: not found)"]),
+    (answer(b"", b"sh: 1: /opt/env/bin/python: Permission denied\n" + FALLBACK +
+            b"Traceback (most recent call last):\nIndexError: list index out of range\n", 1),
+     "probe", ["python3 (run because /opt/env/bin/python cannot be executed: sh: 1: "
+               "/opt/env/bin/python: Permission denied) started and failed (exit 1): "
+               "Traceback (most recent call last): | IndexError"]),
+    (answer(b"", b"Fatal Python error: init_fs_encoding\n\x1b[2J" + b"x" * 5000 + b"\nEND",
+            1), "probe",
+     ["the probe's interpreter /opt/env/bin/python started and failed (exit 1): Fatal Python "
+      "error: init_fs_encoding | ?[2J", "x ... x", "x | END"]),
+    (answer(b"", b"", 139), "probe", ["failed (exit 139): no message on stderr"]),
+    (answer(b"Traceback (most recent call last)\n", b"boom", 1), "probe",
+     ["the probe's interpreter /opt/env/bin/python started and failed (exit 1): boom"]),
+    (answer(b"{\"probe_version\": 1, \"cut\": ", b"Killed", 137), "protocol",
+     ["answer is not the probe's JSON (exit 137", "stderr 'Killed'"]),
+    (answer(b"Traceback (most recent call last)\n", b"boom", 0), "protocol",
+     ["answer is not the probe's JSON (exit 0; stdout starts 'Traceback", "stderr 'boom'"]),
     (answer(b"\xff\xfe not utf-8"), "protocol", ["answer is not the probe's JSON"]),
     (answer(b"[1, 2]"), "protocol", ["answer is JSON but not the probe's facts"]),
     (answer(b"{\"python\": {}}"), "protocol", ["answer is JSON but not the probe's facts"]),
@@ -117,6 +171,14 @@ def test_what_is_not_an_answer_says_why(result, kind, words):
     assert error.kind == kind
     for word in words:
         assert word in error.message, error.message
+
+
+def test_without_a_venv_or_python_only_python3_is_tried():
+    host = Host(name="h", address="h")
+    assert shlex.split(probe_command(host))[:2] == ["exec", "python3"]
+    error = refused(answer(b"", b"bash: line 1: exec: python3: not found\n", 127), host)
+    assert error.kind == "probe" and error.message == (
+        "no Python interpreter: tried python3 (bash: line 1: exec: python3: not found)")
 
 
 def test_a_misshapen_answer_names_its_field():
@@ -145,7 +207,9 @@ def test_sudo_refusals_are_auth_errors(stderr, words):
 
 
 def test_without_become_a_sudo_message_is_no_auth_error():
-    assert refused(answer(b"", b"sudo: a password is required\n", 1)).kind == "protocol"
+    error = refused(answer(b"", b"sudo: a password is required\n", 1))
+    assert error.kind == "probe" and error.message.endswith("(exit 1): sudo: a password is "
+                                                            "required"), error.message
 
 
 def test_printable_neutralises_control_bytes_and_cuts():

@@ -8,6 +8,7 @@ runner only ever sees these types, never paramiko, subprocess or a container eng
 
 from __future__ import annotations
 
+import selectors
 import threading
 import time
 from dataclasses import dataclass
@@ -59,6 +60,17 @@ class Deadline:
         if remaining <= 0:
             raise TransportError("timeout", "host deadline of %.0fs passed" % self.seconds)
         return remaining
+
+
+def wait_for(files: list[Any], events: int, timeout: float) -> None:
+    """Block until one of files (descriptors or objects with fileno()) is ready for
+    events, at most timeout seconds. poll(2), never select(2): select refuses descriptors
+    past 1024, which a controller with hundreds of hosts in flight holds; and a poll
+    selector, unlike epoll, costs no descriptor of its own."""
+    with selectors.PollSelector() as selector:
+        for item in files:
+            selector.register(item, events)
+        selector.select(max(timeout, 0))
 
 
 class Session:

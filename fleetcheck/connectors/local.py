@@ -5,7 +5,7 @@ and deadline. The command runs in its own process group, killed whole on close."
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal
 import subprocess
 import threading
@@ -13,7 +13,7 @@ import time
 from typing import Any, Optional
 
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
-                                        TransportError)
+                                        TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
 
 
@@ -33,9 +33,7 @@ class PipeStreams:
             return
         view = memoryview(data)
         while view:
-            _, writable, _ = select.select([], [stdin], [], min(deadline.left(), 0.5))
-            if not writable:
-                continue
+            wait_for([stdin], selectors.EVENT_WRITE, min(deadline.left(), 0.5))
             try:
                 view = view[os.write(stdin.fileno(), view[:1 << 16]):]
             except BlockingIOError:
@@ -76,7 +74,7 @@ class PipeStreams:
     def wait(self, timeout: float) -> None:
         fds = [fd for fd in (self.out_fd, self.err_fd) if fd is not None]
         if fds:
-            select.select(fds, [], [], timeout)
+            wait_for(fds, selectors.EVENT_READ, timeout)
         else:  # both pipes closed, the process lingers
             time.sleep(min(timeout, 0.02))
 

@@ -13,7 +13,7 @@ import base64
 import getpass
 import hashlib
 import os
-import select
+import selectors
 import socket
 import sys
 import threading
@@ -33,7 +33,7 @@ else:
     import paramiko
 
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
-                                        TransportError)
+                                        TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
 
 from fleetcheck.input_error import InputError
@@ -466,10 +466,10 @@ class ChannelStreams:
     def wait(self, timeout: float) -> None:
         if self.channel.eof_received:
             # stdout closed but no exit status yet: the channel's fd stays readable, so
-            # select would spin; a host that closes stdout and lingers is polled
+            # waiting on it would spin; a host that closes stdout and lingers is polled
             time.sleep(0.02)
         else:
-            select.select([self.channel], [], [], timeout)
+            wait_for([self.channel], selectors.EVENT_READ, timeout)
 
     def exit_status(self) -> Optional[int]:
         if not self.channel.exit_status_ready():

@@ -102,7 +102,7 @@ class Host:
     @property
     def interpreter(self) -> str:
         """The Python the probe runs under: the venv's unless one is named; the remote
-        side falls back to python3 when that one does not start."""
+        side falls back to python3 only when that one cannot be executed."""
         if self.python:
             return self.python
         if self.venv:

@@ -307,18 +307,21 @@ def run_forked(site, modules, timeout):
     end = time.monotonic() + timeout
     timed_out = False
     open_fds = [out_r, err_r]
+    poller = select.poll()  # not select(): it refuses descriptors past 1024
+    for fd in open_fds:
+        poller.register(fd, select.POLLIN)
     while open_fds:
         left = end - time.monotonic()
         if left <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select(open_fds, [], [], left)
-        for fd in ready:
+        for fd, _ in poller.poll(left * 1000):
             data = os.read(fd, 65536)
             if data:
                 chunks[fd].append(data)
             else:
                 open_fds.remove(fd)
+                poller.unregister(fd)
     if timed_out:
         try:
             os.killpg(pid, SIGKILL)
