@@ -113,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "intersects, ~regex, @file")
     run.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                      help="deadline per host, whole host (default %.0fs)" % DEFAULT_TIMEOUT)
-    run.add_argument("--known-hosts", default=os.path.expanduser("~/.ssh/known_hosts"),
-                     help="known_hosts file (default ~/.ssh/known_hosts)")
+    run.add_argument("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts); "
+                                           "a file given must exist unless --host-key-policy "
+                                           "accept-new, which starts it")
     run.add_argument("--ssh-config", help="ssh config file (default ~/.ssh/config if present)")
     run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
                      help="strict: unknown hosts refused; accept-new: trust on first use "
@@ -239,6 +240,32 @@ def load_ssh_config(path: str | None) -> "paramiko.SSHConfig | None":
         raise InputError(path, None, None, "cannot parse ssh config: %s" % exc)
 
 
+def known_hosts_for(args: argparse.Namespace) -> KnownHosts:
+    """The run's known_hosts: a file named with --known-hosts must exist (read as empty,
+    every host would be refused as unknown) unless accept-new is to start it; each key
+    accept-new adds is said on stderr."""
+    path = args.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+    if args.known_hosts and not os.path.exists(path) and args.host_key_policy != "accept-new":
+        raise InputError(path, None, "--known-hosts", "no such file: every host would be "
+                         "refused as unknown; give the file that holds your hosts' keys, or "
+                         "--host-key-policy accept-new to start it")
+    try:
+        return KnownHosts(path, args.host_key_policy,
+                          on_added=lambda line: print("fleetcheck: %s" % line, file=sys.stderr))
+    except ValueError as exc:
+        raise InputError(path, None, "--known-hosts", str(exc))
+
+
+def refuse_missing_keys(hosts: list[Host], inventory_name: str) -> None:
+    """An inventory's key file is read on this machine: one that does not exist is bad
+    input now, not an auth error on every host that names it."""
+    for host in hosts:
+        if host.connection == "ssh" and host.key and \
+                not os.path.isfile(os.path.expanduser(host.key)):
+            raise InputError(inventory_name, "host '%s'" % host.name, "key",
+                             "no such key file on this machine: %s" % host.key)
+
+
 def default_report_dir() -> str:
     return os.path.join("reports", datetime.now().strftime("%Y%m%d-%H%M%S"))
 
@@ -300,14 +327,14 @@ def command_run(args: argparse.Namespace) -> int:
     playbook = tuned_playbook(args)
     if args.ssh_config and not os.path.exists(args.ssh_config):
         raise InputError(args.ssh_config, None, "--ssh-config", "no such file")
-    try:
-        known_hosts = KnownHosts(args.known_hosts, args.host_key_policy)
-    except ValueError as exc:
-        raise InputError(args.known_hosts, None, "--known-hosts", str(exc))
+    known_hosts = known_hosts_for(args)
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries),
                            ssh_config_path=ssh_config_path(args.ssh_config))
     resolve_endpoints(hosts, settings)
+    refuse_missing_keys(hosts, inventory_name)
+    for note in inventory.notes + settings.notes:
+        print("fleetcheck: note: %s" % note, file=sys.stderr)
     expected = resolve(hosts, playbook.expect, CommandLine(
         args.expect_version, args.expect_commit, args.expect_same_build), args.inventory)
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,

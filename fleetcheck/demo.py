@@ -49,6 +49,7 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False) -> 
             hosts = {"gpu-healthy": {"connection": "local", "venv": healthy},
                      "gpu-stale": {"connection": "local", "venv": stale}}
             known_hosts = os.path.join(workdir, "known_hosts")
+            open(known_hosts, "w").close()  # no SSH host to know
             return _run(run_fleetcheck, hosts, known_hosts, keep)
         with LoopbackFleet(os.path.join(workdir, "fleet")) as fleet:
             good = fleet.add("gpu-healthy", mounts={DEMO_VENV: healthy})

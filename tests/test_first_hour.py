@@ -267,3 +267,62 @@ def test_outputs_go_where_asked_and_json_dash_is_stdout(installed, tmp_path, box
     assert (tmp_path / "out" / "dc1.html").read_text() == "the first input's own report"
     shown = installed_fleetcheck(installed, tmp_path, "report", "out/dc1.json", "--json", "-")
     assert json.loads(shown.stdout)["hosts"][0]["name"] == "gpu01"
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("ansible_prot", "ansible_port"), ("ansible_usr", "ansible_user"),
+    ("ansible_ssh_private_keyfile", "ansible_ssh_private_key_file"),
+    ("pyton", "python"), ("containr", "container"),
+])
+def test_a_typo_of_a_connection_variable_is_exit_2_before_connecting(installed, tmp_path, boxes,
+                                                                      typo, meant):
+    hosts = inventory(tmp_path, boxes, gpu02={typo: "x"})
+    bad = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts",
+                               boxes.known_hosts, "--json", "r.json")
+    assert bad.returncode == 2, bad.stderr
+    assert "%s: host 'gpu02': field '%s': unknown variable: did you mean %s?" % (
+        hosts, typo, meant) in bad.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_other_playbooks_and_ansibles_other_variables_still_pass(installed, tmp_path, boxes):
+    hosts = inventory(tmp_path, boxes, gpu01={"containers": ["web"], "ansible_password": "s3",
+                                              "ansible_become_pass": "s3", "app_port": 80})
+    ok = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts",
+                              boxes.known_hosts, "--no-import-check", "--json", "r.json")
+    assert ok.returncode == 1, ok.stderr  # gpu02's old build fails, as it should
+    assert "fleetcheck: note: password auth is not supported: ansible_password ignored " \
+        "(set in %s host 'gpu01')" % hosts in ok.stderr
+    assert "ansible_become_pass ignored" in ok.stderr
+
+
+def test_controller_side_mistakes_are_said_before_connecting(installed, tmp_path, boxes):
+    hosts = inventory(tmp_path, boxes, gpu02={"key": str(tmp_path / "no-such-key")})
+    missing_key = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts",
+                                       boxes.known_hosts, "--json", "r.json")
+    assert missing_key.returncode == 2
+    assert "host 'gpu02': field 'key': no such key file on this machine: %s" % (
+        tmp_path / "no-such-key") in missing_key.stderr
+    assert missing_key.stderr.count(str(tmp_path / "no-such-key")) == 1
+    assert not (tmp_path / "r.json").exists()
+    hosts = inventory(tmp_path, boxes)
+    nope = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts", "./nope")
+    assert nope.returncode == 2 and "./nope: field '--known-hosts': no such file" in nope.stderr
+    # accept-new starts the file and says each key it adds
+    fresh = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts", "./new_kh",
+                                 "--host-key-policy", "accept-new", "--no-import-check",
+                                 "--json", "r.json")
+    assert fresh.returncode == 1, fresh.stderr
+    for host in boxes.hosts:
+        assert "fleetcheck: added host key for %s (" % host.address in fresh.stderr
+        assert host.address in (tmp_path / "new_kh").read_text()
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  UserKnownHostsFile /etc/ssh/ssh_known_hosts_elsewhere\n")
+    told = installed_fleetcheck(installed, tmp_path, "run", hosts, "--known-hosts",
+                                boxes.known_hosts, "--ssh-config", str(config),
+                                "--no-import-check", "--json", "r.json")
+    assert told.returncode == 1, told.stderr
+    assert told.stderr.count("fleetcheck: note: ssh_config's UserKnownHostsFile "
+                             "/etc/ssh/ssh_known_hosts_elsewhere (%s) is not read: host keys "
+                             "are checked against %s (--known-hosts)" % (
+                                 config, boxes.known_hosts)) == 1

@@ -149,11 +149,12 @@ def test_unknown_host_key_refused_under_strict_and_accept_new_writes_only_given_
     fleet.start()
     inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, [host])}}
     empty = tmp_path / "known_hosts"
+    empty.write_text("")
     strict = run_fleetcheck(tmp_path, inventory, "--known-hosts", str(empty))
     assert strict.code == 3
     error = strict.host("gpu-new")["error"]
     assert error["kind"] == "host-key" and "--host-key-policy accept-new" in error["message"]
-    assert not empty.exists()
+    assert empty.read_text() == ""
 
     home_known = os.path.expanduser("~/.ssh/known_hosts")
     before = open(home_known).read() if os.path.exists(home_known) else None

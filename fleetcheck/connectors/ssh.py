@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 if "invoke" not in sys.modules:
     # paramiko imports invoke (and with it unittest.mock and more, ~50 ms of start-up CPU)
@@ -50,6 +50,8 @@ class KnownHosts:
 
     path: str
     policy: str = "strict"
+    # told each key accept-new adds, as a line for the user (the command line prints it)
+    on_added: Callable[[str], None] | None = None
     _keys: paramiko.HostKeys = field(default_factory=paramiko.HostKeys)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -98,6 +100,9 @@ class KnownHosts:
             os.makedirs(directory, mode=0o700, exist_ok=True)
             with open(self.path, "a", encoding="ascii") as handle:
                 handle.write("%s %s %s\n" % (name, key.get_name(), key.get_base64()))
+        if self.on_added is not None:
+            self.on_added("added host key for %s (%s) to %s" % (name, key_fingerprint(key),
+                                                                self.path))
 
 
 class KeyRing:
@@ -147,6 +152,8 @@ class SshSettings:
     ssh_config_path: str = "ssh_config"  # named in the errors of its values
     # host name -> its endpoint, resolved before the run (resolve_endpoints)
     endpoints: dict[str, "Endpoint"] = field(default_factory=dict)
+    # what resolving found and does not use, for the user, each once (resolve_endpoints)
+    notes: list[str] = field(default_factory=list)
 
     def lookup(self, name: str) -> dict[str, Any]:
         return self.ssh_config.lookup(name) if self.ssh_config else {}
@@ -246,6 +253,13 @@ def resolve_endpoints(hosts: list[Host], settings: SshSettings) -> None:
                 settings.endpoints[host.name] = resolve_endpoint(host, settings)
             except paramiko.SSHException:
                 continue  # a name CanonicalizeHostname cannot resolve: that host's error
+            files = settings.lookup(host.destination).get("userknownhostsfile")
+            if files and files != settings.known_hosts.path:
+                note = ("ssh_config's UserKnownHostsFile %s (%s) is not read: host keys are "
+                        "checked against %s (--known-hosts)" % (files, settings.ssh_config_path,
+                                                                settings.known_hosts.path))
+                if note not in settings.notes:
+                    settings.notes.append(note)
 
 
 @contextmanager

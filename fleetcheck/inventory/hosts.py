@@ -54,8 +54,24 @@ VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
 # Names too generic to guess typos of (`env`, `users`, `ports` are other playbooks' vars);
 # the rest are fleetcheck's own words.
 TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
-                "container_engine", "container_user",
+                "container", "container_engine", "container_user", "python", "connection",
                 "expect_version", "expect_commit")
+# Other playbooks' words a typo target is one letter from: never a typo of fleetcheck's
+NOT_TYPOS = frozenset({"containers", "connections", "pythons", "venvs"})
+# Ansible's other connection and become variables (its docs, ansible-core 2.15+): names
+# fleetcheck does not read but an inventory may well set, never a typo of one it reads
+OTHER_ANSIBLE_NAMES = frozenset({
+    "ansible_password", "ansible_ssh_pass", "ansible_ssh_password",
+    "ansible_become_password", "ansible_become_pass", "ansible_become_exe",
+    "ansible_become_flags", "ansible_shell_type", "ansible_shell_executable",
+    "ansible_ssh_extra_args", "ansible_sftp_extra_args", "ansible_scp_extra_args",
+    "ansible_ssh_executable", "ansible_ssh_pipelining", "ansible_pipelining",
+    "ansible_ssh_transfer_method", "ansible_host_key_checking",
+    "ansible_ssh_host_key_checking", "ansible_timeout", "ansible_ssh_timeout",
+    "ansible_ssh_retries", "ansible_remote_tmp", "ansible_module_compression",
+    "ansible_network_os", "ansible_docker_extra_args", "ansible_ssh_use_tty",
+    "ansible_ssh_password_mechanism", "ansible_private_key_passphrase",
+})
 OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
 CONTAINER_ENGINES = {"docker", "podman"}
@@ -287,6 +303,14 @@ def near_miss(name: str) -> str | None:
     if len(name) < 4:
         return None
     lowered = name.lower().replace("-", "_")
+    if lowered.startswith("ansible_"):
+        if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith(("ansible_kubectl_",
+                                                                 "ansible_docker_")):
+            return None
+        best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
+        return best if edit_distance(lowered, best) <= 2 else None
+    if lowered in NOT_TYPOS:
+        return None
     for target in TYPO_TARGETS:
         limit = 1 if len(target) <= 6 else 2
         if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
@@ -317,12 +341,20 @@ def spelling_rank(name: str) -> int:
     return 1 if name.startswith("ansible_") else 2
 
 
+# Ansible's password variables: fleetcheck logs in with keys and the agent only, and its
+# become never types a password (sudo -n), so these are said to be ignored, once
+PASSWORD_NAMES = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password",
+                  "ansible_become_password", "ansible_become_pass")
+
+
 @dataclass
 class Inventory:
-    """The hosts fleetcheck checks, and every group name (for --limit)."""
+    """The hosts fleetcheck checks, every group name (for --limit), and notes for the
+    user on what the inventory sets that fleetcheck does not use."""
 
     hosts: list[Host]
     groups: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
@@ -331,15 +363,22 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
     features: the checks of feature variables (see FeatureCheck)."""
     data = load_sources(sources, script_timeout)
     label = ", ".join(sources)
+    passwords: dict[str, list[str]] = {}
     for name, site in data.definitions():
         check_name(site.source, site.where, name)
+        if name in PASSWORD_NAMES:
+            passwords.setdefault(name, []).append("%s %s" % (site.source, site.where))
     if not data.hosts:
         raise InputError(label, None, "hosts", "inventory defines no hosts")
     hosts = [host_from_vars(name, data.merged_vars(name),
                             [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
                             features)
              for name in data.hosts]
-    return Inventory(hosts, sorted(data.groups))
+    notes = ["password auth is not supported: %s ignored (set in %s%s); fleetcheck logs in "
+             "with keys and the agent, and become runs sudo -n" % (
+                 name, places[0], " and %d more places" % (len(places) - 1)
+                 if len(places) > 1 else "") for name, places in passwords.items()]
+    return Inventory(hosts, sorted(data.groups), notes)
 
 
 def load_inventory(sources: str | list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
