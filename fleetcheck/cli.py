@@ -15,7 +15,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from fleetcheck import __version__
 from fleetcheck.descriptors import shortfall
@@ -32,8 +32,11 @@ from fleetcheck.runner import (DEFAULT_PARALLEL, DEFAULT_TIMEOUT, RunOptions, ho
                                run_fleet)
 from fleetcheck.smoke_settings import check_override, smoke_plan
 from fleetcheck.text import counted, is_clean_name, neutral
-from fleetcheck.connectors.ssh import (KnownHosts, SshSettings, enable_match_exec, paramiko,
-                                       resolve_endpoints)
+
+if TYPE_CHECKING:  # `run` loads the SSH library; report, diff, judge and bundle never do
+    import paramiko
+
+    from fleetcheck.connectors.ssh import KnownHosts
 
 DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or in its containers): "
                "which fixes the code on disk has, with evidence, which build and commit it "
@@ -228,6 +231,7 @@ def ssh_config_path(path: str | None) -> str:
 
 
 def load_ssh_config(path: str | None) -> "paramiko.SSHConfig | None":
+    from fleetcheck.connectors.ssh import enable_match_exec, paramiko  # its lean import
     path = ssh_config_path(path)
     if not os.path.exists(path):
         return None
@@ -240,10 +244,11 @@ def load_ssh_config(path: str | None) -> "paramiko.SSHConfig | None":
         raise InputError(path, None, None, "cannot parse ssh config: %s" % exc)
 
 
-def known_hosts_for(args: argparse.Namespace) -> KnownHosts:
+def known_hosts_for(args: argparse.Namespace) -> "KnownHosts":
     """The run's known_hosts: a file named with --known-hosts must exist (read as empty,
     every host would be refused as unknown) unless accept-new is to start it; each key
     accept-new adds is said on stderr."""
+    from fleetcheck.connectors.ssh import KnownHosts
     path = args.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
     if args.known_hosts and not os.path.exists(path) and args.host_key_policy != "accept-new":
         raise InputError(path, None, "--known-hosts", "no such file: every host would be "
@@ -327,6 +332,7 @@ def command_run(args: argparse.Namespace) -> int:
     playbook = tuned_playbook(args)
     if args.ssh_config and not os.path.exists(args.ssh_config):
         raise InputError(args.ssh_config, None, "--ssh-config", "no such file")
+    from fleetcheck.connectors.ssh import SshSettings, resolve_endpoints
     known_hosts = known_hosts_for(args)
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries),

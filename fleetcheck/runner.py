@@ -8,7 +8,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
@@ -25,7 +25,9 @@ from fleetcheck.shared_analysis import ALONE, QUESTION, SharedAnalysis
 from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
-from fleetcheck.connectors.ssh import SshSettings
+
+if TYPE_CHECKING:  # the SSH library loads with the first SSH host, not with the runner
+    from fleetcheck.connectors.ssh import SshSettings
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 60.0

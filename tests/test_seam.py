@@ -229,3 +229,22 @@ def test_judge_refuses_facts_without_a_family_its_plan_needs_and_keeps_the_row(t
                       "--html", str(tmp_path / "r.html"))
     assert proc.returncode == 0, proc.stderr
     assert [c["status"] for c in json.loads(out.read_text())["hosts"][0]["checks"]] == ["pass"] * 3
+
+
+def test_judge_loads_no_ssh_library_and_no_scheduler(tmp_path):
+    """judge takes the check plan, not the runner: facts gathered by another engine are
+    judged without paramiko ever being imported, and the judge module needs no
+    scheduler."""
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps(dict(recorded("0.33.0"), host="h")) + "\n")
+    script = ("import sys\nfrom fleetcheck.cli import main\ncode = main(['judge', %r, "
+              "'--no-integrity', '--json', %r, '--no-html'])\nprint(code, sorted(m for m in "
+              "sys.modules if m.split('.')[0] == 'paramiko'))"
+              % (str(facts), str(tmp_path / "r.json")))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=str(tmp_path))
+    assert proc.stdout.splitlines()[-1] == "0 []", proc.stdout + proc.stderr
+    alone = subprocess.run([sys.executable, "-c", "import sys, fleetcheck.judge; print("
+                            "'fleetcheck.runner' in sys.modules)"], capture_output=True,
+                           text=True, timeout=60)
+    assert alone.stdout.strip() == "False", alone.stderr
