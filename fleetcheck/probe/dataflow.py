@@ -658,7 +658,8 @@ class Flow(object):
             return found
         if self.a.mode == "source" and name and name.startswith("self."):
             return self.deferred_constant(node, "%s is set outside %s()" % (name, self.fn.name))
-        if self.a.mode == "source" and name and (node.attr.isupper() or node.attr == "value"):
+        if self.a.mode == "source":
+            # a class constant, or a config field's declared default
             return self.deferred_constant(node, "attribute .%s" % node.attr)
         return self.unknown(node, "attribute .%s" % node.attr)
 
@@ -1137,6 +1138,13 @@ class Flow(object):
                     found = self.class_among(self.fn.rel, annotation_names(arg.annotation))
                     if found:
                         return found
+            for statement in ast.walk(self.fn.node):
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                        isinstance(statement.targets[0], ast.Name) and \
+                        statement.targets[0].id == node.id:
+                    found = self.receiver_class(statement.value, depth + 1)
+                    if found:
+                        return found
             return self.class_among(self.fn.rel, [camel(node.id)])
         if not isinstance(node, ast.Attribute):
             return None
@@ -1199,6 +1207,11 @@ class Flow(object):
                             module = module + "." + prefix.split(".", 1)[1]
                         where = codebase.module_file(module)
                         found = codebase.constant(where, node.attr) if where else None
+            if found is None and not (isinstance(base, ast.Name) and
+                                      base.id in ("self", "cls")):
+                owner = self.receiver_class(base, 0)
+                if owner is not None:
+                    found = codebase.class_constant(owner[0], owner[1], node.attr)
         if found is None:
             return None
         value, rel, line = found
