@@ -61,6 +61,7 @@ class Codebase(object):
         self._functions = {}
         self._constants = {}
         self._subclasses = {}
+        self._classes = {}
 
     def source(self, rel):
         entry = self.load(rel)
@@ -131,6 +132,12 @@ class Codebase(object):
 
     def class_block(self, rel, cls):
         """(class line, last line, indent of its body) of a class defined in `rel`."""
+        key = (rel, cls)
+        if key not in self._classes:
+            self._classes[key] = self._find_class(rel, cls)
+        return self._classes[key]
+
+    def _find_class(self, rel, cls):
         source = self.source(rel)
         if source is None:
             return None
