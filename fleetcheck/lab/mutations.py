@@ -48,6 +48,18 @@ class Mutation:
         return base if self.keeps else ("fail" if base == "pass" else "pass")
 
 
+class Cases(list):
+    """The cases of one check on one release, their ids sharing a prefix."""
+
+    def __init__(self, prefix: str, version: str, check: str):
+        super().__init__()
+        self.prefix, self.version, self.check = prefix, version, check
+
+    def add(self, id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
+        self.append(Mutation(self.prefix + id, self.version, self.check, keeps, construct,
+                             edits, **kw))
+
+
 # --- the 0.33.0 layer-offset sites ------------------------------------------------------
 V1_READ = ('                layer_ids = [\n'
            '                    i + 1 for i in (dflash_config.get("target_layer_ids") or [])\n'
@@ -81,6 +93,14 @@ def guarded(test_v1: str, test_v2: str, shifted_first: bool = True) -> dict:
             V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", test_v2)))}
 
 
+def bound_test(test: str) -> dict:
+    """PR #40898's form with the V1 runner's test bound to a name first."""
+    read = "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
+    return {RUNNER: guarded("shifted", "")[RUNNER] + (
+        (read, read + "        shifted = self.speculative_config.method %s\n" % test),),
+        V2: guarded("", 'spec_config.method == "dflash"')[V2]}
+
+
 def both(v1_read: str, v2_read: str, *more: tuple[str, tuple[str, str]]) -> dict:
     edits: dict = {RUNNER: [(V1_READ, v1_read)], V2: [(V2_READ, v2_read)]}
     for rel, edit in more:
@@ -108,10 +128,8 @@ def with_v2_import(line: str) -> tuple[str, tuple[str, str]]:
 
 
 def offset_cases() -> list[Mutation]:
-    out = []
-
-    def case(id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
-        out.append(Mutation("offset-" + id, "0.33.0", LAYER, keeps, construct, edits, **kw))
+    out = Cases("offset-", "0.33.0", LAYER)
+    case = out.add
 
     ok, bad = True, False
     # path conditions
@@ -132,12 +150,7 @@ def offset_cases() -> list[Mutation]:
                           'spec_config.method == "dflash"')[RUNNER] +
           (("import functools\n", 'import functools\n_SHIFTED_METHODS = ("dflash",)\n'),),
           V2: guarded('True', 'spec_config.method == "dflash"')[V2]})
-    case("bound-test", ok, "a name bound to method == \"dflash\"",
-         {RUNNER: guarded("is_dflash", "x")[RUNNER] + (
-             ("        hf_config = self.speculative_config.draft_model_config.hf_config\n",
-              "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
-              '        is_dflash = self.speculative_config.method == "dflash"\n'),),
-          V2: guarded("x", 'spec_config.method == "dflash"')[V2]})
+    case("bound-test", ok, "a name bound to method == \"dflash\"", bound_test('== "dflash"'))
     case("use-dflash-predicate", ok, "use_dflash() read from SpeculativeConfig",
          guarded("self.speculative_config.use_dflash()", "spec_config.use_dflash()"),
          fast=True)
@@ -167,11 +180,7 @@ def offset_cases() -> list[Mutation]:
     case("other-predicate", bad, "use_dspark() instead of use_dflash()",
          guarded("self.speculative_config.use_dspark()", "spec_config.use_dspark()"))
     case("bound-test-inverted", bad, "a name bound to method != \"dflash\"",
-         {RUNNER: guarded("shift", "x")[RUNNER] + (
-             ("        hf_config = self.speculative_config.draft_model_config.hf_config\n",
-              "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
-              '        shift = self.speculative_config.method != "dflash"\n'),),
-          V2: guarded("x", 'spec_config.method == "dflash"')[V2]})
+         bound_test('!= "dflash"'))
     # helpers, names, inlining
     for added, keeps in ((1, ok), (0, bad)):
         tag = "" if added else "-reverted"
@@ -279,32 +288,62 @@ def offset_cases_020() -> list[Mutation]:
     """0.20.1 reads the ids unshifted: rewrites keep the fail, the fix added passes."""
     read = '                layer_ids = dflash_config.get("target_layer_ids")\n'
     ret = V1_RETURN
-    out = []
-
-    def case(id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
-        out.append(Mutation("offset-020-" + id, "0.20.1", LAYER, keeps, construct, edits, **kw))
+    out = Cases("offset-020-", "0.20.1", LAYER)
+    case = out.add
 
     case("rename", True, "names changed", {RUNNER: ((read, read.replace(
         "layer_ids = dflash_config", "ids_from_config = dflash_config") +
         "                layer_ids = ids_from_config\n"),)})
+    def returned(method: str, shifted: str) -> dict:
+        """The 0.20.1 runner returning `shifted` when the method is `method`."""
+        return {RUNNER: ((ret, ret.replace(
+            "            return tuple(layer_ids)\n",
+            '            if self.speculative_config.method == "%s":\n' % method +
+            "                return %s\n" % shifted + "            return tuple(layer_ids)\n")),)}
+
     case("guard-unshifted", True, "PR #40898's guard with both branches unshifted",
-         {RUNNER: ((ret, ret.replace("            return tuple(layer_ids)\n",
-                                     '            if self.speculative_config.method == "dflash":\n'
-                                     "                return tuple(layer_ids)\n"
-                                     "            return tuple(layer_ids)\n")),)})
+         returned("dflash", "tuple(layer_ids)"))
     case("fix-added", False, "the +1 added as 0.22.0 does",
          {RUNNER: ((read, V1_READ),)}, fast=True)
     case("pr40898-added", False, "PR #40898's form added",
-         {RUNNER: ((ret, ret.replace("            return tuple(layer_ids)\n",
-                                     '            if self.speculative_config.method == "dflash":\n'
-                                     "                return tuple(layer_id + 1 for layer_id in layer_ids)\n"
-                                     "            return tuple(layer_ids)\n")),)})
+         returned("dflash", "tuple(layer_id + 1 for layer_id in layer_ids)"))
     case("eagle-shift-added", True, "a +1 added for EAGLE only",
-         {RUNNER: ((ret, ret.replace("            return tuple(layer_ids)\n",
-                                     '            if self.speculative_config.method == "eagle3":\n'
-                                     "                return tuple(i + 1 for i in layer_ids)\n"
-                                     "            return tuple(layer_ids)\n")),)})
+         returned("eagle3", "tuple(i + 1 for i in layer_ids)"))
     return out
+
+
+def dict_cases(out: Cases, what: str, rel: str, line: str, anchor: str, name: str,
+               keyword: str, seed: str, kept: str, broken: tuple[str, str]) -> None:
+    """The keyword argument on `line` passed through a **dict instead, each way one is
+    built: with the value it had (`kept`), and with the value that breaks the fix
+    (`broken`: value, id suffix)."""
+    for value, keeps, tag in ((kept, True, ""), (broken[0], False, broken[1])):
+        for id, construct, edits in through_dicts(rel, line, anchor, name, keyword, value, seed):
+            out.add(id + tag, keeps, what + " " + construct, edits)
+
+
+def through_dicts(rel: str, line: str, anchor: str, name: str, keyword: str, value: str,
+                  seed: str) -> list[tuple[str, str, dict]]:
+    """(id, construct, edits) of the keyword argument on `line` replaced by `keyword=value`
+    passed through a **dict, each way one is built (before the statement `anchor`)."""
+    call = line[:len(line) - len(line.lstrip())]
+    before = anchor[:len(anchor) - len(anchor.lstrip())]
+    spread = (line, call + "**%s,\n" % name)
+
+    def built(*statements: str) -> dict:
+        return {rel: (spread, (anchor, "".join(before + s + "\n" for s in statements) + anchor))}
+
+    return [
+        ("dict-literal", "passed in a **{...} dict",
+         {rel: ((line, call + '**{"%s": %s},\n' % (keyword, value)),)}),
+        ("dict-named", "in a dict literal built before",
+         built('%s = {"%s": %s}' % (name, keyword, value))),
+        ("dict-call", "in dict(%s=...)" % keyword, built("%s = dict(%s=%s)" % (name, keyword, value))),
+        ("dict-item", 'set as kwargs["%s"]' % keyword,
+         built("%s = {}" % name, '%s["%s"] = %s' % (name, keyword, value))),
+        ("dict-update", "set by kwargs.update(%s=...)" % keyword,
+         built("%s = dict(%s)" % (name, seed), "%s.update(%s=%s)" % (name, keyword, value))),
+    ]
 
 
 # --- the SWA window -------------------------------------------------------------------
@@ -313,34 +352,10 @@ ATTN = "        self.attn = Attention(\n"
 
 
 def swa_cases() -> list[Mutation]:
-    out = []
-
-    def case(id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
-        out.append(Mutation("swa-" + id, "0.33.0", SWA, keeps, construct, edits, **kw))
-
-    for value, keeps in (("sliding_window", True), ("None", False)):
-        tag = "" if keeps else "-none"
-        case("dict-literal" + tag, keeps, "the window passed in a **{...} dict",
-             {DRAFTER: ((WINDOW, "            **{\"per_layer_sliding_window\": %s},\n" % value),)},
-             fast=keeps)
-        case("dict-named" + tag, keeps, "the window in a kwargs dict built before",
-             {DRAFTER: ((WINDOW, "            **attn_kwargs,\n"),
-                        (ATTN, "        attn_kwargs = {\"per_layer_sliding_window\": %s}\n"
-                         % value + ATTN))})
-        case("dict-call" + tag, keeps, "the window in dict(per_layer_sliding_window=...)",
-             {DRAFTER: ((WINDOW, "            **attn_kwargs,\n"),
-                        (ATTN, "        attn_kwargs = dict(per_layer_sliding_window=%s)\n"
-                         % value + ATTN))})
-        case("dict-item" + tag, keeps, "kwargs[\"per_layer_sliding_window\"] = ...",
-             {DRAFTER: ((WINDOW, "            **attn_kwargs,\n"),
-                        (ATTN, "        attn_kwargs = {}\n"
-                               "        attn_kwargs[\"per_layer_sliding_window\"] = %s\n"
-                         % value + ATTN))})
-        case("dict-update" + tag, keeps, "kwargs.update(per_layer_sliding_window=...)",
-             {DRAFTER: ((WINDOW, "            **attn_kwargs,\n"),
-                        (ATTN, "        attn_kwargs = dict(prefix=prefix)\n"
-                               "        attn_kwargs.update(per_layer_sliding_window=%s)\n"
-                         % value + ATTN))})
+    out = Cases("swa-", "0.33.0", SWA)
+    case = out.add
+    dict_cases(out, "the window", DRAFTER, WINDOW, ATTN, "attn_kwargs",
+               "per_layer_sliding_window", "prefix=prefix", "sliding_window", ("None", "-none"))
     case("rename", True, "the window renamed on its way",
          {DRAFTER: ((WINDOW, "            per_layer_sliding_window=window,\n"),
                     (ATTN, "        window = sliding_window\n" + ATTN))})
@@ -381,30 +396,11 @@ WRAPPER = "            self.use_eagle_block_drop = speculative_config.use_eagle_
 
 
 def drop_cases() -> list[Mutation]:
-    out = []
-
-    def case(id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
-        out.append(Mutation("drop-" + id, "0.33.0", DROP, keeps, construct, edits, **kw))
-
-    for value, keeps in (("self.use_eagle_block_drop", True), ("self.use_eagle", False)):
-        tag = "" if keeps else "-eagle"
-        case("dict-inline" + tag, keeps, "the decision passed in a **{...} dict",
-             {SCHEDULER: ((DECISION, "            **{\"use_eagle\": %s},\n" % value),)},
-             fast=True)
-        case("dict-named" + tag, keeps, "the decision in a kwargs dict built before",
-             {SCHEDULER: ((DECISION, "            **manager_kwargs,\n"),
-                          (MANAGER, "        manager_kwargs = {\"use_eagle\": %s}\n"
-                           % value + MANAGER))})
-        case("dict-item" + tag, keeps, "kwargs[\"use_eagle\"] = ...",
-             {SCHEDULER: ((DECISION, "            **manager_kwargs,\n"),
-                          (MANAGER, "        manager_kwargs = {}\n"
-                                    "        manager_kwargs[\"use_eagle\"] = %s\n"
-                           % value + MANAGER))})
-        case("dict-update" + tag, keeps, "kwargs.update(use_eagle=...)",
-             {SCHEDULER: ((DECISION, "            **manager_kwargs,\n"),
-                          (MANAGER, "        manager_kwargs = dict(log_stats=self.log_stats)\n"
-                                    "        manager_kwargs.update(use_eagle=%s)\n"
-                           % value + MANAGER))})
+    out = Cases("drop-", "0.33.0", DROP)
+    case = out.add
+    dict_cases(out, "the decision", SCHEDULER, DECISION, MANAGER, "manager_kwargs", "use_eagle",
+               "log_stats=self.log_stats", "self.use_eagle_block_drop",
+               ("self.use_eagle", "-eagle"))
     case("local-name", True, "the wrapper's result through a local name",
          {SCHEDULER: ((WRAPPER, "            drop = speculative_config.use_eagle_block_drop()\n"
                                 "            self.use_eagle_block_drop = drop\n"),)})
@@ -462,7 +458,7 @@ FAST = {"offset-method-not-equal", "offset-method-named-strings", "offset-bound-
         "offset-class-constant-zero", "offset-default-argument", "offset-partial-zero",
         "offset-enum-member", "offset-reassigned-constant-zero", "offset-dict-keywords",
         "offset-helper-module-reverted", "offset-020-pr40898-added", "swa-dict-update-none",
-        "swa-dict-item", "swa-constant-none", "drop-dict-update", "drop-dict-item-eagle",
+        "swa-dict-item", "swa-dict-literal", "swa-constant-none", "drop-dict-update", "drop-dict-item-eagle",
         "drop-inline-gate"}
 
 

@@ -1199,13 +1199,7 @@ class Flow(object):
                     if resolved and resolved[0] == "class" and "." not in prefix:
                         found = codebase.class_constant(resolved[1], resolved[2], node.attr)
                     elif resolved and resolved[0] == "module":
-                        module = resolved[1]
-                        imported = codebase.imports(self.fn.rel).get(prefix)
-                        if imported is not None and imported[1] is None:
-                            module = imported[0]
-                        elif "." in prefix:
-                            module = module + "." + prefix.split(".", 1)[1]
-                        where = codebase.module_file(module)
+                        where = codebase.module_file(self.module_named(prefix, resolved[1]))
                         found = codebase.constant(where, node.attr) if where else None
             if found is None and not (isinstance(base, ast.Name) and
                                       base.id in ("self", "cls")):
@@ -1280,12 +1274,7 @@ class Flow(object):
             return None, ""
         resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
         if resolved and resolved[0] == "module":
-            module = resolved[1]
-            imported = codebase.imports(self.fn.rel).get(prefix)
-            if imported is not None and imported[1] is None:
-                module = imported[0]
-            elif "." in prefix:
-                module = module + "." + prefix.split(".", 1)[1]
+            module = self.module_named(prefix, resolved[1])
             target = codebase.resolve_in_module(module, func.attr)
             if target and target[0] == "function":
                 return target[1], ""
@@ -1294,6 +1283,16 @@ class Flow(object):
             found = codebase.method(resolved[1], resolved[2], func.attr)
             return (found, "") if found else (None, "")
         return None, ""
+
+    def module_named(self, prefix, first):
+        """The dotted module `prefix.attr` reads from: `first` is what the prefix's first
+        name resolved to (`import vllm.a.b as m`; `import vllm.a.b` then `vllm.a.b.f`)."""
+        imported = self.a.codebase.imports(self.fn.rel).get(prefix)
+        if imported is not None and imported[1] is None:
+            return imported[0]
+        if "." in prefix:
+            return first + "." + prefix.split(".", 1)[1]
+        return first
 
     def follow(self, ref, node, args, keywords, self_cls=None):
         """Into a helper with the argument values, and its return value back out.
