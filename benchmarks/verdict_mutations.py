@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 
 from fleetcheck.checks.fixes import judge_fix  # noqa: E402
 from fleetcheck.lab.local_probe import probe_tree  # noqa: E402
-from fleetcheck.lab.mutations import MutableRelease, Mutation, corpus  # noqa: E402
+from fleetcheck.lab.mutations import MutableRelease, Mutation, corpus, vacuous  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from results_file import write_section  # noqa: E402
 
@@ -46,13 +46,17 @@ def judge_all(mutations: list[Mutation]) -> list[tuple[Mutation, str, str, bool]
             result = judge_fix(checks[mutation.check], facts, None)
             unknown = any(label.endswith(":?") for label in
                           facts.signatures[mutation.check].findings)
-            out.append((mutation, result.status, result.message, unknown))
+            message = result.message
+            if vacuous(mutation, result):
+                message = "(a pass that lacks a rewritten site's evidence) " + message
+            out.append((mutation, result.status, message, unknown or vacuous(mutation, result)))
     return out
 
 
 def table(results: list[tuple[Mutation, str, str, bool]]) -> tuple[list[str], int]:
     """The confusion table per check and the misses listed; the number of misses (a
-    verdict other than the label, or a `:?` finding on a meaning-keeping rewrite)."""
+    verdict other than the label, or a `:?` finding on a meaning-keeping rewrite, or a
+    pass without evidence from a file the rewrite edited)."""
     lines = ["| check | cases | keep meaning | break or add the fix | verdict as labelled | "
              "false passes | false alarms | warns | `:?` on meaning kept |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -9,7 +9,7 @@ import pytest
 
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.lab.local_probe import probe_tree
-from fleetcheck.lab.mutations import LAYER, RUNNER, V2, MutableRelease, corpus
+from fleetcheck.lab.mutations import LAYER, RUNNER, V2, MutableRelease, corpus, vacuous
 from fleetcheck.playbook import load_playbook
 from probe_helpers import findings
 
@@ -45,6 +45,7 @@ def test_the_corpus_covers_every_check_both_ways_on_both_releases():
 def test_fast_mutations_give_their_labelled_verdict(releases, mutation_id):
     mutation, facts, result = judged(releases, mutation_id)
     assert result.status == mutation.expected, (mutation.construct, result.message)
+    assert not vacuous(mutation, result), result.evidence
     if mutation.keeps:
         assert not any(label.endswith(":?") for label in findings(facts, mutation.check))
 

@@ -198,6 +198,12 @@ def offset_cases() -> list[Mutation]:
                             "from vllm.v1.worker.dflash_aux import aux_ids as _aux_ids\n")),
                   with_v2_import("from vllm.v1.worker.dflash_aux import aux_ids as _aux_ids\n"),
                   helper_module("def aux_ids(ids):\n    return [n + %d for n in ids]\n" % added)))
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        case("key-named" + tag, keeps, "the key held in a module constant",
+             {RUNNER: ((V1_READ, read.replace('"target_layer_ids"', "_DFLASH_IDS_KEY")),
+                       ("import functools\n",
+                        'import functools\n_DFLASH_IDS_KEY = "target_layer_ids"\n'))},
+             fast=not keeps)
     case("rename", ok, "names changed",
          v1('                layer_ids = [\n'
             '                    layer_idx + 1 for layer_idx in (dflash_config.get("target_layer_ids") or [])\n'
@@ -356,6 +362,22 @@ def swa_cases() -> list[Mutation]:
     case = out.add
     dict_cases(out, "the window", DRAFTER, WINDOW, ATTN, "attn_kwargs",
                "per_layer_sliding_window", "prefix=prefix", "sliding_window", ("None", "-none"))
+    resolve = "        sliding_window, causal = _resolve_layer_attention(config, layer_idx)\n"
+    case("helper-extracted", True, "the window taken out by a helper of its own",
+         {DRAFTER: ((resolve, "        sliding_window = _layer_window(config, layer_idx)\n"
+                              "        causal = _resolve_layer_attention(config, layer_idx)[1]\n"),
+                    ("", "\n\ndef _layer_window(config, layer_idx):\n"
+                         "    return _resolve_layer_attention(config, layer_idx)[0]\n"))})
+    case("key-named", True, "the window's config key held in a named constant",
+         {DRAFTER: (('            "swa_window_size", getattr(config, "sliding_window", None)\n',
+                     '            _SWA_WINDOW_KEY, getattr(config, "sliding_window", None)\n'),
+                    ('_SLIDING_ATTENTION = "sliding_attention"\n',
+                     '_SLIDING_ATTENTION = "sliding_attention"\n'
+                     '_SWA_WINDOW_KEY = "swa_window_size"\n'))})
+    case("reverted-in-helper", False, "the resolution helper returns no window",
+         {DRAFTER: (("    return sliding_window, _dflash_layer_causal(config, layer_idx)\n",
+                     "    return None, _dflash_layer_causal(config, layer_idx)\n"),)},
+         fast=True)
     case("rename", True, "the window renamed on its way",
          {DRAFTER: ((WINDOW, "            per_layer_sliding_window=window,\n"),
                     (ATTN, "        window = sliding_window\n" + ATTN))})
@@ -380,6 +402,9 @@ def swa_cases_020() -> list[Mutation]:
     return [
         Mutation("swa-020-dict", "0.20.1", SWA, True, "keywords moved into a **dict",
                  {DRAFTER: ((attn, "            **{\"attn_type\": attn_type},\n        )\n"),)}),
+        Mutation("swa-020-none-passed", "0.20.1", SWA, True, "None passed as the window",
+                 {DRAFTER: ((attn, attn.replace(
+                     "        )\n", "            per_layer_sliding_window=None,\n        )\n")),)}),
         Mutation("swa-020-window-added", "0.20.1", SWA, False,
                  "the config's window passed per layer",
                  {DRAFTER: ((attn, attn.replace(
@@ -466,6 +491,15 @@ def corpus() -> list[Mutation]:
     cases = (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
              drop_cases() + drop_cases_020())
     return [replace(m, fast=True) if m.id in FAST else m for m in cases]
+
+
+def vacuous(mutation: Mutation, result) -> bool:
+    """A layer-offset pass whose evidence comes from none of the runner files the
+    rewrite edited: the rewritten read was not found, and another runner passed alone."""
+    if mutation.check != LAYER or result.status != "pass":
+        return False
+    edited = set(mutation.edits) & {RUNNER, V2}
+    return bool(edited) and not edited <= {e.file for e in result.evidence}
 
 
 def link_tree(source: str, target: str) -> str:

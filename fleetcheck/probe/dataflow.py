@@ -40,6 +40,8 @@ MUTATORS = {"append", "extend", "insert", "add", "update"}
 PARTIAL = {"partial", "functools.partial"}
 TRUTH = "\0truth:"  # env key prefix: what a name bound to a test says about DFlash
 NONINT = ("nonint",)  # a path on which a name holds something other than an int
+CONSTANT_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*$")
+CONSTANT_LINE = re.compile(r"(_*[A-Z][A-Z0-9_]*)\s*(?::[^=]*)?=")
 
 
 
@@ -208,7 +210,14 @@ class Analysis(object):
     def offset_roots(self, source):
         """One flow per function around the key's occurrences in a file."""
         self.examined.add(source.rel)
-        for _, ref in self.functions_around(source, source.hit_lines(self.key)):
+        lines = source.hit_lines(self.key)
+        for line in list(lines):
+            # the key named by a module constant: the functions reading that name
+            named = CONSTANT_LINE.match(source.lines[line - 1])
+            if named and source.lines[line - 1].rstrip().endswith(("'%s'" % self.key,
+                                                                    '"%s"' % self.key)):
+                lines += source.hit_lines(named.group(1), True)
+        for _, ref in self.functions_around(source, lines):
             Flow(self, ref, self.entry_env(ref), 0, (ref.key,)).run()
 
     def end(self, value, step, stored=None):
@@ -666,7 +675,7 @@ class Flow(object):
     def eval_Subscript(self, node, env):
         base = self.eval(node.value, env)
         index = subscript_index(node)
-        key = const_str(index)
+        key = self.key_name(index)
         if key is not None:
             found = self.key_read(node, base, key)
             if found is not None:
@@ -865,14 +874,14 @@ class Flow(object):
                 elif capture.position is not None:
                     capture.values.append((None, self.step(node, "call"), self))
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
-            attribute = const_str(node.args[1])
+            attribute = self.key_name(node.args[1])
             if attribute is not None:
                 found = self.key_read(node, args[0], attribute)
                 if found is not None:
                     return found
             return self.unknown(node, "getattr()")
         if isinstance(func, ast.Attribute) and func.attr == "get" and node.args:
-            key = const_str(node.args[0])
+            key = self.key_name(node.args[0])
             base = self.eval(func.value, env)
             if key is not None:
                 found = self.key_read(node, base, key)
@@ -1221,6 +1230,17 @@ class Flow(object):
                     not isinstance(found[0], bool):
                 return frozenset([("int", found[0], found[1])])
         return value
+
+    def key_name(self, node):
+        """A key or attribute name given as a string literal or an upper-case constant
+        (`dflash_config.get(_IDS_KEY)`)."""
+        text = const_str(node)
+        if text is None and CONSTANT_NAME.match(getattr(node, "id", None) or
+                                                getattr(node, "attr", "")):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], str):
+                return found[0]
+        return text
 
     def amounts(self, node, value):
         """(n, step naming it or None) for each constant int the operand may be on the
