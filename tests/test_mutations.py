@@ -5,6 +5,9 @@ and never ends in `:?`; a breaking one changes it."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from fleetcheck.checks.fixes import judge_fix
@@ -77,3 +80,16 @@ def test_a_named_offset_shows_its_definition(releases, mutation_id, shown):
     _, _, result = judged(releases, mutation_id)
     assert result.status == "pass", result.message
     assert any(e.step == "constant" and e.text == shown for e in result.evidence)
+
+
+def test_the_readme_quotes_the_mutation_table_the_benchmark_wrote():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = open(os.path.join(root, "benchmarks", "RESULTS.md"), encoding="utf-8").read()
+    section = re.search(r"<!-- section:mutations -->(.*?)<!-- /section:mutations -->",
+                        results, re.S)
+    assert section is not None, "run python3 benchmarks/verdict_mutations.py --write"
+    table = [line for line in section.group(1).splitlines() if line.startswith("|")]
+    readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+    assert "\n".join(table) in readme
+    written = sum(int(line.split("|")[2]) for line in table[2:])
+    assert written == len(corpus()), "the table is of another corpus: run the benchmark"
