@@ -147,20 +147,20 @@ class Codebase(object):
             if match is None:
                 continue
             level = len(match.group(1))
-            last, body_indent = line, None
-            for index in range(line, len(source.lines)):
-                text = source.lines[index]
-                stripped = text.lstrip()
-                if not stripped or stripped.startswith("#"):
-                    continue
-                depth = len(text) - len(stripped)
-                if depth <= level and not stripped.startswith((")", "]")):
-                    break
-                if body_indent is None and stripped.startswith(("def ", "async ", "@",
-                                                                 "class ")):
-                    body_indent = text[:depth]
-                last = index + 1
-            return line, last, body_indent if body_indent is not None else " " * (level + 4)
+            # the class ends before the first code line indented no deeper than its
+            # `class` line (found by one regex search: classes run to thousands of lines)
+            text = source.text
+            source.line_of(0)  # the line offsets
+            begin = source._starts[line]
+            found = re.compile(r"^[ \t]{0,%d}(?=[^ \t\r\n#)\]])" % level, re.M).search(text, begin)
+            end = source.line_of(found.start()) - 1 if found else len(source.lines)
+            last = end
+            while last > line and (not source.lines[last - 1].strip() or
+                                   source.lines[last - 1].lstrip().startswith("#")):
+                last -= 1
+            body = re.compile(r"^([ \t]+)(?:def |async |@|class )", re.M).search(
+                text, begin, source._starts[end] if end < len(source.lines) else len(text))
+            return line, last, body.group(1) if body else " " * (level + 4)
         return None
 
     def class_bases(self, rel, cls):

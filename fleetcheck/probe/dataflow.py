@@ -183,6 +183,7 @@ class Analysis(object):
         self.scope = scope  # the finder's files: where subclasses are looked for
         self.partials = []  # (flow, function expression, bound args, bound keywords)
         self.predicates = {}  # function key -> what it returns for DFlash
+        self.predicate_refs = {}  # call site -> the predicate it calls
         self.mode = mode  # "offset" or "source"
         self.key = key
         self.container = container
@@ -1120,6 +1121,13 @@ class Flow(object):
         return self.a.predicates[ref.key]
 
     def predicate_ref(self, func):
+        """The function a predicate call reaches (found once per call site)."""
+        key = (self.fn.key, self.self_cls, func.lineno, func.col_offset)
+        if key not in self.a.predicate_refs:
+            self.a.predicate_refs[key] = self.find_predicate(func)
+        return self.a.predicate_refs[key]
+
+    def find_predicate(self, func):
         if isinstance(func, ast.Name) and func.id in self.local_defs:
             return self.local_defs[func.id]
         if isinstance(func, ast.Name):
