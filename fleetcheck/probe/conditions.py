@@ -108,6 +108,23 @@ def truth(node, strings, name_truth, call_truth):
     return None
 
 
+def maybe_test(node):
+    """Could `truth` decide this expression (so a name bound to it is worth telling)?"""
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, bool)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        return name == "isinstance" or (not node.args and not node.keywords and
+                                        PREDICATE.match(name) is not None)
+    return False
+
+
 def predicate_body(node):
     """The expression a predicate's body returns, when its body is (a docstring and)
     one `return`; None otherwise."""

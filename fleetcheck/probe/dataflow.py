@@ -184,6 +184,8 @@ class Analysis(object):
         self.partials = []  # (flow, function expression, bound args, bound keywords)
         self.predicates = {}  # function key -> what it returns for DFlash
         self.predicate_refs = {}  # call site -> the predicate it calls
+        self.tests = []  # (flow, expression, env) of each test bound to a name
+        self.told = {}  # index in tests -> what the test is for DFlash
         self.mode = mode  # "offset" or "source"
         self.key = key
         self.container = container
@@ -472,12 +474,17 @@ class Flow(object):
             if node.value is None:
                 return env
             value = self.eval(node.value, env)
-            decided = self.truth(node.value, env)
+            # a test bound to a name is told only if a test reads the name (lookups of
+            # predicates read modules)
+            bound = frozenset([("test", len(self.a.tests))]) \
+                if conditions.maybe_test(node.value) else None
+            if bound is not None:
+                self.a.tests.append((self, node.value, dict(env)))
             for target in getattr(node, "targets", None) or [node.target]:
                 self.assign(target, value, env, node)
                 name = dotted_name(target)
-                if name is not None and (decided is not None or TRUTH + name in env):
-                    env[TRUTH + name] = frozenset([decided])
+                if name is not None and (bound is not None or TRUTH + name in env):
+                    env[TRUTH + name] = bound or frozenset([None])
             return env
         if isinstance(node, ast.AugAssign):
             current = self.eval(node.target, env) if not isinstance(node.target, ast.Attribute) \
@@ -494,7 +501,7 @@ class Flow(object):
             return env
         if isinstance(node, ast.If):
             test = self.eval(node.test, env)
-            decided = self.truth(node.test, env)
+            decided = self.truth(node.test, env) if branches_matter(node) else None
             self.control.append(frozenset(a for a in test if a[0] == "src"))
             # a branch whose test is false for DFlash is not a DFlash path
             body = self.exec_block(node.body, dict(env)) if decided is not False else None
@@ -1051,7 +1058,8 @@ class Flow(object):
             value = self.eval(func, env)
         elif isinstance(func, ast.Name):
             value = env.get(func.id, EMPTY)
-            if not value and func.id not in self.local_defs and \
+            if not value and func.id not in self.local_defs and self.source is not None and \
+                    self.source.contains("partial") and \
                     self.a.codebase.function(self.fn.rel, func.id) is None:
                 found = self.a.codebase.module_assignment(self.fn.rel, func.id)
                 if found is not None and isinstance(found[0], ast.Call) and \
@@ -1084,7 +1092,16 @@ class Flow(object):
     def name_truth(self, node, env):
         name = dotted_name(node) if isinstance(node, ast.Attribute) else node
         held = env.get(TRUTH + name) if name else None
-        return next(iter(held)) if held is not None and len(held) == 1 else None
+        if held is None or len(held) != 1:
+            return None
+        test = next(iter(held))
+        if test is None:
+            return None
+        if test[1] not in self.a.told:
+            flow, expression, bound_env = self.a.tests[test[1]]
+            self.a.told[test[1]] = None  # a test reading itself decides nothing
+            self.a.told[test[1]] = flow.truth(expression, bound_env)
+        return self.a.told[test[1]]
 
     def strings(self, node):
         """The strings an expression names: literals, tuples/lists/sets of them, or a
@@ -1400,6 +1417,21 @@ def merge(first, second):
         if name.startswith(TRUTH):
             out[name] = out[name] | frozenset([None])
     return out
+
+
+def branches_matter(node):
+    """Can telling an `if` for DFlash change a flow? Not when both branches only log."""
+    for statement in node.body + node.orelse:
+        for inner in ast.walk(statement):
+            if isinstance(inner, (ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign,
+                                  ast.Raise, ast.Yield, ast.YieldFrom)) or \
+                    type(inner).__name__ == "NamedExpr":
+                return True
+            if isinstance(inner, ast.Call) and not (
+                    isinstance(inner.func, ast.Attribute) and inner.func.attr in LOG_METHODS
+                    and "log" in (dotted_name(inner.func.value) or "").lower()):
+                return True
+    return False
 
 
 def all_args(node):
