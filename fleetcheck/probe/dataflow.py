@@ -678,7 +678,8 @@ class Flow(object):
         if self.a.mode == "source":
             # a class constant, or a config field's declared default
             return self.deferred_constant(node, "attribute .%s" % node.attr)
-        return self.unknown(node, "attribute .%s" % node.attr)
+        return frozenset(a for a in base if a[0] == "lost") or \
+            self.unknown(node, "attribute .%s" % node.attr)
 
     def eval_Subscript(self, node, env):
         base = self.eval(node.value, env)
@@ -702,6 +703,8 @@ class Flow(object):
                 out.add(project(atom, position))
             elif atom[0] == "dict" and key is not None:
                 out |= dict(atom[1]).get(key, EMPTY)
+            elif atom[0] == "lost":
+                out.add(atom)  # ids lost stay lost, whatever is read from them
             elif self.a.mode == "source" and atom[0] in ("src", "unk", "param"):
                 out.add(atom)
         if not out:
