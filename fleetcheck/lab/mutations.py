@@ -220,6 +220,9 @@ def offset_cases() -> list[Mutation]:
             "                    layer_ids.append(i + 1)\n"))
     case("array-plus", ok, "np.asarray(ids) + 1",
          v1("                layer_ids = (np.asarray(%s) + 1).tolist()\n" % IDS))
+    case("tensor-method", bad, "the ids through a tensor method, not followed",
+         v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
+         expect="warn")
     case("double-shift", bad, "the +1 added twice",
          v1(V1_READ.replace("i + 1", "i + 1 + 1")), fast=True)
     case("helper-twice", bad, "a +1 helper applied twice",

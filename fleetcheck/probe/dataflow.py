@@ -975,6 +975,12 @@ class Flow(object):
                 out |= self.follow(ref, node, list(bound) + args,
                                    dict(bound_keywords, **keywords))
             return frozenset(out)
+        if not relevant and self.a.mode == "offset" and isinstance(func, ast.Attribute):
+            # a method of the ids themselves (tensor.add(0)): what it returns is not known
+            receiver = self.eval(func.value, env)
+            if carries_ids(receiver):
+                return self.lose(receiver, node, "ids flow into .%s() at %s:%d, which is not "
+                                 "followed" % (func.attr, self.fn.rel, self.line(node)))
         if not relevant:
             return EMPTY
         ref, why = self.resolve_callee(func, local_only=self.a.mode == "source")
