@@ -220,6 +220,12 @@ def offset_cases() -> list[Mutation]:
             "                    layer_ids.append(i + 1)\n"))
     case("array-plus", ok, "np.asarray(ids) + 1",
          v1("                layer_ids = (np.asarray(%s) + 1).tolist()\n" % IDS))
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        case("int-cast" + tag, keeps, "each id cast with int()",
+             v1(read.replace("i + 1 for i", "int(i) + 1 for i").replace(
+                 '                layer_ids = dflash_config.get("target_layer_ids") or []\n',
+                 '                layer_ids = [int(i) for i in dflash_config.get("target_layer_ids") or []]\n')),
+             fast=not keeps)
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
          expect="warn")

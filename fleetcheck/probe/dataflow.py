@@ -34,6 +34,8 @@ PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "toli
 OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", "hash",
              "any", "all", "min", "max", "sum", "int", "float", "range", "issubclass",
              "callable", "hasattr", "format", "abs", "round"}
+# builtins whose result is (one of) their argument(s) as a number: ids stay ids
+SAME_VALUE = {"int", "float", "round", "abs", "min", "max", "sum"}
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
                "info_once", "debug_once", "warning_once"}
 MUTATORS = {"append", "extend", "insert", "add", "update"}
@@ -932,6 +934,15 @@ class Flow(object):
                 for atom in lambdas:
                     out |= as_collection(self.apply_lambda(atom[1], elements, node))
                 return frozenset(out)
+        if self.a.mode == "offset" and isinstance(func, ast.Name) and args and \
+                func.id in SAME_VALUE and any(carries_ids(v) for v in args):
+            # int(i), max(ids): an id itself; sum(ids) is none of them
+            if func.id == "sum":
+                return self.lose(args[0], node, "ids summed at %s:%d" % (self.fn.rel,
+                                                                         self.line(node)))
+            if func.id in ("min", "max") and len(args) == 1:
+                return as_elements(args[0])
+            return frozenset().union(*args) if func.id in ("min", "max") else args[0]
         if isinstance(func, ast.Name) and func.id in OBSERVERS:
             if self.a.mode == "source":
                 out = frozenset(a for v in args for a in v if a[0] == "src")
