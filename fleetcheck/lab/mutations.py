@@ -226,6 +226,12 @@ def offset_cases() -> list[Mutation]:
                  '                layer_ids = dflash_config.get("target_layer_ids") or []\n',
                  '                layer_ids = [int(i) for i in dflash_config.get("target_layer_ids") or []]\n')),
              fast=not keeps)
+    for added, keeps in ((1, ok), (0, bad)):
+        case("generator-helper" + ("" if added else "-reverted"), keeps,
+             "the +1 in a generator helper",
+             {RUNNER: ((V1_READ, V1_HELPER % ("list(_aux_ids(%s))" % IDS)),
+                       ("", "\n\ndef _aux_ids(ids):\n    for i in ids:\n        yield i + %d\n"
+                        % added))}, fast=not added)
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
          expect="warn")

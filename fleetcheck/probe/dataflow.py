@@ -611,11 +611,30 @@ class Flow(object):
     def eval(self, node, env):
         method = getattr(self, "eval_" + type(node).__name__, None)
         if method is None:
+            inner = EMPTY
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
-                    self.eval(child, env)
+                    inner = inner | self.eval(child, env)
+            if self.a.mode == "offset" and carries_ids(inner):
+                return self.lose(inner, node, "ids in a %s expression at %s:%d, which is not "
+                                 "followed" % (type(node).__name__, self.fn.rel, self.line(node)))
             return self.unknown(node, "%s expression" % type(node).__name__)
         return method(node, env)
+
+    def eval_Yield(self, node, env):
+        """A generator's elements are what it returns."""
+        value = self.eval(node.value, env) if node.value is not None else EMPTY
+        self.returned(node, as_collection(value))
+        return EMPTY
+
+    def eval_YieldFrom(self, node, env):
+        self.returned(node, self.eval(node.value, env))
+        return EMPTY
+
+    def returned(self, node, value):
+        if self.depth == 0 and self.a.mode == "offset":
+            self.a.end(value, self.step(node, "return"))
+        self.returns |= value
 
     def eval_Constant(self, node, env):
         if self.a.mode == "offset" and isinstance(node.value, int) and \
@@ -832,6 +851,10 @@ class Flow(object):
 
     def comprehension(self, node, env, element):
         if len(node.generators) != 1:
+            iterated = frozenset().union(*[self.eval(g.iter, env) for g in node.generators])
+            if self.a.mode == "offset" and carries_ids(iterated):
+                return self.lose(iterated, node, "ids in a nested comprehension at %s:%d, "
+                                 "which is not followed" % (self.fn.rel, self.line(node)))
             return self.unknown(node, "a nested comprehension")
         generator = node.generators[0]
         inner = dict(env)
@@ -848,7 +871,10 @@ class Flow(object):
     eval_GeneratorExp = eval_ListComp
 
     def eval_DictComp(self, node, env):
-        self.comprehension(node, env, node.value)
+        value = self.comprehension(node, env, node.value)
+        if self.a.mode == "offset" and carries_ids(value):
+            return self.lose(value, node, "ids kept in a dict comprehension at %s:%d"
+                             % (self.fn.rel, self.line(node)))
         return self.unknown(node, "a dict comprehension")
 
     def apply_lambda(self, index, argument, node):
