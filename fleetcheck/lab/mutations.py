@@ -302,6 +302,17 @@ def offset_cases() -> list[Mutation]:
                             "    def _dflash_aux_ids(self, ids):\n"
                             "        return [i + %d for i in ids]\n" % added))},
              fast=not added)
+    for added, keeps in ((1, ok), (0, bad)):
+        case("subclass-elsewhere" + ("" if added else "-reverted"), keeps,
+             "a subclass in another runner module overriding the helper",
+             {RUNNER: ((V1_READ, V1_HELPER % ("self._dflash_aux_ids(%s)" % IDS)),
+                       method_helper(base_method)[1]),
+              "vllm/v1/worker/dflash_runner.py": (
+                  ("", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\n\n"
+                       "class DFlashGPUModelRunner(GPUModelRunner):\n"
+                       "    def _dflash_aux_ids(self, ids):\n"
+                       "        return [i + %d for i in ids]\n" % added),)},
+             fast=not added)
     return out
 
 

@@ -134,13 +134,13 @@ def run_dataflow(root, finder, files, cache):
     codebase = Codebase(lambda rel: load_source(root, rel, cache))
     if finder["kind"] == "key-offset":
         analysis = Analysis(codebase, "offset", key=finder["key"],
-                            container=finder.get("container"))
+                            container=finder.get("container"), scope=files)
     else:
         sources = {}
         for label, names in sorted(finder["sources"].items()):
             for name in names:
                 sources.setdefault(name, label)
-        analysis = Analysis(codebase, "source", sources=sources)
+        analysis = Analysis(codebase, "source", sources=sources, scope=files)
     errors = []
     for rel, source in readable(root, files, cache, errors):
         if not source.contains(finder["needles"][0]):
