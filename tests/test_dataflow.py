@@ -418,3 +418,11 @@ def test_keywords_from_an_unknown_mapping_are_a_warn_naming_it(tmp_path):
     facts, result = judged(tmp_path, {DRAFTER: body}, "dflash-swa")
     assert result.status == "warn", (result.message, findings(facts, "dflash-swa"))
     assert "**self.attn_options" in result.message
+
+
+@pytest.mark.parametrize("call", ["torch_helpers.keep((ids, 1))", "torch_helpers.keep({'a': ids})"])
+def test_ids_inside_a_tuple_or_dict_handed_to_unknown_code_are_a_warn(tmp_path, call):
+    facts, result = judged(tmp_path, {RUNNER: runner(call, header="import torch_helpers\n")},
+                           "dflash-layer-offset")
+    assert result.status == "warn", (result.message, findings(facts, "dflash-layer-offset"))
+    assert "torch_helpers.keep()" in result.message

@@ -101,6 +101,22 @@ def dict_atom(items):
     return ("dict", tuple(sorted(merged.items(), key=lambda item: item[0])))
 
 
+def flat(value):
+    """The atoms of a value with tuples and dicts opened: what a call that is not followed
+    gets, ids inside them included."""
+    out = set()
+    for atom in value:
+        if atom[0] == "tuple":
+            for item in atom[1]:
+                out |= flat(item)
+        elif atom[0] == "dict":
+            for _, item in atom[1]:
+                out |= flat(item)
+        else:
+            out.add(atom)
+    return frozenset(out)
+
+
 def as_elements(value):
     """What iterating over a value yields: the elements of ids, the items of tuples."""
     out = set()
@@ -792,6 +808,7 @@ class Flow(object):
 
     def lose(self, value, node, why):
         step = self.step(node, "lost")
+        value = flat(value)
         return frozenset(("lost", a[1], a[2] + (step,), why) for a in value
                          if a[0] in ("ids", "elem")) | \
             frozenset(a for a in value if a[0] == "lost")
@@ -1043,7 +1060,7 @@ class Flow(object):
             return frozenset([("unk", "%s could not be followed%s" % (what, why),
                                self.step(node, "untraced"), deferred)])
         step = self.step(node, "lost")
-        values = args + list(keywords.values()) + list(opaque)
+        values = [flat(v) for v in args + list(keywords.values()) + list(opaque)]
         return frozenset(("lost", a[1], a[2] + (step,), "ids flow into %s at %s:%d, which "
                           "could not be followed%s" % (what, self.fn.rel, self.line(node), why))
                          for value in values for a in value
