@@ -54,7 +54,8 @@ def decided(text: str):
     ('request.method == "GET"', None),
     ('self.quant_method == "fp8"', None),
     ("config.get_window()", None),
-    ("config.use_dflash(1)", None),
+    ("config.use_dflash(1)", True),
+    ("config.use_other()", None),
 ])
 def test_a_test_is_decided_for_dflash_only_where_it_can_be(text, expected):
     assert decided(text) is expected

@@ -154,6 +154,18 @@ def offset_cases() -> list[Mutation]:
     case("use-dflash-predicate", ok, "use_dflash() read from SpeculativeConfig",
          guarded("self.speculative_config.use_dflash()", "spec_config.use_dflash()"),
          fast=True)
+    case("private-predicate", ok, "a method of the runner _is_dflash() tests the method",
+         {RUNNER: guarded("self._is_dflash()", "")[RUNNER] + method_helper(
+             "    def _is_dflash(self) -> bool:\n"
+             '        return self.speculative_config.method == "dflash"\n')[1:],
+          V2: guarded("", 'spec_config.method == "dflash"')[V2]})
+    for method, keeps in (("dflash", ok), ("eagle3", bad)):
+        case("predicate-function" + ("" if keeps else "-eagle"), keeps,
+             "a module function _uses_dflash(config) tests the method",
+             {RUNNER: guarded("_uses_dflash(self.speculative_config)", "")[RUNNER] + (
+                 ("", "\n\ndef _uses_dflash(config) -> bool:\n"
+                      '    return config.method == "%s"\n' % method),),
+              V2: guarded("", 'spec_config.method == "dflash"')[V2]}, fast=not keeps)
     case("isinstance-dflash", ok, "isinstance(self.drafter, DFlashProposer)",
          guarded("isinstance(self.drafter, DFlashProposer)",
                  'spec_config.method == "dflash"'))

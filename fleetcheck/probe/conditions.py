@@ -6,8 +6,9 @@ told True, False or None (undecided: both branches stay in, as any unknown test 
 What is decided: `method == "dflash"`, `!=`, `in (...)`, `not in` (the strings may be
 named constants), `isinstance(x, DFlash...)`, `not`, `and`, `or`, and, through the
 callbacks a flow passes in, names bound to such tests and predicates of the tree
-(`use_dflash()`, any `use_`/`uses_`/`is_`/`needs_`/`has_` method without arguments)
-whose bodies return one."""
+(`use_dflash()`, `_is_dflash(config)`: functions and methods named `use_`, `uses_`,
+`is_`, `needs_`, `has_`) whose bodies return one (whatever their arguments: a body that
+tests them is undecided)."""
 
 import ast
 import re
@@ -16,7 +17,7 @@ METHOD = "dflash"
 NO_STRINGS = object()
 # what a predicate of the speculative config is called (use_dflash, use_eagle, is_xpress,
 # needs_eagle_block_drop): other calls in a test are not looked up, their modules not read
-PREDICATE = re.compile(r"(?:use|uses|is|needs|has)_\w+$")
+PREDICATE = re.compile(r"_*(?:use|uses|is|needs|has)_\w+$")
 # vLLM's speculative methods: a comparison with other strings (an HTTP method, a
 # quantization method) says nothing about DFlash
 METHODS = {"dflash", "dspark", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "medusa",
@@ -103,7 +104,7 @@ def truth(node, strings, name_truth, call_truth):
             return True if names_dflash(node.args[1]) else None
         name = func.attr if isinstance(func, ast.Attribute) else \
             func.id if isinstance(func, ast.Name) else ""
-        if not node.args and not node.keywords and PREDICATE.match(name):
+        if PREDICATE.match(name):
             return call_truth(node)
     return None
 
@@ -120,8 +121,7 @@ def maybe_test(node):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else \
             func.id if isinstance(func, ast.Name) else ""
-        return name == "isinstance" or (not node.args and not node.keywords and
-                                        PREDICATE.match(name) is not None)
+        return name == "isinstance" or PREDICATE.match(name) is not None
     return False
 
 
