@@ -472,12 +472,16 @@ def drop_cases() -> list[Mutation]:
                                 "                speculative_config.needs_eagle_block_drop()\n"
                                 "                and not speculative_config.disable_eagle_block_drop\n"
                                 "            )\n"),)})
-    case("helper-method", True, "the decision made in a method of the scheduler",
-         {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = self._block_drop(\n"
-                                "                speculative_config)\n"),
-                      ("    def _mamba_block_aligned_split(", "    def _block_drop(self, config):\n"
-                       "        return config.use_eagle_block_drop()\n\n"
-                       "    def _mamba_block_aligned_split("))})
+    for asked, keeps in (("use_eagle_block_drop", True), ("use_eagle", False)):
+        case("helper-method" + ("" if keeps else "-eagle"), keeps,
+             "the decision made in a method of the scheduler",
+             {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = self._block_drop(\n"
+                                    "                speculative_config)\n"),
+                          ("    def _mamba_block_aligned_split(",
+                           "    def _block_drop(self, config):\n"
+                           "        return config.%s()\n\n"
+                           "    def _mamba_block_aligned_split(" % asked))},
+             fast=not keeps)
     case("wrapper-to-eagle", False, "use_eagle() where use_eagle_block_drop() was",
          {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = speculative_config.use_eagle()\n"),)},
          fast=True)
