@@ -509,13 +509,12 @@ def drop_cases_020() -> list[Mutation]:
                                "            use_eagle=bool(speculative_config and\n"
                                "                           speculative_config.needs_eagle_block_drop()),\n"),)},
                  fast=True),
-        # use_eagle()'s body inlined: on DFlash's path a constant True reaches the
-        # decision, which the playbook tells as a constant decision (warn), not use_eagle()
+        # use_eagle()'s body inlined: on DFlash's path a constant True reaches the decision
         Mutation("drop-020-predicate-guard", "0.20.1", DROP, True,
-                 "use_eagle() inlined as a method test: a constant decision on DFlash's path",
+                 "use_eagle() inlined as a method test: a constant True on DFlash's path",
                  {SCHEDULER: (("            if speculative_config.use_eagle():\n",
                                "            if speculative_config.method in (\"eagle\", \"eagle3\", \"mtp\", \"dflash\"):\n"),)},
-                 expect="warn"),
+                 fast=True),
     ]
 
 

@@ -196,8 +196,10 @@ class Capture(object):
 class Analysis(object):
     """One finder's dataflow over the tree; `findings` collects what it proves."""
 
-    def __init__(self, codebase, mode, key=None, container=None, sources=None, scope=()):
+    def __init__(self, codebase, mode, key=None, container=None, sources=None, scope=(),
+                 constants=None):
         self.codebase = codebase
+        self.constants = constants or {}  # repr of a constant -> label (value-source)
         self.scope = scope  # the finder's files: where subclasses are looked for
         self.partials = []  # (flow, function expression, bound args, bound keywords)
         self.predicates = {}  # function key -> what it returns for DFlash
@@ -388,6 +390,8 @@ class Analysis(object):
                 labels.setdefault(atom[1], []).append(atom[2])
             elif atom[0] == "const":
                 constants.append(atom[2])
+                if atom[1] in self.constants:
+                    labels.setdefault(self.constants[atom[1]], []).append(atom[2])
             elif atom[0] == "unk":
                 unknown.append((atom[1], atom[2]))
             elif atom[0] == "tuple":
@@ -399,7 +403,9 @@ class Analysis(object):
                     constants.append(sink)
         for label, steps in sorted(labels.items()):
             self.add_source_finding(label, sink, sorted(set(steps))[:3])
-        if not labels and constants and not unknown:
+        named = set(self.constants.values())
+        if not [label for label in labels if label not in named] and constants and \
+                not unknown:
             self.add_source_finding("constant", sink, sorted(set(constants))[:3])
         for why, step in sorted(set(unknown))[:2]:
             self.add_source_finding("?", sink, [step], why)

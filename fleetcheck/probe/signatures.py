@@ -140,7 +140,10 @@ def run_dataflow(root, finder, files, cache):
         for label, names in sorted(finder["sources"].items()):
             for name in names:
                 sources.setdefault(name, label)
-        analysis = Analysis(codebase, "source", sources=sources, scope=files)
+        constants = dict((value, label) for label, values in
+                         sorted(finder.get("constants", {}).items()) for value in values)
+        analysis = Analysis(codebase, "source", sources=sources, scope=files,
+                            constants=constants)
     errors = []
     for rel, source in readable(root, files, cache, errors):
         if not source.contains(finder["needles"][0]):
