@@ -23,7 +23,7 @@ PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
                 "key-offset": {"files", "key"},
                 "value-source": {"files", "call", "argument", "sources"}}
-OPTIONAL_KEYS = {"key-offset": {"container"}}
+OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"}}
 KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")
 OUTCOME_STATUSES = {"pass", "warn", "fail"}
 CHECK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -151,6 +151,21 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
                 raise InputError(source, fwhere, "sources.%s" % label,
                                  "must list the key, attribute or method names it stands for")
             finder["sources"][label] = names
+        finder["constants"] = {}
+        constants = raw.get("constants") or {}
+        if not isinstance(constants, dict):
+            raise InputError(source, fwhere, "constants", "must map labels to lists of values")
+        for label, values in constants.items():
+            label = str(label)
+            if label in ("constant", "?") or label in finder["sources"] or \
+                    not CHECK_ID.match(label):
+                raise InputError(source, fwhere, "constants.%s" % label, "labels are lowercase "
+                                 "words other than 'constant' and the sources' labels")
+            values = list(_str_list(source, fwhere, "constants.%s" % label, values))
+            if not values:
+                raise InputError(source, fwhere, "constants.%s" % label,
+                                 "must list the constants (as Python writes them) it stands for")
+            finder["constants"][label] = values
     return finder
 
 
@@ -161,7 +176,8 @@ def finding_names(finders: dict[str, dict[str, Any]]) -> set[str]:
             names.update(name + suffix for suffix in KEY_OFFSET_FINDINGS)
         elif finder["kind"] == "value-source":
             names.update(name + ":" + label for label in
-                         list(finder["sources"]) + ["constant", "?"])
+                         list(finder["sources"]) + list(finder["constants"]) +
+                         ["constant", "?"])
         else:
             names.add(name)
     return names

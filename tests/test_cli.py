@@ -54,6 +54,10 @@ def test_packaged_playbook_checks_the_three_fixes():
     (lambda p: p["checks"][2].update(id="Bad Id"), ["field 'id'"]),
     (lambda p: p["checks"][0]["find"]["layer_ids"].update(files=["/etc/passwd"]),
      ["inside site-packages"]),
+    (lambda p: p["checks"][2]["find"]["decision"].update(constants={"eagle": ["True"]}),
+     ["field 'constants.eagle'", "the sources' labels"]),
+    (lambda p: p["checks"][2]["find"]["decision"].update(constants={"drops": []}),
+     ["field 'constants.drops'"]),
 ])
 def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
     data = yaml.safe_load(open(PACKAGED_PLAYBOOK))

@@ -102,8 +102,10 @@ def test_helper_in_another_module_by_any_import_form(tmp_path, header, call, add
 @pytest.mark.parametrize("header, call, helpers, where", [
     ("from torch_helpers import shift\n", "shift(ids)", "", "shift()"),
     ("", "getattr(self, '_shift_name')(ids)", "", "a computed function"),
+    ("", "self.shifters[0](ids)", SAME_MODULE % 1, "a computed function"),
+    # a partial that binds the ids' parameter: the ids go where no parameter takes them
     ("import functools\n", "functools.partial(shift, 1)(ids)", SAME_MODULE % 1,
-     "a computed function"),
+     "beyond its parameters"),
     ("", "self.lookup.shift(ids)", "", "self.lookup.shift()"),
 ])
 def test_a_helper_that_cannot_be_followed_is_a_warn_naming_where(tmp_path, header, call,
@@ -112,7 +114,8 @@ def test_a_helper_that_cannot_be_followed_is_a_warn_naming_where(tmp_path, heade
                            "dflash-layer-offset")
     assert result.status == "warn", result.message
     assert "layer_ids:?" in findings(facts, "dflash-layer-offset")
-    assert where in result.message and "could not be followed" in result.message
+    assert where in result.message and ("could not be followed" in result.message or
+                                        "beyond its parameters" in result.message)
     assert "gpu_model_runner.py:%d" % (6 + header.count("\n")) in result.message
 
 
@@ -351,3 +354,75 @@ def test_swa_window_kept_on_self_in_the_same_function_is_followed(tmp_path):
         "                              per_layer_sliding_window=self.sliding_window)")
     facts, result = judged(tmp_path, {DRAFTER: body}, "dflash-swa")
     assert result.status == "pass", result.message
+
+
+# --- path conditions and named values: where they must not hide a DFlash path ----------
+
+def guarded_runner(prelude: str, test: str) -> str:
+    """The runner shifting on the branch `test` selects and not on the other."""
+    return ("class GPUModelRunner:\n"
+            "    def _get_eagle3_aux_layers_from_config(self, x):\n"
+            "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
+            + READ + prelude +
+            "        if %s:\n" % test +
+            "            return tuple(i + 1 for i in ids)\n"
+            "        return tuple(ids)\n")
+
+
+@pytest.mark.parametrize("prelude, test, status", [
+    ("", 'self.speculative_config.method == "dflash"', "pass"),
+    ("", 'self.speculative_config.method == "eagle3"', "fail"),
+    # a test that says nothing about the method leaves both paths in
+    ("", 'x.method == "GET"', "fail"),
+    ("", "isinstance(self.drafter, EagleProposer)", "fail"),
+    # bound on one path only: undecided where the paths join
+    ("        if x:\n            flag = self.speculative_config.method == 'dflash'\n"
+     "        else:\n            flag = x.pick()\n", "flag", "fail"),
+    ("        flag = self.speculative_config.method == 'dflash'\n"
+     "        flag = x.pick()\n", "flag", "fail"),
+    ("        flag = self.speculative_config.method == 'dflash'\n", "flag", "pass"),
+])
+def test_a_branch_is_left_out_only_where_its_test_is_false_for_dflash(tmp_path, prelude,
+                                                                      test, status):
+    facts, result = judged(tmp_path, {RUNNER: guarded_runner(prelude, test)},
+                           "dflash-layer-offset")
+    assert result.status == status, (result.message, findings(facts, "dflash-layer-offset"))
+
+
+@pytest.mark.parametrize("offset, status", [
+    ("1", "pass"),
+    ("(1 if x else 0)", "fail"),  # undecided: one path +1, the other +0
+    ("(1 if x else x.compute())", "warn"),  # not a constant on every path
+    ("self.offset", "warn"),  # set elsewhere on the instance
+])
+def test_an_added_value_is_a_constant_only_on_every_path(tmp_path, offset, status):
+    body = runner("[i + %s for i in ids]" % offset).replace(
+        "def _get_eagle3_aux_layers_from_config(self)",
+        "def _get_eagle3_aux_layers_from_config(self, x=None)")
+    facts, result = judged(tmp_path, {RUNNER: body}, "dflash-layer-offset")
+    assert result.status == status, (result.message, findings(facts, "dflash-layer-offset"))
+
+
+def test_ids_kept_in_a_dict_without_string_keys_are_a_warn(tmp_path):
+    body = runner("{0: ids}[0]")
+    facts, result = judged(tmp_path, {RUNNER: body}, "dflash-layer-offset")
+    assert result.status == "warn", result.message
+    assert "dict" in result.message
+
+
+def test_keywords_from_an_unknown_mapping_are_a_warn_naming_it(tmp_path):
+    body = drafter("        self.self_attn = DFlashAttention(config, idx)\n").replace(
+        "per_layer_sliding_window=sliding_window)", "**self.attn_options)").replace(
+        "self.attn = Attention(", 'self.attn_options["per_layer_sliding_window"] = None\n'
+        "        self.attn = Attention(")
+    facts, result = judged(tmp_path, {DRAFTER: body}, "dflash-swa")
+    assert result.status == "warn", (result.message, findings(facts, "dflash-swa"))
+    assert "**self.attn_options" in result.message
+
+
+@pytest.mark.parametrize("call", ["torch_helpers.keep((ids, 1))", "torch_helpers.keep({'a': ids})"])
+def test_ids_inside_a_tuple_or_dict_handed_to_unknown_code_are_a_warn(tmp_path, call):
+    facts, result = judged(tmp_path, {RUNNER: runner(call, header="import torch_helpers\n")},
+                           "dflash-layer-offset")
+    assert result.status == "warn", (result.message, findings(facts, "dflash-layer-offset"))
+    assert "torch_helpers.keep()" in result.message

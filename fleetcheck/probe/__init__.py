@@ -3,4 +3,4 @@ under the host's Python 3.8+. They import only the standard library and each oth
 they can run where fleetcheck is not installed."""
 
 MODULES = ("jsonlite", "files", "install", "servers", "lexer", "source", "patterns",
-           "codebase", "dataflow", "signatures", "integrity", "shared_bytes", "smoke_load", "main")
+           "codebase", "conditions", "dataflow", "signatures", "integrity", "shared_bytes", "smoke_load", "main")

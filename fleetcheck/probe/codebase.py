@@ -60,6 +60,8 @@ class Codebase(object):
         self._imports = {}
         self._functions = {}
         self._constants = {}
+        self._subclasses = {}
+        self._classes = {}
 
     def source(self, rel):
         entry = self.load(rel)
@@ -130,6 +132,12 @@ class Codebase(object):
 
     def class_block(self, rel, cls):
         """(class line, last line, indent of its body) of a class defined in `rel`."""
+        key = (rel, cls)
+        if key not in self._classes:
+            self._classes[key] = self._find_class(rel, cls)
+        return self._classes[key]
+
+    def _find_class(self, rel, cls):
         source = self.source(rel)
         if source is None:
             return None
@@ -139,20 +147,20 @@ class Codebase(object):
             if match is None:
                 continue
             level = len(match.group(1))
-            last, body_indent = line, None
-            for index in range(line, len(source.lines)):
-                text = source.lines[index]
-                stripped = text.lstrip()
-                if not stripped or stripped.startswith("#"):
-                    continue
-                depth = len(text) - len(stripped)
-                if depth <= level and not stripped.startswith((")", "]")):
-                    break
-                if body_indent is None and stripped.startswith(("def ", "async ", "@",
-                                                                 "class ")):
-                    body_indent = text[:depth]
-                last = index + 1
-            return line, last, body_indent if body_indent is not None else " " * (level + 4)
+            # the class ends before the first code line indented no deeper than its
+            # `class` line (found by one regex search: classes run to thousands of lines)
+            text = source.text
+            source.line_of(0)  # the line offsets
+            begin = source._starts[line]
+            found = re.compile(r"^[ \t]{0,%d}(?=[^ \t\r\n#)\]])" % level, re.M).search(text, begin)
+            end = source.line_of(found.start()) - 1 if found else len(source.lines)
+            last = end
+            while last > line and (not source.lines[last - 1].strip() or
+                                   source.lines[last - 1].lstrip().startswith("#")):
+                last -= 1
+            body = re.compile(r"^([ \t]+)(?:def |async |@|class )", re.M).search(
+                text, begin, source._starts[end] if end < len(source.lines) else len(text))
+            return line, last, body.group(1) if body else " " * (level + 4)
         return None
 
     def class_bases(self, rel, cls):
@@ -213,36 +221,146 @@ class Codebase(object):
         return self.resolve(where, attribute, depth + 1)
 
     def module_constant(self, rel, name):
-        """(value, line) of a module-level `NAME = <literal>` in `rel`, or None."""
+        """(value, line) of the last module-level `NAME = <literal>` in `rel`, or None."""
+        found = self.module_assignment(rel, name)
+        if found is None:
+            return None
+        value = literal(found[0])
+        return None if value is NOT_LITERAL else (value, found[1])
+
+    def module_assignment(self, rel, name):
+        """(value expression, line) of the last module-level assignment to `name` in
+        `rel` (the value a reader of the module sees), or None."""
         key = (rel, name)
         if key not in self._constants:
-            self._constants[key] = self._find_constant(rel, name)
+            source = self.source(rel)
+            self._constants[key] = last_assignment(
+                source, [line for line in source.hit_lines(name, True)
+                         if source.lines[line - 1].startswith(name)], name) \
+                if source is not None and source.contains(name) else None
         return self._constants[key]
 
-    def _find_constant(self, rel, name):
-        source = self.source(rel)
-        if source is None or not source.contains(name):
+    def constant(self, rel, name, depth=0):
+        """(value, rel, line) of a named constant as `rel` sees it: assigned at module
+        level there (to a literal, or to another constant), or imported from a `vllm.*`
+        module (any import form, re-exports); None otherwise."""
+        found = self.module_assignment(rel, name)
+        if found is not None:
+            value = literal(found[0])
+            if value is not NOT_LITERAL:
+                return value, rel, found[1]
+            if isinstance(found[0], ast.Name) and depth < MAX_REEXPORT_DEPTH and \
+                    found[0].id != name:
+                return self.constant(rel, found[0].id, depth + 1)
             return None
-        for line in source.hit_lines(name, True):
-            text = source.lines[line - 1]
-            if not text.startswith(name):
-                continue
-            rest = text[len(name):].lstrip()
-            if rest.startswith(":"):
-                rest = rest.partition("=")[2] if "=" in rest else ""
-            elif rest.startswith("=") and not rest.startswith("=="):
-                rest = rest[1:]
-            else:
-                continue
-            try:
-                return ast.literal_eval(rest.split("  #")[0].strip()), line
-            except (SyntaxError, ValueError):
-                return None
+        target = self.imports(rel).get(name)
+        if target is None or target[1] is None or depth >= MAX_REEXPORT_DEPTH:
+            return None
+        where = self.module_file(target[0])
+        return self.constant(where, target[1], depth + 1) if where else None
+
+    def class_constant(self, rel, cls, name, depth=0):
+        """(value, rel, line) of a class-level `NAME = <literal>` (enum members too) of
+        a class or its bases in the tree; None when an instance assignment `self.NAME =`
+        in the class may replace it."""
+        block = self.class_block(rel, cls)
+        if block is None:
+            return None
+        source = self.source(rel)
+        indent = block[2]
+        lines = [line for line in source.hit_lines(name, True)
+                 if block[0] < line <= block[1]]
+        if any(re.search(r"\b(?:self|cls)\.%s\s*(?::[^=]*)?=(?!=)" % re.escape(name),
+                         source.lines[line - 1]) for line in lines):
+            return None
+        found = last_assignment(source, [line for line in lines if source.lines[line - 1]
+                                         .startswith(indent + name)], name, len(indent))
+        if found is not None:
+            value = literal(found[0])
+            return (value, rel, found[1]) if value is not NOT_LITERAL else None
+        if depth < MAX_REEXPORT_DEPTH:
+            for base_rel, base in self.class_bases(rel, cls):
+                found = self.class_constant(base_rel, base, name, depth + 1)
+                if found is not None:
+                    return found
         return None
+
+    def class_field(self, rel, cls, name):
+        """The annotation text of a field `name: T` declared in a class body, or None."""
+        block = self.class_block(rel, cls)
+        if block is None:
+            return None
+        source = self.source(rel)
+        pattern = re.compile(r"^%s%s\s*:\s*([^=#]+)" % (re.escape(block[2]), re.escape(name)))
+        for line in source.hit_lines(name, True):
+            if block[0] < line <= block[1]:
+                match = pattern.match(source.lines[line - 1])
+                if match:
+                    return match.group(1).strip()
+        return None
+
+    def subclasses(self, rel, cls, files, depth=0):
+        """(rel, name) of the classes in `rel` and in `files` (already read for the
+        finder) that derive from class `cls` of `rel`, directly or not."""
+        key = (rel, cls, depth)
+        if key in self._subclasses:
+            return self._subclasses[key]
+        out = []
+        pattern = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*\((.*)")
+        for where in sorted(set(files) | {rel}):
+            source = self.source(where)
+            if source is None or not source.contains(cls):
+                continue
+            for line in source.hit_lines(cls, True):
+                match = pattern.match(source.lines[line - 1])
+                if match is None or match.group(1) == cls or \
+                        (where, match.group(1)) in out:
+                    continue
+                if (rel, cls) in self.class_bases(where, match.group(1)):
+                    out.append((where, match.group(1)))
+        self._subclasses[key] = out
+        if depth < 2:
+            for where, name in list(out):
+                for found in self.subclasses(where, name, files, depth + 1):
+                    if found not in out:
+                        out.append(found)
+        return out
 
     def resolve_in_module(self, dotted, name):
         where = self.module_file(dotted)
         return self.resolve(where, name) if where else None
+
+
+NOT_LITERAL = object()
+
+
+def literal(node):
+    """The value of a literal expression (numbers, strings, tuples of them, -1), or
+    NOT_LITERAL."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+def last_assignment(source, lines, name, indent=0):
+    """(value expression, line) of the last of the `name = ...` / `name: T = ...`
+    statements starting on `lines` at `indent`; a statement may span lines."""
+    for line in reversed(lines):
+        rest = source.lines[line - 1][indent + len(name):].lstrip()
+        if not (rest.startswith("=") and not rest.startswith("==")) and \
+                not (rest.startswith(":") and "=" in rest):
+            continue
+        for end in range(line, min(line + 30, len(source.lines)) + 1):
+            text = "\n".join(piece[indent:] for piece in source.lines[line - 1:end])
+            try:
+                node = ast.parse(text).body[0]
+            except (SyntaxError, ValueError, IndexError):
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                return node.value, line
+            break
+    return None
 
 
 def decorated(lines, line, name):

@@ -19,6 +19,7 @@ Values are frozensets of atoms (tuples). Steps of evidence are (file, line, step
 import ast
 import re
 
+from fleetcheck.probe import conditions
 from fleetcheck.probe.codebase import Codebase, FunctionRef
 from fleetcheck.probe.patterns import evidence_text
 
@@ -33,15 +34,24 @@ PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "toli
 OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", "hash",
              "any", "all", "min", "max", "sum", "int", "float", "range", "issubclass",
              "callable", "hasattr", "format", "abs", "round"}
+# builtins whose result is (one of) their argument(s) as a number: ids stay ids
+SAME_VALUE = {"int", "float", "round", "abs", "min", "max", "sum"}
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
                "info_once", "debug_once", "warning_once"}
 MUTATORS = {"append", "extend", "insert", "add", "update"}
+PARTIAL = {"partial", "functools.partial"}
+TRUTH = "\0truth:"  # env key prefix: what a name bound to a test says about DFlash
+NONINT = ("nonint",)  # a path on which a name holds something other than an int
+CONSTANT_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*$")
+CONSTANT_LINE = re.compile(r"(_*[A-Z][A-Z0-9_]*)\s*(?::[^=]*)?=")
 
 
 
 def passes_keyword(name, text):
-    """Does a function's text pass `name=` as a keyword (not `name ==`)?"""
-    return re.search(r"[(,\s]%s\s*=(?!=)" % re.escape(name), text) is not None
+    """Does a function's text pass `name=` as a keyword (not `name ==`), or name it as a
+    dict key (keywords passed as `**kwargs`)?"""
+    return re.search(r"[(,\s]%s\s*=(?!=)" % re.escape(name), text) is not None or \
+        re.search(r"[\"']%s[\"']" % re.escape(name), text) is not None
 
 
 def step_of(codebase, rel, line, end, kind):
@@ -61,13 +71,50 @@ def add_step(atom, step):
 
 def carries_ids(value):
     return any(atom[0] in ("ids", "elem", "lost", "container") or
-               (atom[0] == "tuple" and any(carries_ids(v) for v in atom[1]))
+               (atom[0] == "tuple" and any(carries_ids(v) for v in atom[1])) or
+               (atom[0] == "dict" and any(carries_ids(v) for _, v in atom[1]))
                for atom in value)
 
 
 def as_collection(value):
-    """Elements gathered into a list/tuple: elem atoms become ids atoms."""
-    return frozenset(("ids",) + atom[1:] if atom[0] == "elem" else atom for atom in value)
+    """Elements gathered into a list/tuple: elem atoms become ids atoms (an int element
+    does not make the list an int)."""
+    return frozenset(("ids",) + atom[1:] if atom[0] == "elem" else atom for atom in value
+                     if atom[0] not in ("int", "nonint"))
+
+
+def join(values):
+    """Values of alternative paths: where one path gives an int and another does not,
+    the result is not a constant."""
+    out = frozenset().union(*values) if values else EMPTY
+    if any(any(a[0] == "int" for a in v) for v in values) and \
+            any(not v or any(a[0] != "int" for a in v) for v in values):
+        out = out | frozenset([NONINT])
+    return out
+
+
+def dict_atom(items):
+    """A dict of known keys (later keys replace earlier ones), as one atom."""
+    merged = {}
+    for key, value in items:
+        merged[key] = value
+    return ("dict", tuple(sorted(merged.items(), key=lambda item: item[0])))
+
+
+def flat(value):
+    """The atoms of a value with tuples and dicts opened: what a call that is not followed
+    gets, ids inside them included."""
+    out = set()
+    for atom in value:
+        if atom[0] == "tuple":
+            for item in atom[1]:
+                out |= flat(item)
+        elif atom[0] == "dict":
+            for _, item in atom[1]:
+                out |= flat(item)
+        else:
+            out.add(atom)
+    return frozenset(out)
 
 
 def as_elements(value):
@@ -79,7 +126,7 @@ def as_elements(value):
         elif atom[0] == "tuple":
             for item in atom[1]:
                 out |= item
-        else:
+        elif atom[0] not in ("int", "nonint"):
             out.add(atom)
     return frozenset(out)
 
@@ -149,8 +196,16 @@ class Capture(object):
 class Analysis(object):
     """One finder's dataflow over the tree; `findings` collects what it proves."""
 
-    def __init__(self, codebase, mode, key=None, container=None, sources=None):
+    def __init__(self, codebase, mode, key=None, container=None, sources=None, scope=(),
+                 constants=None):
         self.codebase = codebase
+        self.constants = constants or {}  # repr of a constant -> label (value-source)
+        self.scope = scope  # the finder's files: where subclasses are looked for
+        self.partials = []  # (flow, function expression, bound args, bound keywords)
+        self.predicates = {}  # function key -> what it returns for DFlash
+        self.predicate_refs = {}  # call site -> the predicate it calls
+        self.tests = []  # (flow, expression, env) of each test bound to a name
+        self.told = {}  # index in tests -> what the test is for DFlash
         self.mode = mode  # "offset" or "source"
         self.key = key
         self.container = container
@@ -178,7 +233,14 @@ class Analysis(object):
     def offset_roots(self, source):
         """One flow per function around the key's occurrences in a file."""
         self.examined.add(source.rel)
-        for _, ref in self.functions_around(source, source.hit_lines(self.key)):
+        lines = source.hit_lines(self.key)
+        for line in list(lines):
+            # the key named by a module constant: the functions reading that name
+            named = CONSTANT_LINE.match(source.lines[line - 1])
+            if named and source.lines[line - 1].rstrip().endswith(("'%s'" % self.key,
+                                                                    '"%s"' % self.key)):
+                lines += source.hit_lines(named.group(1), True)
+        for _, ref in self.functions_around(source, lines):
             Flow(self, ref, self.entry_env(ref), 0, (ref.key,)).run()
 
     def end(self, value, step, stored=None):
@@ -187,6 +249,9 @@ class Analysis(object):
         for atom in value:
             if atom[0] == "tuple":
                 for item in atom[1]:
+                    self.end(item, step, stored)
+            elif atom[0] == "dict":
+                for _, item in atom[1]:
                     self.end(item, step, stored)
             elif atom[0] in ("ids", "elem"):
                 trail = atom[2] + ((step,) if step[:2] != atom[2][-1][:2] else ())
@@ -272,6 +337,10 @@ class Analysis(object):
             if atom[0] != "unk" or len(atom) < 4 or depth >= MAX_CALL_DEPTH:
                 out.add(atom[:3] if atom[0] == "unk" else atom)
                 continue
+            if atom[3][0] == "constant":
+                found = atom[3][1].named_constant(atom[3][2])
+                out.add(("const", repr(found[0])[:40], found[1]) if found else atom[:3])
+                continue
             flow, func, node, args, keywords = atom[3]
             ref, why = flow.resolve_callee(func)
             if ref is None:
@@ -321,13 +390,22 @@ class Analysis(object):
                 labels.setdefault(atom[1], []).append(atom[2])
             elif atom[0] == "const":
                 constants.append(atom[2])
+                if atom[1] in self.constants:
+                    labels.setdefault(self.constants[atom[1]], []).append(atom[2])
             elif atom[0] == "unk":
                 unknown.append((atom[1], atom[2]))
             elif atom[0] == "tuple":
                 unknown.append(("a tuple", sink))
+            elif atom[0] == "dict":
+                if atom[1]:
+                    unknown.append(("a dict", sink))
+                else:
+                    constants.append(sink)
         for label, steps in sorted(labels.items()):
             self.add_source_finding(label, sink, sorted(set(steps))[:3])
-        if not labels and constants and not unknown:
+        named = set(self.constants.values())
+        if not [label for label in labels if label not in named] and constants and \
+                not unknown:
             self.add_source_finding("constant", sink, sorted(set(constants))[:3])
         for why, step in sorted(set(unknown))[:2]:
             self.add_source_finding("?", sink, [step], why)
@@ -343,8 +421,14 @@ class Analysis(object):
             self.findings.append(entry)
 
     def entry_env(self, ref):
+        """What a flow's parameters hold at its start. key-offset: their defaults (a
+        parameter named like the container is the container); value-source: themselves,
+        to be replaced by what the module's call sites pass."""
         if self.mode == "offset":
-            return {}
+            defaults = ref.defaults()
+            flow = Flow(self, ref, {}, 0, ())
+            return dict((name, flow.default_value(defaults[name]) if name in defaults
+                         else EMPTY) for name in ref.params() if name != self.container)
         return dict((name, frozenset([("param", ref, name, index)]))
                     for index, name in enumerate(ref.params()))
 
@@ -352,9 +436,11 @@ class Analysis(object):
 class Flow(object):
     """Abstract execution of one function: names (and self.attributes) to values."""
 
-    def __init__(self, analysis, fn, env, depth, stack, captures=()):
+    def __init__(self, analysis, fn, env, depth, stack, captures=(), self_cls=None):
         self.a = analysis
         self.fn = fn
+        # the class `self` is known to be (or derive from): where self.m() is looked up
+        self.self_cls = self_cls or fn.cls
         self.entry = env
         self.depth = depth
         self.stack = stack
@@ -408,14 +494,21 @@ class Flow(object):
             return None
         if isinstance(node, ast.Raise):
             return None
-        if isinstance(node, ast.Assign):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            if node.value is None:
+                return env
             value = self.eval(node.value, env)
-            for target in node.targets:
+            # a test bound to a name is told only if a test reads the name (lookups of
+            # predicates read modules)
+            bound = frozenset([("test", len(self.a.tests))]) \
+                if conditions.maybe_test(node.value) else None
+            if bound is not None:
+                self.a.tests.append((self, node.value, dict(env)))
+            for target in getattr(node, "targets", None) or [node.target]:
                 self.assign(target, value, env, node)
-            return env
-        if isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self.assign(node.target, self.eval(node.value, env), env, node)
+                name = dotted_name(target)
+                if name is not None and (bound is not None or TRUTH + name in env):
+                    env[TRUTH + name] = bound or frozenset([None])
             return env
         if isinstance(node, ast.AugAssign):
             current = self.eval(node.target, env) if not isinstance(node.target, ast.Attribute) \
@@ -432,9 +525,11 @@ class Flow(object):
             return env
         if isinstance(node, ast.If):
             test = self.eval(node.test, env)
+            decided = self.truth(node.test, env) if branches_matter(node) else None
             self.control.append(frozenset(a for a in test if a[0] == "src"))
-            body = self.exec_block(node.body, dict(env))
-            other = self.exec_block(node.orelse, dict(env))
+            # a branch whose test is false for DFlash is not a DFlash path
+            body = self.exec_block(node.body, dict(env)) if decided is not False else None
+            other = self.exec_block(node.orelse, dict(env)) if decided is not True else None
             self.control.pop()
             return merge(body, other)
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
@@ -484,7 +579,11 @@ class Flow(object):
             extra = frozenset().union(*self.control)
             value = value | extra
         if isinstance(target, ast.Name):
+            if self.a.mode == "offset" and not any(a[0] == "int" for a in value):
+                value = value | frozenset([NONINT])
             env[target.id] = value
+            if TRUTH + target.id in env:
+                env[TRUTH + target.id] = frozenset([None])
         elif isinstance(target, (ast.Tuple, ast.List)):
             count = len(target.elts)
             parts = [set() for _ in range(count)]
@@ -511,7 +610,15 @@ class Flow(object):
                 env[name] = value
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
                     target.value.id in env:
-                env[target.value.id] = env[target.value.id] | as_collection(value)
+                key = const_str(subscript_index(target))
+                current = env[target.value.id]
+                dicts = [a for a in current if a[0] == "dict"]
+                if dicts and key is not None:
+                    # kwargs["x"] = value: the key now holds the value
+                    env[target.value.id] = frozenset(a for a in current if a[0] != "dict") | \
+                        frozenset(dict_atom(a[1] + ((key, value),)) for a in dicts)
+                    return
+                env[target.value.id] = current | as_collection(value)
             if self.a.mode == "offset" and carries_ids(value):
                 self.a.end(frozenset(a for a in value if a[0] != "container"),
                            self.step(node, "stored"),
@@ -526,13 +633,35 @@ class Flow(object):
     def eval(self, node, env):
         method = getattr(self, "eval_" + type(node).__name__, None)
         if method is None:
+            inner = EMPTY
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
-                    self.eval(child, env)
+                    inner = inner | self.eval(child, env)
+            if self.a.mode == "offset" and carries_ids(inner):
+                return self.lose(inner, node, "ids in a %s expression at %s:%d, which is not "
+                                 "followed" % (type(node).__name__, self.fn.rel, self.line(node)))
             return self.unknown(node, "%s expression" % type(node).__name__)
         return method(node, env)
 
+    def eval_Yield(self, node, env):
+        """A generator's elements are what it returns."""
+        value = self.eval(node.value, env) if node.value is not None else EMPTY
+        self.returned(node, as_collection(value))
+        return EMPTY
+
+    def eval_YieldFrom(self, node, env):
+        self.returned(node, self.eval(node.value, env))
+        return EMPTY
+
+    def returned(self, node, value):
+        if self.depth == 0 and self.a.mode == "offset":
+            self.a.end(value, self.step(node, "return"))
+        self.returns |= value
+
     def eval_Constant(self, node, env):
+        if self.a.mode == "offset" and isinstance(node.value, int) and \
+                not isinstance(node.value, bool):
+            return frozenset([("int", node.value, None)])
         return self.constant(node, node.value)
 
     def eval_JoinedStr(self, node, env):
@@ -555,7 +684,15 @@ class Flow(object):
                 return frozenset([("const", repr(found[0])[:40],
                                    step_of(self.a.codebase, self.fn.rel, found[1], found[1],
                                            "constant"))])
+            if node.id in self.a.codebase.imports(self.fn.rel):
+                return self.deferred_constant(node, "%s is not assigned in %s()"
+                                              % (node.id, self.fn.name))
         return self.unknown(node, "%s is not assigned in %s()" % (node.id, self.fn.name))
+
+    def deferred_constant(self, node, why):
+        """A name of another module (or class) that may be a constant: looked up only if
+        its value reaches the call (Analysis.expand)."""
+        return frozenset([("unk", why, self.step(node, "untraced"), ("constant", self, node))])
 
     def key_read(self, node, base, name):
         """A read of a named key/attribute: the container, the ids, or a source."""
@@ -580,13 +717,17 @@ class Flow(object):
         if found is not None:
             return found
         if self.a.mode == "source" and name and name.startswith("self."):
-            return self.unknown(node, "%s is set outside %s()" % (name, self.fn.name))
-        return self.unknown(node, "attribute .%s" % node.attr)
+            return self.deferred_constant(node, "%s is set outside %s()" % (name, self.fn.name))
+        if self.a.mode == "source":
+            # a class constant, or a config field's declared default
+            return self.deferred_constant(node, "attribute .%s" % node.attr)
+        return frozenset(a for a in base if a[0] == "lost") or \
+            self.unknown(node, "attribute .%s" % node.attr)
 
     def eval_Subscript(self, node, env):
         base = self.eval(node.value, env)
         index = subscript_index(node)
-        key = const_str(index)
+        key = self.key_name(index)
         if key is not None:
             found = self.key_read(node, base, key)
             if found is not None:
@@ -603,6 +744,10 @@ class Flow(object):
                 out |= atom[1][position]
             elif is_deferred(atom) and position is not None:
                 out.add(project(atom, position))
+            elif atom[0] == "dict" and key is not None:
+                out |= dict(atom[1]).get(key, EMPTY)
+            elif atom[0] == "lost":
+                out.add(atom)  # ids lost stay lost, whatever is read from them
             elif self.a.mode == "source" and atom[0] in ("src", "unk", "param"):
                 out.add(atom)
         if not out:
@@ -610,14 +755,13 @@ class Flow(object):
         return frozenset(out)
 
     def eval_BoolOp(self, node, env):
-        out = set()
-        for value in node.values:
-            out |= self.eval(value, env)
-        return frozenset(out)
+        return join([self.eval(value, env) for value in node.values])
 
     def eval_IfExp(self, node, env):
         test = self.eval(node.test, env)
-        body = self.eval(node.body, env) | self.eval(node.orelse, env)
+        decided = self.truth(node.test, env)
+        body = join(([self.eval(node.body, env)] if decided is not False else []) +
+                    ([self.eval(node.orelse, env)] if decided is not True else []))
         if self.a.mode == "source" and body:
             body = body | frozenset(a for a in test if a[0] == "src")
         return body
@@ -647,14 +791,19 @@ class Flow(object):
         if isinstance(op, (ast.Add, ast.Sub)):
             sign = 1 if isinstance(op, ast.Add) else -1
             # ids + n, n + ids, ids - n (never n - ids)
-            sides = [(left, right_node)] + ([(right, left_node)] if sign == 1 else [])
-            for ids, other_node in sides:
-                amount = const_int(other_node) if other_node is not None else None
+            sides = [(left, right_node, right)] + \
+                ([(right, left_node, left)] if sign == 1 else [])
+            for ids, other_node, other in sides:
                 carried = [a for a in ids if a[0] in ("ids", "elem")]
-                if carried and amount is not None:
-                    step = self.step(node, "%+d" % (sign * amount))
-                    return frozenset((a[0], a[1] + sign * amount, a[2] + (step,))
-                                     for a in carried)
+                amounts = self.amounts(other_node, other) if carried else None
+                if carried and amounts:
+                    out = set()
+                    for amount, named in amounts:
+                        step = self.step(node, "%+d" % (sign * amount))
+                        out |= set((a[0], a[1] + sign * amount,
+                                    a[2] + ((named,) if named else ()) + (step,))
+                                   for a in carried)
+                    return frozenset(out)
             if isinstance(op, ast.Add) and any(a[0] == "ids" for a in left) and \
                     any(a[0] == "ids" for a in right):
                 return left | right  # list concatenation
@@ -665,6 +814,7 @@ class Flow(object):
 
     def lose(self, value, node, why):
         step = self.step(node, "lost")
+        value = flat(value)
         return frozenset(("lost", a[1], a[2] + (step,), why) for a in value
                          if a[0] in ("ids", "elem")) | \
             frozenset(a for a in value if a[0] == "lost")
@@ -684,10 +834,31 @@ class Flow(object):
     eval_Set = eval_List
 
     def eval_Dict(self, node, env):
-        for value in node.keys + node.values:
-            if value is not None:
-                self.eval(value, env)
-        return self.constant(node, {}) if not node.keys else self.unknown(node, "a dict")
+        """A dict of string keys is followed key by key (keywords passed as **kwargs);
+        `**other` merges another such dict."""
+        paths = [()]
+        followed = True
+        carried = EMPTY
+        for key, value_node in zip(node.keys, node.values):
+            value = self.eval(value_node, env)
+            carried = carried | value
+            if key is None:
+                dicts = [a for a in value if a[0] == "dict"]
+                if not dicts or len(dicts) != len(value) or len(paths) * len(dicts) > 8:
+                    followed = False
+                paths = [p + d[1] for p in paths for d in dicts]
+                continue
+            name = const_str(key)
+            if name is None:
+                self.eval(key, env)
+                followed = False
+            paths = [p + ((name, value),) for p in paths]
+        if followed:
+            return frozenset(dict_atom(p) for p in paths)
+        if self.a.mode == "offset" and carries_ids(carried):
+            return self.lose(carried, node, "ids kept in a dict at %s:%d whose keys are not "
+                             "all strings" % (self.fn.rel, self.line(node)))
+        return self.unknown(node, "a dict")
 
     def eval_Starred(self, node, env):
         return self.eval(node.value, env)
@@ -703,6 +874,10 @@ class Flow(object):
 
     def comprehension(self, node, env, element):
         if len(node.generators) != 1:
+            iterated = frozenset().union(*[self.eval(g.iter, env) for g in node.generators])
+            if self.a.mode == "offset" and carries_ids(iterated):
+                return self.lose(iterated, node, "ids in a nested comprehension at %s:%d, "
+                                 "which is not followed" % (self.fn.rel, self.line(node)))
             return self.unknown(node, "a nested comprehension")
         generator = node.generators[0]
         inner = dict(env)
@@ -719,7 +894,10 @@ class Flow(object):
     eval_GeneratorExp = eval_ListComp
 
     def eval_DictComp(self, node, env):
-        self.comprehension(node, env, node.value)
+        value = self.comprehension(node, env, node.value)
+        if self.a.mode == "offset" and carries_ids(value):
+            return self.lose(value, node, "ids kept in a dict comprehension at %s:%d"
+                             % (self.fn.rel, self.line(node)))
         return self.unknown(node, "a dict comprehension")
 
     def apply_lambda(self, index, argument, node):
@@ -734,14 +912,21 @@ class Flow(object):
         func = node.func
         args = [self.eval(a, env) for a in node.args]
         keywords = {}
+        spread = []
         for keyword in node.keywords:
             value = self.eval(keyword.value, env)
             if keyword.arg is not None:
                 keywords[keyword.arg] = value
+            else:
+                spread.append((keyword.value, value))
+        opaque = self.spread_keywords(node, spread, keywords)
         name = callee_name(func)
         for capture in self.captures:
             if name == capture.call and (capture.line is None or capture.line == self.line(node)):
-                if capture.keyword in keywords:
+                if capture.keyword not in keywords and opaque:
+                    capture.values.append((frozenset().union(*opaque),
+                                           self.step(node, "call"), self))
+                elif capture.keyword in keywords:
                     capture.values.append((keywords[capture.keyword], self.step(node, "call"),
                                            self))
                 elif capture.position is not None and capture.position < len(node.args) and \
@@ -751,14 +936,14 @@ class Flow(object):
                 elif capture.position is not None:
                     capture.values.append((None, self.step(node, "call"), self))
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
-            attribute = const_str(node.args[1])
+            attribute = self.key_name(node.args[1])
             if attribute is not None:
                 found = self.key_read(node, args[0], attribute)
                 if found is not None:
                     return found
             return self.unknown(node, "getattr()")
         if isinstance(func, ast.Attribute) and func.attr == "get" and node.args:
-            key = const_str(node.args[0])
+            key = self.key_name(node.args[0])
             base = self.eval(func.value, env)
             if key is not None:
                 found = self.key_read(node, base, key)
@@ -766,6 +951,21 @@ class Flow(object):
                     if self.a.mode == "source" and len(args) > 1:
                         return found | args[1]
                     return found
+                dicts = [a for a in base if a[0] == "dict"]
+                if dicts and len(dicts) == len(base):
+                    out = set()
+                    for atom in dicts:
+                        held = dict(atom[1])
+                        out |= held[key] if key in held else \
+                            (args[1] if len(args) > 1 else self.constant(node, None))
+                    return frozenset(out)
+        if dotted_name(func) in PARTIAL and node.args:
+            self.a.partials.append((self, node.args[0], tuple(args[1:]), dict(keywords)))
+            return frozenset([("partial", len(self.a.partials) - 1)])
+        if isinstance(func, ast.Name) and func.id == "dict" and len(args) <= 1:
+            bases = [a for a in args[0] if a[0] == "dict"] if args else [("dict", ())]
+            if bases and (not args or len(bases) == len(args[0])):
+                return frozenset(dict_atom(b[1] + tuple(keywords.items())) for b in bases)
         if self.a.mode == "source" and name in self.a.sources:
             return frozenset([("src", self.a.sources[name], self.step(node, "source"))])
         if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
@@ -783,6 +983,15 @@ class Flow(object):
                 for atom in lambdas:
                     out |= as_collection(self.apply_lambda(atom[1], elements, node))
                 return frozenset(out)
+        if self.a.mode == "offset" and isinstance(func, ast.Name) and args and \
+                func.id in SAME_VALUE and any(carries_ids(v) for v in args):
+            # int(i), max(ids): an id itself; sum(ids) is none of them
+            if func.id == "sum":
+                return self.lose(args[0], node, "ids summed at %s:%d" % (self.fn.rel,
+                                                                         self.line(node)))
+            if func.id in ("min", "max") and len(args) == 1:
+                return as_elements(args[0])
+            return frozenset().union(*args) if func.id in ("min", "max") else args[0]
         if isinstance(func, ast.Name) and func.id in OBSERVERS:
             if self.a.mode == "source":
                 out = frozenset(a for v in args for a in v if a[0] == "src")
@@ -790,6 +999,11 @@ class Flow(object):
             return EMPTY
         if isinstance(func, ast.Attribute) and func.attr in LOG_METHODS and \
                 "log" in (dotted_name(func.value) or "").lower():
+            return EMPTY
+        if isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and \
+                isinstance(func.value, ast.Name) and \
+                any(a[0] == "dict" for a in env.get(func.value.id, EMPTY)):
+            self.update_dict(func.value.id, func.attr, node, args, keywords, env)
             return EMPTY
         if isinstance(func, ast.Attribute) and func.attr in MUTATORS and \
                 isinstance(func.value, ast.Name):
@@ -805,14 +1019,45 @@ class Flow(object):
             for atom in lambdas:
                 out |= self.apply_lambda(atom[1], args[0], node)
             return frozenset(out)
+        partials = self.partials_called(func, env)
         relevant = self.a.mode == "source" or any(carries_ids(v) for v in
-                                                    args + list(keywords.values()))
+                                                    args + list(keywords.values()) + opaque)
+        if partials and (relevant or any(carries_ids(v) for p in partials
+                                         for v in list(p[2]) + list(p[3].values()))):
+            out = set()
+            for flow, target, bound, bound_keywords in partials:
+                ref, why = flow.resolve_callee(target)
+                if ref is None:
+                    out |= self.unfollowed(node, "functools.partial of %s" % (
+                        dotted_name(target) or "a computed function"), why,
+                        list(bound) + args, dict(bound_keywords, **keywords), opaque)
+                    continue
+                out |= self.follow(ref, node, list(bound) + args,
+                                   dict(bound_keywords, **keywords))
+            return frozenset(out)
+        if not relevant and self.a.mode == "offset" and isinstance(func, ast.Attribute):
+            # a method of the ids themselves (tensor.add(0)): what it returns is not known
+            receiver = self.eval(func.value, env)
+            if carries_ids(receiver):
+                return self.lose(receiver, node, "ids flow into .%s() at %s:%d, which is not "
+                                 "followed" % (func.attr, self.fn.rel, self.line(node)))
         if not relevant:
             return EMPTY
         ref, why = self.resolve_callee(func, local_only=self.a.mode == "source")
         if ref is not None:
-            return self.follow(ref, node, args, keywords)
-        what = "%s()" % (dotted_name(func) or name or "a computed function")
+            result = self.follow(ref, node, args, keywords)
+            for override, cls in self.overrides(func, ref):
+                result = result | self.follow(override, node, args, keywords, cls)
+            return result
+        return self.unfollowed(node, "%s()" % (dotted_name(func) or name or
+                                               "a computed function"), why, args, keywords,
+                               opaque, func)
+
+    def unfollowed(self, node, what, why, args, keywords, opaque, func=None):
+        """The value of a call that is not followed: in value-source a deferred lookup,
+        in key-offset the ids it gets are lost there."""
+        if self.a.mode == "source" and func is None:
+            return self.unknown(node, "%s could not be followed%s" % (what, why))
         if self.a.mode == "source":
             # a helper of another module is looked up only if its value reaches the call
             # (Analysis.expand): the calls that build a layer are many, and their modules
@@ -821,11 +1066,290 @@ class Flow(object):
             return frozenset([("unk", "%s could not be followed%s" % (what, why),
                                self.step(node, "untraced"), deferred)])
         step = self.step(node, "lost")
+        values = [flat(v) for v in args + list(keywords.values()) + list(opaque)]
         return frozenset(("lost", a[1], a[2] + (step,), "ids flow into %s at %s:%d, which "
                           "could not be followed%s" % (what, self.fn.rel, self.line(node), why))
-                         for value in args + list(keywords.values()) for a in value
+                         for value in values for a in value
                          if a[0] in ("ids", "elem")) | frozenset(
-            a for value in args + list(keywords.values()) for a in value if a[0] == "lost")
+            a for value in values for a in value if a[0] == "lost")
+
+    # -- keywords through dicts, partials, overrides --------------------------------
+    def spread_keywords(self, node, spread, keywords):
+        """`**kwargs` of dicts with known keys become keywords (a key some paths leave
+        out is, on those paths, not passed); the values of other `**` spreads, which
+        may hold any keyword, are returned."""
+        opaque = []
+        for expression, value in spread:
+            dicts = [a for a in value if a[0] == "dict"]
+            if len(dicts) != len(value) or not dicts:
+                opaque.append(value if self.a.mode == "offset" else
+                              self.unknown(expression, "keywords passed as **%s at %s:%d "
+                                           "could not be followed" % (
+                                               dotted_name(expression) or "a value",
+                                               self.fn.rel, self.line(node))))
+                continue
+            keys = set(k for d in dicts for k, _ in d[1])
+            for key in sorted(keys):
+                held = [dict(d[1]).get(key) for d in dicts]
+                value = frozenset().union(*[h for h in held if h is not None])
+                if any(h is None for h in held):
+                    value = value | self.constant(node, "not passed")
+                keywords[key] = keywords.get(key, EMPTY) | value
+        return opaque
+
+    def update_dict(self, name, method, node, args, keywords, env):
+        """kwargs.update(...) / kwargs.setdefault(k, v) on a dict of known keys."""
+        current = env[name]
+        updated = set(a for a in current if a[0] != "dict")
+        for atom in (a for a in current if a[0] == "dict"):
+            if method == "setdefault":
+                key = const_str(node.args[0]) if node.args else None
+                if key is None:
+                    updated.add(atom)
+                    continue
+                held = dict(atom[1])
+                if key not in held:
+                    held[key] = args[1] if len(args) > 1 else self.constant(node, None)
+                updated.add(dict_atom(tuple(held.items())))
+                continue
+            others = [a for a in args[0] if a[0] == "dict"] if args else [("dict", ())]
+            if args and len(others) != len(args[0]):
+                updated.add(("dict", ()))  # keys of an unknown dict: nothing known
+                continue
+            for other in others:
+                updated.add(dict_atom(atom[1] + other[1] + tuple(keywords.items())))
+        env[name] = frozenset(updated)
+
+    def partials_called(self, func, env):
+        """The functools.partial objects a call expression calls: bound to a name here,
+        built in place (`partial(f, 1)(ids)`), or bound at module level."""
+        if isinstance(func, ast.Call):
+            value = self.eval(func, env)
+        elif isinstance(func, ast.Name):
+            value = env.get(func.id, EMPTY)
+            if not value and func.id not in self.local_defs and self.source is not None and \
+                    self.source.contains("partial") and \
+                    self.a.codebase.function(self.fn.rel, func.id) is None:
+                found = self.a.codebase.module_assignment(self.fn.rel, func.id)
+                if found is not None and isinstance(found[0], ast.Call) and \
+                        dotted_name(found[0].func) in PARTIAL:
+                    value = Flow(self.a, self.fn, {}, self.depth, self.stack).eval(found[0], {})
+        else:
+            return []
+        return [self.a.partials[a[1]] for a in value if a[0] == "partial"]
+
+    def overrides(self, func, ref):
+        """(method, class) of each subclass in the tree that overrides the method
+        `self.m()` reaches: the code does not say which class was built, so each counts."""
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and
+                func.value.id in ("self", "cls") and self.self_cls):
+            return []
+        codebase = self.a.codebase
+        out = []
+        for rel, cls in codebase.subclasses(self.self_cls[0], self.self_cls[1], self.a.scope):
+            found = codebase.function(rel, func.attr, cls)
+            if found is not None and found.key != ref.key:
+                out.append((found, (rel, cls)))
+        return out
+
+    # -- path conditions and named values ---------------------------------------------
+    def truth(self, node, env):
+        """Is the test true (True), false (False) or undecided (None) for DFlash?"""
+        return conditions.truth(node, self.strings, lambda name: self.name_truth(name, env),
+                                self.call_truth)
+
+    def name_truth(self, node, env):
+        name = dotted_name(node) if isinstance(node, ast.Attribute) else node
+        held = env.get(TRUTH + name) if name else None
+        if held is None or len(held) != 1:
+            return None
+        test = next(iter(held))
+        if test is None:
+            return None
+        if test[1] not in self.a.told:
+            flow, expression, bound_env = self.a.tests[test[1]]
+            self.a.told[test[1]] = None  # a test reading itself decides nothing
+            self.a.told[test[1]] = flow.truth(expression, bound_env)
+        return self.a.told[test[1]]
+
+    def strings(self, node):
+        """The strings an expression names: literals, tuples/lists/sets of them, or a
+        named constant holding them; NO_STRINGS otherwise."""
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            out = set(const_str(e) for e in node.elts)
+            return conditions.NO_STRINGS if None in out else out
+        text = const_str(node)
+        if text is not None:
+            return {text}
+        found = self.named_constant(node) if isinstance(node, (ast.Name, ast.Attribute)) \
+            else None
+        if found is not None:
+            value = found[0]
+            if isinstance(value, str):
+                return {value}
+            if isinstance(value, (tuple, list, set, frozenset)) and \
+                    all(isinstance(v, str) for v in value):
+                return set(value)
+        return conditions.NO_STRINGS
+
+    def call_truth(self, node):
+        """What a predicate of the tree (`spec.use_dflash()`) returns for DFlash, from its
+        body; None when it cannot be told."""
+        ref = self.predicate_ref(node.func)
+        if ref is None:
+            return None
+        if ref.key not in self.a.predicates:
+            self.a.predicates[ref.key] = None  # a predicate asking itself decides nothing
+            body = conditions.predicate_body(ref.node)
+            if body is not None and len(self.stack) < MAX_CALL_DEPTH + 2:
+                flow = Flow(self.a, ref, {}, self.depth + 1, self.stack + (ref.key,))
+                self.a.predicates[ref.key] = flow.truth(body, {})
+        return self.a.predicates[ref.key]
+
+    def predicate_ref(self, func):
+        """The function a predicate call reaches (found once per call site)."""
+        key = (self.fn.key, self.self_cls, func.lineno, func.col_offset)
+        if key not in self.a.predicate_refs:
+            self.a.predicate_refs[key] = self.find_predicate(func)
+        return self.a.predicate_refs[key]
+
+    def find_predicate(self, func):
+        if isinstance(func, ast.Name) and func.id in self.local_defs:
+            return self.local_defs[func.id]
+        if isinstance(func, ast.Name):
+            return self.a.codebase.function(self.fn.rel, func.id)
+        if not isinstance(func, ast.Attribute):
+            return None
+        owner = self.receiver_class(func.value, 0)
+        if owner is None:
+            return None
+        return self.a.codebase.method(owner[0], owner[1], func.attr)
+
+    def receiver_class(self, node, depth):
+        """(rel, class) an expression's value is an instance of, from what the code
+        declares: `self`, a parameter's annotation, a field's annotation in its class,
+        the value `__init__` assigns to `self.x`, or the class its name spells
+        (`speculative_config` -> `SpeculativeConfig`) as the module imports it."""
+        codebase = self.a.codebase
+        if depth > 3:
+            return None
+        if isinstance(node, ast.Name):
+            if node.id in ("self", "cls"):
+                return self.self_cls
+            for arg in all_args(self.fn.node):
+                if arg.arg == node.id and arg.annotation is not None:
+                    found = self.class_among(self.fn.rel, annotation_names(arg.annotation))
+                    if found:
+                        return found
+            for statement in ast.walk(self.fn.node):
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                        isinstance(statement.targets[0], ast.Name) and \
+                        statement.targets[0].id == node.id:
+                    found = self.receiver_class(statement.value, depth + 1)
+                    if found:
+                        return found
+            return self.class_among(self.fn.rel, [camel(node.id)])
+        if not isinstance(node, ast.Attribute):
+            return None
+        owner = self.receiver_class(node.value, depth + 1)
+        if owner is not None:
+            field = codebase.class_field(owner[0], owner[1], node.attr)
+            if field:
+                found = self.class_among(owner[0], re.findall(r"[A-Za-z_]\w*", field))
+                if found:
+                    return found
+            init = codebase.method(owner[0], owner[1], "__init__")
+            if init is not None:
+                for statement in ast.walk(init.node):
+                    if isinstance(statement, ast.Assign) and any(
+                            dotted_name(t) == "self." + node.attr for t in statement.targets):
+                        flow = Flow(self.a, init, {}, self.depth, self.stack, (), owner)
+                        found = flow.receiver_class(statement.value, depth + 1)
+                        if found:
+                            return found
+        return self.class_among(self.fn.rel, [camel(node.attr)])
+
+    def class_among(self, rel, names):
+        for name in names:
+            if name and name[0].isupper():
+                found = self.a.codebase.resolve(rel, name)
+                if found and found[0] == "class":
+                    return found[1:]
+        return None
+
+    def named_constant(self, node):
+        """(value, step at its definition) of a named constant: module level (here or
+        imported from `vllm.*`), class level (`self.X`, `Class.X`, enum members and their
+        `.value`), or a module's (`module.X`); None otherwise."""
+        codebase = self.a.codebase
+        found = None
+        if isinstance(node, ast.Name):
+            found = codebase.constant(self.fn.rel, node.id)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "value" and isinstance(node.value, ast.Attribute):
+                return self.named_constant(node.value)
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                if self.self_cls:
+                    found = codebase.class_constant(self.self_cls[0], self.self_cls[1],
+                                                    node.attr)
+            elif dotted_name(base):
+                prefix = dotted_name(base)
+                if codebase.class_block(self.fn.rel, prefix) is not None:
+                    found = codebase.class_constant(self.fn.rel, prefix, node.attr)
+                else:
+                    resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
+                    if resolved and resolved[0] == "class" and "." not in prefix:
+                        found = codebase.class_constant(resolved[1], resolved[2], node.attr)
+                    elif resolved and resolved[0] == "module":
+                        where = codebase.module_file(self.module_named(prefix, resolved[1]))
+                        found = codebase.constant(where, node.attr) if where else None
+            if found is None and not (isinstance(base, ast.Name) and
+                                      base.id in ("self", "cls")):
+                owner = self.receiver_class(base, 0)
+                if owner is not None:
+                    found = codebase.class_constant(owner[0], owner[1], node.attr)
+        if found is None:
+            return None
+        value, rel, line = found
+        return value, step_of(codebase, rel, line, line, "constant")
+
+    def default_value(self, node):
+        """A parameter's default, evaluated where the function is defined."""
+        value = self.eval(node, {})
+        if self.a.mode == "offset" and not any(a[0] == "int" for a in value) and \
+                isinstance(node, (ast.Name, ast.Attribute)):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], int) and \
+                    not isinstance(found[0], bool):
+                return frozenset([("int", found[0], found[1])])
+        return value
+
+    def key_name(self, node):
+        """A key or attribute name given as a string literal or an upper-case constant
+        (`dflash_config.get(_IDS_KEY)`)."""
+        text = const_str(node)
+        if text is None and CONSTANT_NAME.match(getattr(node, "id", None) or
+                                                getattr(node, "attr", "")):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], str):
+                return found[0]
+        return text
+
+    def amounts(self, node, value):
+        """(n, step naming it or None) for each constant int the operand may be on the
+        paths that reach here; None when it is not a constant on every path."""
+        literal = const_int(node) if node is not None else None
+        if literal is not None:
+            return [(literal, None)]
+        if value and all(a[0] == "int" for a in value):
+            return [(a[1], a[2]) for a in value]
+        if not value and isinstance(node, (ast.Name, ast.Attribute)):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], int) and \
+                    not isinstance(found[0], bool):
+                return [found]
+        return None
 
     def resolve_callee(self, func, local_only=False):
         """(FunctionRef, "") for a function of the tree, or (None, why not). local_only:
@@ -844,8 +1368,8 @@ class Flow(object):
         if not isinstance(func, ast.Attribute):
             return None, " (a computed callee)"
         base = func.value
-        if isinstance(base, ast.Name) and base.id in ("self", "cls") and self.fn.cls:
-            found = codebase.method(self.fn.cls[0], self.fn.cls[1], func.attr)
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and self.self_cls:
+            found = codebase.method(self.self_cls[0], self.self_cls[1], func.attr)
             return (found, "") if found else (None, " (no such method in the tree)")
         if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and \
                 base.func.id == "super" and self.fn.cls:
@@ -864,12 +1388,7 @@ class Flow(object):
             return None, ""
         resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
         if resolved and resolved[0] == "module":
-            module = resolved[1]
-            imported = codebase.imports(self.fn.rel).get(prefix)
-            if imported is not None and imported[1] is None:
-                module = imported[0]
-            elif "." in prefix:
-                module = module + "." + prefix.split(".", 1)[1]
+            module = self.module_named(prefix, resolved[1])
             target = codebase.resolve_in_module(module, func.attr)
             if target and target[0] == "function":
                 return target[1], ""
@@ -879,8 +1398,23 @@ class Flow(object):
             return (found, "") if found else (None, "")
         return None, ""
 
-    def follow(self, ref, node, args, keywords):
-        """Into a helper with the argument values, and its return value back out."""
+    def module_named(self, prefix, first):
+        """The dotted module `prefix.attr` reads from: `first` is what the prefix's first
+        name resolved to (`import vllm.a.b as m`; `import vllm.a.b` then `vllm.a.b.f`)."""
+        imported = self.a.codebase.imports(self.fn.rel).get(prefix)
+        if imported is not None and imported[1] is None:
+            return imported[0]
+        if "." in prefix:
+            return first + "." + prefix.split(".", 1)[1]
+        return first
+
+    def follow(self, ref, node, args, keywords, self_cls=None):
+        """Into a helper with the argument values, and its return value back out.
+        self_cls: the class `self` is in the helper (an override's own class)."""
+        if self_cls is None and ref.cls is not None and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id in ("self", "cls"):
+            self_cls = self.self_cls
         if self.depth >= MAX_CALL_DEPTH or ref.key in self.stack:
             why = "depth limit" if self.depth >= MAX_CALL_DEPTH else "recursion"
             if self.a.mode == "source":
@@ -896,29 +1430,51 @@ class Flow(object):
         params = ref.params()
         defaults = ref.defaults()
         env = {}
+        definer = Flow(self.a, ref, {}, self.depth + 1, self.stack, (), self_cls)
         for index, name in enumerate(params):
             if index < len(args):
                 env[name] = args[index]
             elif name in keywords:
                 env[name] = keywords[name]
             elif name in defaults:
-                env[name] = self.eval(defaults[name], {})
+                env[name] = definer.default_value(defaults[name])
             else:
                 env[name] = EMPTY
-        key = (ref.key, tuple(sorted(env.items(), key=lambda item: item[0])))
+        spare = self.spare_arguments(ref, params, args, keywords, env, node)
+        key = (ref.key, self_cls, tuple(sorted(env.items(), key=lambda item: item[0])))
         if key not in self.a.memo:
             self.a.examined.add(ref.rel)
             self.a.memo[key] = EMPTY  # a cycle through the memo sees nothing
-            flow = Flow(self.a, ref, env, self.depth + 1, self.stack + (ref.key,))
+            flow = Flow(self.a, ref, env, self.depth + 1, self.stack + (ref.key,), (),
+                        self_cls)
             result = flow.run()
             if self.a.mode == "source" and not result:
                 result = self.constant(node, None)
             self.a.memo[key] = result
-        return self.a.memo[key]
+        return self.a.memo[key] | spare
+
+    def spare_arguments(self, ref, params, args, keywords, env, node):
+        """Arguments no named parameter takes: into *args / **kwargs when the function
+        has them, else (in key-offset) ids in them are lost here, never dropped."""
+        extra = args[len(params):]
+        unmatched = dict((k, v) for k, v in keywords.items() if k not in params)
+        signature = ref.node.args
+        if signature.vararg is not None:
+            env[signature.vararg.arg] = frozenset([("tuple", tuple(extra))])
+            extra = []
+        if signature.kwarg is not None:
+            env[signature.kwarg.arg] = frozenset([dict_atom(tuple(unmatched.items()))])
+            unmatched = {}
+        values = list(extra) + list(unmatched.values())
+        if self.a.mode != "offset" or not any(carries_ids(v) for v in values):
+            return EMPTY
+        return self.lose(frozenset().union(*values), node, "ids passed to %s() at %s:%d "
+                         "beyond its parameters" % (ref.name, self.fn.rel, self.line(node)))
 
 
 def merge(first, second):
-    """Where two paths join: a name holds what either path left in it."""
+    """Where two paths join: a name holds what either path left in it (a test bound on
+    one path only is undecided after the join)."""
     if first is None:
         return second
     if second is None:
@@ -926,7 +1482,49 @@ def merge(first, second):
     out = dict(first)
     for name, value in second.items():
         out[name] = out[name] | value if name in out else value
+    for name in set(first) ^ set(second):
+        if name.startswith(TRUTH):
+            out[name] = out[name] | frozenset([None])
     return out
+
+
+def branches_matter(node):
+    """Can telling an `if` for DFlash change a flow? Not when both branches only log."""
+    for statement in node.body + node.orelse:
+        for inner in ast.walk(statement):
+            if isinstance(inner, (ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign,
+                                  ast.Raise, ast.Yield, ast.YieldFrom)) or \
+                    type(inner).__name__ == "NamedExpr":
+                return True
+            if isinstance(inner, ast.Call) and not (
+                    isinstance(inner.func, ast.Attribute) and inner.func.attr in LOG_METHODS
+                    and "log" in (dotted_name(inner.func.value) or "").lower()):
+                return True
+    return False
+
+
+def all_args(node):
+    args = node.args
+    return list(getattr(args, "posonlyargs", [])) + list(args.args) + list(args.kwonlyargs)
+
+
+def annotation_names(node):
+    """Class names an annotation mentions (`SpeculativeConfig | None`, Optional[...],
+    "Forward")."""
+    out = []
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name):
+            out.append(inner.id)
+        elif isinstance(inner, ast.Attribute):
+            out.append(inner.attr)
+        elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            out.extend(re.findall(r"[A-Za-z_]\w*", inner.value))
+    return out
+
+
+def camel(name):
+    """speculative_config -> SpeculativeConfig."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
 
 
 def make_codebase(load):

@@ -134,13 +134,16 @@ def run_dataflow(root, finder, files, cache):
     codebase = Codebase(lambda rel: load_source(root, rel, cache))
     if finder["kind"] == "key-offset":
         analysis = Analysis(codebase, "offset", key=finder["key"],
-                            container=finder.get("container"))
+                            container=finder.get("container"), scope=files)
     else:
         sources = {}
         for label, names in sorted(finder["sources"].items()):
             for name in names:
                 sources.setdefault(name, label)
-        analysis = Analysis(codebase, "source", sources=sources)
+        constants = dict((value, label) for label, values in
+                         sorted(finder.get("constants", {}).items()) for value in values)
+        analysis = Analysis(codebase, "source", sources=sources, scope=files,
+                            constants=constants)
     errors = []
     for rel, source in readable(root, files, cache, errors):
         if not source.contains(finder["needles"][0]):

@@ -1,0 +1,590 @@
+"""Rewrites of the real vLLM 0.33.0 and 0.20.1 sources at the three fix sites, each
+labelled with the verdict its check must give: rewrites that keep the code's meaning
+keep the release's verdict (0.33.0 passes, 0.20.1 fails), rewrites that break (or, on
+0.20.1, add) the fix change it. The mutation benchmark runs them all; the tests run the
+ones marked `fast`. A bug found in a verdict becomes a case here.
+
+An edit is (old, new) on a file of the release; `old` must occur in it (an empty `old`
+appends to the file, creating it when absent).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from fleetcheck.lab.wheels import unpacked
+
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
+SCHEDULER = "vllm/v1/core/sched/scheduler.py"
+SPECULATIVE = "vllm/config/speculative.py"
+HELPERS = "vllm/v1/worker/dflash_aux.py"
+BASE = {"0.33.0": "pass", "0.20.1": "fail"}
+LAYER = "dflash-layer-offset"
+SWA = "dflash-swa"
+DROP = "dflash-cache-drop"
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    version: str
+    check: str
+    keeps: bool  # keeps the meaning: the release's verdict must stay
+    construct: str  # what the rewrite exercises, named where it warns
+    edits: dict  # rel -> ((old, new), ...)
+    expect: str = ""  # the verdict it must give ("" : the release's, or its flip)
+    fast: bool = False  # also run by the tests
+
+    @property
+    def expected(self) -> str:
+        if self.expect:
+            return self.expect
+        base = BASE[self.version]
+        return base if self.keeps else ("fail" if base == "pass" else "pass")
+
+
+class Cases(list):
+    """The cases of one check on one release, their ids sharing a prefix."""
+
+    def __init__(self, prefix: str, version: str, check: str):
+        super().__init__()
+        self.prefix, self.version, self.check = prefix, version, check
+
+    def add(self, id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
+        self.append(Mutation(self.prefix + id, self.version, self.check, keeps, construct,
+                             edits, **kw))
+
+
+# --- the 0.33.0 layer-offset sites ------------------------------------------------------
+V1_READ = ('                layer_ids = [\n'
+           '                    i + 1 for i in (dflash_config.get("target_layer_ids") or [])\n'
+           '                ]\n')
+V1_RETURN = ('        if layer_ids and isinstance(layer_ids, (list, tuple)):\n'
+             '            return tuple(layer_ids)\n')
+V2_READ = '            layer_ids = [i + 1 for i in (dflash_config.get("target_layer_ids") or [])]\n'
+V2_RETURN = ('    if layer_ids and isinstance(layer_ids, (list, tuple)):\n'
+             '        return tuple(layer_ids)\n')
+V1_PLAIN = '                layer_ids = dflash_config.get("target_layer_ids") or []\n'
+V2_PLAIN = '            layer_ids = dflash_config.get("target_layer_ids") or []\n'
+CLASS_END = "    def reload_weights(\n"
+V2_IMPORT = "from vllm.config import SpeculativeConfig\n"
+
+
+def v1(read: str, *more: tuple[str, str]) -> dict:
+    return {RUNNER: ((V1_READ, read),) + more}
+
+
+def guarded(test_v1: str, test_v2: str, shifted_first: bool = True) -> dict:
+    """PR #40898's form on both runners: the ids are read plain and shifted on return,
+    on the branch the test selects."""
+    def block(indent: str, test: str) -> str:
+        inner = indent + "    "
+        shifted = inner + "    return tuple(layer_id + 1 for layer_id in layer_ids)\n"
+        plain = inner + "    return tuple(layer_ids)\n"
+        first, second = (shifted, plain) if shifted_first else (plain, shifted)
+        return (indent + "if layer_ids and isinstance(layer_ids, (list, tuple)):\n" +
+                inner + "if %s:\n" % test + first + inner + "else:\n" + second)
+    return {RUNNER: ((V1_READ, V1_PLAIN), (V1_RETURN, block("        ", test_v1))),
+            V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", test_v2)))}
+
+
+def bound_test(test: str) -> dict:
+    """PR #40898's form with the V1 runner's test bound to a name first."""
+    read = "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
+    return {RUNNER: guarded("shifted", "")[RUNNER] + (
+        (read, read + "        shifted = self.speculative_config.method %s\n" % test),),
+        V2: guarded("", 'spec_config.method == "dflash"')[V2]}
+
+
+def both(v1_read: str, v2_read: str, *more: tuple[str, tuple[str, str]]) -> dict:
+    edits: dict = {RUNNER: [(V1_READ, v1_read)], V2: [(V2_READ, v2_read)]}
+    for rel, edit in more:
+        edits.setdefault(rel, []).append(edit)
+    return {rel: tuple(items) for rel, items in edits.items()}
+
+
+def method_helper(body: str) -> tuple[str, tuple[str, str]]:
+    """A method added to GPUModelRunner, before reload_weights."""
+    return RUNNER, (CLASS_END, body + "\n" + CLASS_END)
+
+
+def helper_module(text: str) -> tuple[str, tuple[str, str]]:
+    return HELPERS, ("", text)
+
+
+V1_HELPER = '                layer_ids = %s\n'
+V2_HELPER = '            layer_ids = %s\n'
+IDS = 'dflash_config.get("target_layer_ids") or []'
+IMPORT_V1 = ("import functools\n", "import functools\n%s")
+
+
+def with_v2_import(line: str) -> tuple[str, tuple[str, str]]:
+    return V2, (V2_IMPORT, V2_IMPORT + line)
+
+
+def offset_cases() -> list[Mutation]:
+    out = Cases("offset-", "0.33.0", LAYER)
+    case = out.add
+
+    ok, bad = True, False
+    # path conditions
+    case("pr40898-form", ok, "PR #40898: shift on return when method == \"dflash\"",
+         guarded('self.speculative_config.method == "dflash"',
+                 'spec_config.method == "dflash"'), fast=True)
+    case("method-not-equal", ok, "method != \"dflash\" guards the unshifted branch",
+         guarded('self.speculative_config.method != "dflash"',
+                 'spec_config.method != "dflash"', shifted_first=False))
+    case("method-in-tuple", ok, "method in (\"dflash\", \"dspark\")",
+         guarded('self.speculative_config.method in ("dflash", "dspark")',
+                 'spec_config.method in ("dflash", "dspark")'))
+    case("method-not-in-eagle", ok, "method not in the EAGLE methods",
+         guarded('self.speculative_config.method not in ("eagle", "eagle3", "mtp")',
+                 'spec_config.method not in ("eagle", "eagle3", "mtp")'))
+    case("method-named-strings", ok, "method in a named tuple of methods",
+         {RUNNER: guarded('self.speculative_config.method in _SHIFTED_METHODS',
+                          'spec_config.method == "dflash"')[RUNNER] +
+          (("import functools\n", 'import functools\n_SHIFTED_METHODS = ("dflash",)\n'),),
+          V2: guarded('True', 'spec_config.method == "dflash"')[V2]})
+    case("bound-test", ok, "a name bound to method == \"dflash\"", bound_test('== "dflash"'))
+    case("use-dflash-predicate", ok, "use_dflash() read from SpeculativeConfig",
+         guarded("self.speculative_config.use_dflash()", "spec_config.use_dflash()"),
+         fast=True)
+    case("private-predicate", ok, "a method of the runner _is_dflash() tests the method",
+         {RUNNER: guarded("self._is_dflash()", "")[RUNNER] + method_helper(
+             "    def _is_dflash(self) -> bool:\n"
+             '        return self.speculative_config.method == "dflash"\n')[1:],
+          V2: guarded("", 'spec_config.method == "dflash"')[V2]})
+    for method, keeps in (("dflash", ok), ("eagle3", bad)):
+        case("predicate-function" + ("" if keeps else "-eagle"), keeps,
+             "a module function _uses_dflash(config) tests the method",
+             {RUNNER: guarded("_uses_dflash(self.speculative_config)", "")[RUNNER] + (
+                 ("", "\n\ndef _uses_dflash(config) -> bool:\n"
+                      '    return config.method == "%s"\n' % method),),
+              V2: guarded("", 'spec_config.method == "dflash"')[V2]}, fast=not keeps)
+    case("isinstance-dflash", ok, "isinstance(self.drafter, DFlashProposer)",
+         guarded("isinstance(self.drafter, DFlashProposer)",
+                 'spec_config.method == "dflash"'))
+    case("ternary", ok, "a conditional expression on the method",
+         {RUNNER: ((V1_READ, V1_PLAIN), (V1_RETURN,
+                    "        if layer_ids and isinstance(layer_ids, (list, tuple)):\n"
+                    "            return (tuple(i + 1 for i in layer_ids)\n"
+                    '                    if self.speculative_config.method == "dflash"\n'
+                    "                    else tuple(layer_ids))\n"))})
+    case("eagle-branch-unshifted", ok, "an EAGLE-only branch without +1 beside DFlash's",
+         v1('                if self.speculative_config.method == "eagle3":\n'
+            '                    layer_ids = dflash_config.get("target_layer_ids")\n'
+            '                else:\n'
+            '                    layer_ids = [\n'
+            '                        i + 1 for i in (dflash_config.get("target_layer_ids") or [])\n'
+            '                    ]\n'))
+    # breaking path conditions
+    case("eagle-only-shift", bad, "shifted for EAGLE only, DFlash unshifted",
+         guarded('self.speculative_config.method == "eagle3"',
+                 'spec_config.method == "dflash"'), fast=True)
+    case("inverted-test", bad, "method != \"dflash\" guards the shifted branch",
+         guarded('self.speculative_config.method != "dflash"',
+                 'spec_config.method != "dflash"'))
+    case("other-predicate", bad, "use_dspark() instead of use_dflash()",
+         guarded("self.speculative_config.use_dspark()", "spec_config.use_dspark()"))
+    case("bound-test-inverted", bad, "a name bound to method != \"dflash\"",
+         bound_test('!= "dflash"'))
+    # helpers, names, inlining
+    for added, keeps in ((1, ok), (0, bad)):
+        tag = "" if added else "-reverted"
+        case("helper-function" + tag, keeps, "the +1 in a module function",
+             {RUNNER: ((V1_READ, V1_HELPER % ("_dflash_aux_ids(%s)" % IDS)),
+                       ("", "\n\ndef _dflash_aux_ids(ids):\n    return [i + %d for i in ids]\n"
+                        % added))}, fast=not added)
+        case("helper-method" + tag, keeps, "the +1 in a method of the runner",
+             {RUNNER: ((V1_READ, V1_HELPER % ("self._dflash_aux_ids(%s)" % IDS)),
+                       method_helper("    def _dflash_aux_ids(self, ids):\n"
+                                     "        return [i + %d for i in ids]\n" % added)[1])})
+        case("helper-module" + tag, keeps, "the +1 in a helper of another vllm module",
+             both(V1_HELPER % ("_aux_ids(%s)" % IDS), V2_HELPER % ("_aux_ids(%s)" % IDS),
+                  (RUNNER, ("import functools\n", "import functools\n"
+                            "from vllm.v1.worker.dflash_aux import aux_ids as _aux_ids\n")),
+                  with_v2_import("from vllm.v1.worker.dflash_aux import aux_ids as _aux_ids\n"),
+                  helper_module("def aux_ids(ids):\n    return [n + %d for n in ids]\n" % added)))
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        case("key-named" + tag, keeps, "the key held in a module constant",
+             {RUNNER: ((V1_READ, read.replace('"target_layer_ids"', "_DFLASH_IDS_KEY")),
+                       ("import functools\n",
+                        'import functools\n_DFLASH_IDS_KEY = "target_layer_ids"\n'))},
+             fast=not keeps)
+    case("rename", ok, "names changed",
+         v1('                layer_ids = [\n'
+            '                    layer_idx + 1 for layer_idx in (dflash_config.get("target_layer_ids") or [])\n'
+            '                ]\n'))
+    case("one-plus", ok, "1 + i", v1(V1_READ.replace("i + 1", "1 + i")))
+    case("inline-getattr", ok, "the container read inline",
+         v1('                layer_ids = [i + 1 for i in (getattr(hf_config, "dflash_config")'
+            '.get("target_layer_ids") or [])]\n'))
+    case("map-lambda", ok, "map(lambda i: i + 1, ...)",
+         v1('                layer_ids = list(map(lambda i: i + 1, %s))\n' % IDS))
+    case("append-loop", ok, "an append loop",
+         v1("                layer_ids = []\n"
+            '                for i in dflash_config.get("target_layer_ids") or []:\n'
+            "                    layer_ids.append(i + 1)\n"))
+    case("array-plus", ok, "np.asarray(ids) + 1",
+         v1("                layer_ids = (np.asarray(%s) + 1).tolist()\n" % IDS))
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        case("int-cast" + tag, keeps, "each id cast with int()",
+             v1(read.replace("i + 1 for i", "int(i) + 1 for i").replace(
+                 '                layer_ids = dflash_config.get("target_layer_ids") or []\n',
+                 '                layer_ids = [int(i) for i in dflash_config.get("target_layer_ids") or []]\n')),
+             fast=not keeps)
+    for added, keeps in ((1, ok), (0, bad)):
+        case("generator-helper" + ("" if added else "-reverted"), keeps,
+             "the +1 in a generator helper",
+             {RUNNER: ((V1_READ, V1_HELPER % ("list(_aux_ids(%s))" % IDS)),
+                       ("", "\n\ndef _aux_ids(ids):\n    for i in ids:\n        yield i + %d\n"
+                        % added))}, fast=not added)
+    case("tensor-method", bad, "the ids through a tensor method, not followed",
+         v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
+         expect="warn")
+    case("double-shift", bad, "the +1 added twice",
+         v1(V1_READ.replace("i + 1", "i + 1 + 1")), fast=True)
+    case("helper-twice", bad, "a +1 helper applied twice",
+         {RUNNER: ((V1_READ, V1_HELPER % ("_shift(_shift(%s))" % IDS)),
+                   ("", "\n\ndef _shift(ids):\n    return [i + 1 for i in ids]\n"))})
+    case("dropped", bad, "the +1 dropped", v1(V1_PLAIN), fast=True)
+    case("dropped-v2", bad, "the +1 dropped in the V2 runner only", {V2: ((V2_READ, V2_PLAIN),)})
+    # named values
+    for value, keeps in ((1, ok), (0, bad)):
+        tag = "" if value else "-zero"
+        case("module-constant" + tag, keeps, "OFFSET = %d at module level" % value,
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + _DFLASH_AUX_OFFSET")),
+                       ("import functools\n", "import functools\n_DFLASH_AUX_OFFSET = %d\n"
+                        % value))}, fast=bool(value))
+        case("imported-constant" + tag, keeps, "an offset imported from a vllm module",
+             both(V1_READ.replace("i + 1", "i + AUX_OFFSET"),
+                  V2_READ.replace("i + 1", "i + AUX_OFFSET"),
+                  (RUNNER, ("import functools\n", "import functools\n"
+                            "from vllm.v1.worker.dflash_aux import AUX_OFFSET\n")),
+                  with_v2_import("from vllm.v1.worker.dflash_aux import AUX_OFFSET\n"),
+                  helper_module("AUX_OFFSET = %d  # hidden state k is after k layers\n"
+                                % value)))
+        case("class-constant" + tag, keeps, "a class-level offset read as self.X",
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + self.DFLASH_AUX_OFFSET")),
+                       method_helper("    DFLASH_AUX_OFFSET = %d\n" % value)[1])})
+        case("default-argument" + tag, keeps, "a helper's default argument",
+             {RUNNER: ((V1_READ, V1_HELPER % ("_shift(%s)" % IDS)),
+                       ("", "\n\ndef _shift(ids, offset=%d):\n    return [i + offset for i "
+                            "in ids]\n" % value))})
+        case("partial" + tag, keeps, "a functools.partial binding of the offset",
+             {RUNNER: ((V1_READ, V1_HELPER % ("_dflash_shift(%s)" % IDS)),
+                       ("", "\n\ndef _shift_by(ids, offset):\n    return [i + offset for i "
+                            "in ids]\n\n\n_dflash_shift = functools.partial(_shift_by, "
+                            "offset=%d)\n" % value))})
+        case("enum-member" + tag, keeps, "an IntEnum member",
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + _AuxOffset.DFLASH")),
+                       ("import functools\n", "import enum\nimport functools\n"),
+                       ("", "\n\nclass _AuxOffset(enum.IntEnum):\n    EAGLE = 0\n"
+                            "    DFLASH = %d\n" % value))})
+        case("enum-value" + tag, keeps, "an Enum member's .value",
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + _AuxOffset.DFLASH.value")),
+                       ("import functools\n", "import enum\nimport functools\n"),
+                       ("", "\n\nclass _AuxOffset(enum.Enum):\n    DFLASH = %d\n" % value))})
+        case("reassigned-constant" + tag, keeps, "a constant reassigned (the last counts)",
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + _AUX")),
+                       ("import functools\n", "import functools\n_AUX = %d\n" % (1 - value)),
+                       ("", "\n_AUX = %d\n" % value))})
+        case("local-constant" + tag, keeps, "a local reassigned before use",
+             v1("                offset = %d\n                offset = %d\n" % (1 - value, value)
+                + V1_READ.replace("i + 1", "i + offset")))
+        case("dict-keywords" + tag, keeps, "keywords passed to a helper as **dict",
+             {RUNNER: ((V1_READ, V1_HELPER % ("_shift(**{\"ids\": %s, \"offset\": %d})"
+                                             % (IDS, value))),
+                       ("", "\n\ndef _shift(ids, offset):\n    return [i + offset for i "
+                            "in ids]\n"))})
+    # subclasses
+    base_method = ("    def _dflash_aux_ids(self, ids):\n"
+                   "        return [i + 1 for i in ids]\n")
+    for added, keeps in ((1, ok), (0, bad)):
+        case("subclass-override" + ("" if added else "-reverted"), keeps,
+             "a subclass of the runner overriding the helper",
+             {RUNNER: ((V1_READ, V1_HELPER % ("self._dflash_aux_ids(%s)" % IDS)),
+                       method_helper(base_method)[1],
+                       ("", "\n\nclass DFlashGPUModelRunner(GPUModelRunner):\n"
+                            "    def _dflash_aux_ids(self, ids):\n"
+                            "        return [i + %d for i in ids]\n" % added))},
+             fast=not added)
+    for added, keeps in ((1, ok), (0, bad)):
+        case("subclass-elsewhere" + ("" if added else "-reverted"), keeps,
+             "a subclass in another runner module overriding the helper",
+             {RUNNER: ((V1_READ, V1_HELPER % ("self._dflash_aux_ids(%s)" % IDS)),
+                       method_helper(base_method)[1]),
+              "vllm/v1/worker/dflash_runner.py": (
+                  ("", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\n\n"
+                       "class DFlashGPUModelRunner(GPUModelRunner):\n"
+                       "    def _dflash_aux_ids(self, ids):\n"
+                       "        return [i + %d for i in ids]\n" % added),)},
+             fast=not added)
+    return out
+
+
+def offset_cases_020() -> list[Mutation]:
+    """0.20.1 reads the ids unshifted: rewrites keep the fail, the fix added passes."""
+    read = '                layer_ids = dflash_config.get("target_layer_ids")\n'
+    ret = V1_RETURN
+    out = Cases("offset-020-", "0.20.1", LAYER)
+    case = out.add
+
+    case("rename", True, "names changed", {RUNNER: ((read, read.replace(
+        "layer_ids = dflash_config", "ids_from_config = dflash_config") +
+        "                layer_ids = ids_from_config\n"),)})
+    def returned(method: str, shifted: str) -> dict:
+        """The 0.20.1 runner returning `shifted` when the method is `method`."""
+        return {RUNNER: ((ret, ret.replace(
+            "            return tuple(layer_ids)\n",
+            '            if self.speculative_config.method == "%s":\n' % method +
+            "                return %s\n" % shifted + "            return tuple(layer_ids)\n")),)}
+
+    case("guard-unshifted", True, "PR #40898's guard with both branches unshifted",
+         returned("dflash", "tuple(layer_ids)"))
+    case("fix-added", False, "the +1 added as 0.22.0 does",
+         {RUNNER: ((read, V1_READ),)}, fast=True)
+    case("pr40898-added", False, "PR #40898's form added",
+         returned("dflash", "tuple(layer_id + 1 for layer_id in layer_ids)"))
+    case("eagle-shift-added", True, "a +1 added for EAGLE only",
+         returned("eagle3", "tuple(i + 1 for i in layer_ids)"))
+    return out
+
+
+def dict_cases(out: Cases, what: str, rel: str, line: str, anchor: str, name: str,
+               keyword: str, seed: str, kept: str, broken: tuple[str, str]) -> None:
+    """The keyword argument on `line` passed through a **dict instead, each way one is
+    built: with the value it had (`kept`), and with the value that breaks the fix
+    (`broken`: value, id suffix)."""
+    for value, keeps, tag in ((kept, True, ""), (broken[0], False, broken[1])):
+        for id, construct, edits in through_dicts(rel, line, anchor, name, keyword, value, seed):
+            out.add(id + tag, keeps, what + " " + construct, edits)
+
+
+def through_dicts(rel: str, line: str, anchor: str, name: str, keyword: str, value: str,
+                  seed: str) -> list[tuple[str, str, dict]]:
+    """(id, construct, edits) of the keyword argument on `line` replaced by `keyword=value`
+    passed through a **dict, each way one is built (before the statement `anchor`)."""
+    call = line[:len(line) - len(line.lstrip())]
+    before = anchor[:len(anchor) - len(anchor.lstrip())]
+    spread = (line, call + "**%s,\n" % name)
+
+    def built(*statements: str) -> dict:
+        return {rel: (spread, (anchor, "".join(before + s + "\n" for s in statements) + anchor))}
+
+    return [
+        ("dict-literal", "passed in a **{...} dict",
+         {rel: ((line, call + '**{"%s": %s},\n' % (keyword, value)),)}),
+        ("dict-named", "in a dict literal built before",
+         built('%s = {"%s": %s}' % (name, keyword, value))),
+        ("dict-call", "in dict(%s=...)" % keyword, built("%s = dict(%s=%s)" % (name, keyword, value))),
+        ("dict-item", 'set as kwargs["%s"]' % keyword,
+         built("%s = {}" % name, '%s["%s"] = %s' % (name, keyword, value))),
+        ("dict-update", "set by kwargs.update(%s=...)" % keyword,
+         built("%s = dict(%s)" % (name, seed), "%s.update(%s=%s)" % (name, keyword, value))),
+    ]
+
+
+# --- the SWA window -------------------------------------------------------------------
+WINDOW = "            per_layer_sliding_window=sliding_window,\n"
+ATTN = "        self.attn = Attention(\n"
+
+
+def swa_cases() -> list[Mutation]:
+    out = Cases("swa-", "0.33.0", SWA)
+    case = out.add
+    dict_cases(out, "the window", DRAFTER, WINDOW, ATTN, "attn_kwargs",
+               "per_layer_sliding_window", "prefix=prefix", "sliding_window", ("None", "-none"))
+    resolve = "        sliding_window, causal = _resolve_layer_attention(config, layer_idx)\n"
+    case("helper-extracted", True, "the window taken out by a helper of its own",
+         {DRAFTER: ((resolve, "        sliding_window = _layer_window(config, layer_idx)\n"
+                              "        causal = _resolve_layer_attention(config, layer_idx)[1]\n"),
+                    ("", "\n\ndef _layer_window(config, layer_idx):\n"
+                         "    return _resolve_layer_attention(config, layer_idx)[0]\n"))})
+    case("key-named", True, "the window's config key held in a named constant",
+         {DRAFTER: (('            "swa_window_size", getattr(config, "sliding_window", None)\n',
+                     '            _SWA_WINDOW_KEY, getattr(config, "sliding_window", None)\n'),
+                    ('_SLIDING_ATTENTION = "sliding_attention"\n',
+                     '_SLIDING_ATTENTION = "sliding_attention"\n'
+                     '_SWA_WINDOW_KEY = "swa_window_size"\n'))})
+    case("reverted-in-helper", False, "the resolution helper returns no window",
+         {DRAFTER: (("    return sliding_window, _dflash_layer_causal(config, layer_idx)\n",
+                     "    return None, _dflash_layer_causal(config, layer_idx)\n"),)},
+         fast=True)
+    case("rename", True, "the window renamed on its way",
+         {DRAFTER: ((WINDOW, "            per_layer_sliding_window=window,\n"),
+                    (ATTN, "        window = sliding_window\n" + ATTN))})
+    case("overwritten-dict-item", False, "the dict's window replaced by None",
+         {DRAFTER: ((WINDOW, "            **attn_kwargs,\n"),
+                    (ATTN, "        attn_kwargs = {\"per_layer_sliding_window\": sliding_window}\n"
+                           "        attn_kwargs[\"per_layer_sliding_window\"] = None\n" + ATTN))})
+    case("constant-none", False, "a module constant None as the window",
+         {DRAFTER: ((WINDOW, "            per_layer_sliding_window=_NO_WINDOW,\n"),
+                    ('_SLIDING_ATTENTION = "sliding_attention"\n',
+                     '_SLIDING_ATTENTION = "sliding_attention"\n_NO_WINDOW = None\n'))})
+    case("class-constant-none", False, "a class constant None read as self.X",
+         {DRAFTER: ((WINDOW, "            per_layer_sliding_window=self.NO_WINDOW,\n"),
+                    ('    Adapted from Qwen3Attention."""\n',
+                     '    Adapted from Qwen3Attention."""\n\n    NO_WINDOW = None\n'))})
+    case("dropped", False, "the window no longer passed", {DRAFTER: ((WINDOW, ""),)})
+    return out
+
+
+def swa_cases_020() -> list[Mutation]:
+    attn = ("            attn_type=attn_type,\n        )\n")
+    return [
+        Mutation("swa-020-dict", "0.20.1", SWA, True, "keywords moved into a **dict",
+                 {DRAFTER: ((attn, "            **{\"attn_type\": attn_type},\n        )\n"),)}),
+        Mutation("swa-020-none-passed", "0.20.1", SWA, True, "None passed as the window",
+                 {DRAFTER: ((attn, attn.replace(
+                     "        )\n", "            per_layer_sliding_window=None,\n        )\n")),)}),
+        Mutation("swa-020-window-added", "0.20.1", SWA, False,
+                 "the config's window passed per layer",
+                 {DRAFTER: ((attn, attn.replace(
+                     "        )\n", "            per_layer_sliding_window=getattr(\n"
+                     "                config, \"sliding_window\", None),\n        )\n")),)},
+                 fast=True),
+    ]
+
+
+# --- the block-drop decision ----------------------------------------------------------
+DECISION = "            use_eagle=self.use_eagle_block_drop,\n"
+MANAGER = "        self.kv_cache_manager = KVCacheManager(\n"
+WRAPPER = "            self.use_eagle_block_drop = speculative_config.use_eagle_block_drop()\n"
+
+
+def drop_cases() -> list[Mutation]:
+    out = Cases("drop-", "0.33.0", DROP)
+    case = out.add
+    dict_cases(out, "the decision", SCHEDULER, DECISION, MANAGER, "manager_kwargs", "use_eagle",
+               "log_stats=self.log_stats", "self.use_eagle_block_drop",
+               ("self.use_eagle", "-eagle"))
+    case("local-name", True, "the wrapper's result through a local name",
+         {SCHEDULER: ((WRAPPER, "            drop = speculative_config.use_eagle_block_drop()\n"
+                                "            self.use_eagle_block_drop = drop\n"),)})
+    case("inline-gate", True, "the wrapper inlined: needs_eagle_block_drop() and the flag",
+         {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = (\n"
+                                "                speculative_config.needs_eagle_block_drop()\n"
+                                "                and not speculative_config.disable_eagle_block_drop\n"
+                                "            )\n"),)})
+    for asked, keeps in (("use_eagle_block_drop", True), ("use_eagle", False)):
+        case("helper-method" + ("" if keeps else "-eagle"), keeps,
+             "the decision made in a method of the scheduler",
+             {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = self._block_drop(\n"
+                                    "                speculative_config)\n"),
+                          ("    def _mamba_block_aligned_split(",
+                           "    def _block_drop(self, config):\n"
+                           "        return config.%s()\n\n"
+                           "    def _mamba_block_aligned_split(" % asked))},
+             fast=not keeps)
+    case("wrapper-to-eagle", False, "use_eagle() where use_eagle_block_drop() was",
+         {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = speculative_config.use_eagle()\n"),)},
+         fast=True)
+    case("gate-reverted", False, "needs_eagle_block_drop() no longer excludes DFlash",
+         {SPECULATIVE: (("        return self.use_eagle() and not (self.use_dflash() or "
+                         "self.use_dspark())\n", "        return self.use_eagle()\n"),)},
+         expect="warn")
+    return out
+
+
+def drop_cases_020() -> list[Mutation]:
+    return [
+        Mutation("drop-020-dict", "0.20.1", DROP, True, "the decision passed in a **dict",
+                 {SCHEDULER: (("            use_eagle=self.use_eagle,\n",
+                               "            **{\"use_eagle\": self.use_eagle},\n"),)}),
+        Mutation("drop-020-gate-added", "0.20.1", DROP, False,
+                 "needs_eagle_block_drop() added and asked for the decision",
+                 {SPECULATIVE: (("    def use_dflash(self) -> bool:\n"
+                                 "        return self.method == \"dflash\"\n",
+                                 "    def use_dflash(self) -> bool:\n"
+                                 "        return self.method == \"dflash\"\n\n"
+                                 "    def needs_eagle_block_drop(self) -> bool:\n"
+                                 "        return self.use_eagle() and not self.use_dflash()\n"),),
+                  SCHEDULER: (("            use_eagle=self.use_eagle,\n",
+                               "            use_eagle=bool(speculative_config and\n"
+                               "                           speculative_config.needs_eagle_block_drop()),\n"),)},
+                 fast=True),
+        # use_eagle()'s body inlined: on DFlash's path a constant True reaches the decision
+        Mutation("drop-020-predicate-guard", "0.20.1", DROP, True,
+                 "use_eagle() inlined as a method test: a constant True on DFlash's path",
+                 {SCHEDULER: (("            if speculative_config.use_eagle():\n",
+                               "            if speculative_config.method in (\"eagle\", \"eagle3\", \"mtp\", \"dflash\"):\n"),)},
+                 fast=True),
+    ]
+
+
+# also run by the tests: one case of each construct, kept and broken
+FAST = {"offset-method-not-equal", "offset-method-named-strings", "offset-bound-test",
+        "offset-isinstance-dflash", "offset-other-predicate", "offset-imported-constant",
+        "offset-class-constant-zero", "offset-default-argument", "offset-partial-zero",
+        "offset-enum-member", "offset-reassigned-constant-zero", "offset-dict-keywords",
+        "offset-helper-module-reverted", "offset-020-pr40898-added", "swa-dict-update-none",
+        "swa-dict-item", "swa-dict-literal", "swa-constant-none", "drop-dict-update", "drop-dict-item-eagle",
+        "drop-inline-gate"}
+
+
+def corpus() -> list[Mutation]:
+    cases = (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
+             drop_cases() + drop_cases_020())
+    return [replace(m, fast=True) if m.id in FAST else m for m in cases]
+
+
+def vacuous(mutation: Mutation, result) -> bool:
+    """A layer-offset pass whose evidence comes from none of the runner files the
+    rewrite edited: the rewritten read was not found, and another runner passed alone."""
+    if mutation.check != LAYER or result.status != "pass":
+        return False
+    edited = set(mutation.edits) & {RUNNER, V2}
+    return bool(edited) and not edited <= {e.file for e in result.evidence}
+
+
+def link_tree(source: str, target: str) -> str:
+    """A copy of a tree made of hard links: an edited file is replaced, never written
+    through into the cached original."""
+    shutil.copytree(source, target, symlinks=True, copy_function=os.link)
+    return target
+
+
+class MutableRelease:
+    """One linked copy of a release's unpacked tree; each mutation is applied, probed
+    and undone in it (copying the tree per mutation would cost more than probing)."""
+
+    def __init__(self, version: str, workdir: str):
+        self.original = unpacked(version)
+        self.root = link_tree(self.original, os.path.join(workdir, "vllm-" + version))
+        self.site = os.path.join(self.root, "lib", "python3", "site-packages")
+        self.original_site = os.path.join(self.original, "lib", "python3", "site-packages")
+
+    @contextmanager
+    def apply(self, mutation: Mutation) -> Iterator[str]:
+        """Edit the tree (each `old` must be found), yield its root, restore it."""
+        touched = []
+        try:
+            for rel, edits in mutation.edits.items():
+                path = os.path.join(self.site, rel)
+                text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+                for old, new in edits:
+                    if old:
+                        if old not in text:
+                            raise ValueError("%s: %s does not hold %r" % (mutation.id, rel, old))
+                        text = text.replace(old, new, 1)
+                    else:
+                        text += new
+                touched.append(rel)
+                if os.path.exists(path):
+                    os.unlink(path)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+            yield self.root
+        finally:
+            for rel in touched:
+                path = os.path.join(self.site, rel)
+                os.unlink(path)
+                original = os.path.join(self.original_site, rel)
+                if os.path.exists(original):
+                    os.link(original, path)

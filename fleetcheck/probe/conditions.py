@@ -1,0 +1,135 @@
+"""Path conditions: whether a test in vLLM's code can be true when the speculative method
+is DFlash. A branch whose test is false for DFlash is not a DFlash path, so an EAGLE-only
+branch without the +1 does not fail a build that shifts on its DFlash branch. Tests are
+told True, False or None (undecided: both branches stay in, as any unknown test does).
+
+What is decided: `method == "dflash"`, `!=`, `in (...)`, `not in` (the strings may be
+named constants), `isinstance(x, DFlash...)`, `not`, `and`, `or`, and, through the
+callbacks a flow passes in, names bound to such tests and predicates of the tree
+(`use_dflash()`, `_is_dflash(config)`: functions and methods named `use_`, `uses_`,
+`is_`, `needs_`, `has_`) whose bodies return one (whatever their arguments: a body that
+tests them is undecided)."""
+
+import ast
+import re
+
+METHOD = "dflash"
+NO_STRINGS = object()
+# what a predicate of the speculative config is called (use_dflash, use_eagle, is_xpress,
+# needs_eagle_block_drop): other calls in a test are not looked up, their modules not read
+PREDICATE = re.compile(r"_*(?:use|uses|is|needs|has)_\w+$")
+# vLLM's speculative methods: a comparison with other strings (an HTTP method, a
+# quantization method) says nothing about DFlash
+METHODS = {"dflash", "dspark", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "medusa",
+           "mlp_speculator", "draft_model", "suffix", "deepseek_mtp", "xpress", "pard"}
+
+
+def is_method(node):
+    """Does the expression read the speculative method (`x.method`, `method`,
+    `spec_method`)?"""
+    if isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Name):
+        name = node.id
+    else:
+        return False
+    return name == "method" or name.endswith("_method")
+
+
+def names_dflash(node):
+    """Does a class expression name a DFlash class (`DFlashProposer`, `m.DFlashX`)?"""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return any(names_dflash(e) for e in node.elts)
+    name = node.attr if isinstance(node, ast.Attribute) else \
+        node.id if isinstance(node, ast.Name) else ""
+    return METHOD in name.lower()
+
+
+def both(values, conjunction):
+    """Three-valued and/or."""
+    if conjunction:
+        if False in values:
+            return False
+        return True if all(v is True for v in values) else None
+    if True in values:
+        return True
+    return False if all(v is False for v in values) else None
+
+
+def negate(value):
+    return None if value is None else not value
+
+
+def compare(node, strings):
+    """Truth of a one-operator comparison of the method with strings, for DFlash;
+    `strings(node)` gives the set of strings an expression names, or NO_STRINGS."""
+    if len(node.ops) != 1:
+        return None
+    left, right, op = node.left, node.comparators[0], node.ops[0]
+    if is_method(right) and not is_method(left) and isinstance(op, (ast.Eq, ast.NotEq)):
+        left, right = right, left
+    if not is_method(left):
+        return None
+    named = strings(right)
+    if named is NO_STRINGS or not named & METHODS:
+        return None
+    if isinstance(op, (ast.Eq, ast.Is)):
+        return named == {METHOD} if len(named) == 1 else None
+    if isinstance(op, (ast.NotEq, ast.IsNot)):
+        return named != {METHOD} if len(named) == 1 else None
+    if isinstance(op, ast.In):
+        return METHOD in named
+    if isinstance(op, ast.NotIn):
+        return METHOD not in named
+    return None
+
+
+def truth(node, strings, name_truth, call_truth):
+    """True/False when the test `node` is decided for DFlash, None when it is not.
+    name_truth(name) and call_truth(call node) decide names and predicate calls."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return negate(truth(node.operand, strings, name_truth, call_truth))
+    if isinstance(node, ast.BoolOp):
+        return both([truth(v, strings, name_truth, call_truth) for v in node.values],
+                    isinstance(node.op, ast.And))
+    if isinstance(node, ast.Compare):
+        return compare(node, strings)
+    if isinstance(node, ast.Name):
+        return name_truth(node.id)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
+            return True if names_dflash(node.args[1]) else None
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        if PREDICATE.match(name):
+            return call_truth(node)
+    return None
+
+
+def maybe_test(node):
+    """Could `truth` decide this expression (so a name bound to it is worth telling)?"""
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, bool)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        return name == "isinstance" or PREDICATE.match(name) is not None
+    return False
+
+
+def predicate_body(node):
+    """The expression a predicate's body returns, when its body is (a docstring and)
+    one `return`; None otherwise."""
+    body = [s for s in node.body if not (isinstance(s, ast.Expr) and
+                                         isinstance(s.value, ast.Constant))]
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        return body[0].value
+    return None

@@ -1,0 +1,95 @@
+"""Verdicts on rewritten copies of the real wheels (fleetcheck/lab/mutations.py, the
+corpus the mutation benchmark runs whole): the cases marked fast, and the forms the
+issue names, with their evidence. A meaning-keeping rewrite keeps the release's verdict
+and never ends in `:?`; a breaking one changes it."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from fleetcheck.checks.fixes import judge_fix
+from fleetcheck.lab.local_probe import probe_tree
+from fleetcheck.lab.mutations import LAYER, RUNNER, V2, MutableRelease, corpus, vacuous
+from fleetcheck.playbook import load_playbook
+from probe_helpers import findings
+
+CHECKS = {c.id: c for c in load_playbook().checks}
+BY_ID = {m.id: m for m in corpus()}
+FAST = [m for m in corpus() if m.fast]
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("mutations"))
+    return {version: MutableRelease(version, workdir) for version in ("0.33.0", "0.20.1")}
+
+
+def judged(releases, mutation_id: str):
+    mutation = BY_ID[mutation_id]
+    with releases[mutation.version].apply(mutation) as root:
+        facts = probe_tree(root)
+    return mutation, facts, judge_fix(CHECKS[mutation.check], facts, None)
+
+
+def test_the_corpus_covers_every_check_both_ways_on_both_releases():
+    cases = corpus()
+    assert len(cases) >= 60 and len(BY_ID) == len(cases)
+    for check in CHECKS:
+        for version in ("0.33.0", "0.20.1"):
+            kinds = {m.keeps for m in cases if m.check == check and m.version == version}
+            assert kinds == {True, False}, (check, version, kinds)
+    assert {m.check for m in FAST} == set(CHECKS)
+
+
+@pytest.mark.parametrize("mutation_id", [m.id for m in FAST])
+def test_fast_mutations_give_their_labelled_verdict(releases, mutation_id):
+    mutation, facts, result = judged(releases, mutation_id)
+    assert result.status == mutation.expected, (mutation.construct, result.message)
+    assert not vacuous(mutation, result), result.evidence
+    if mutation.keeps:
+        assert not any(label.endswith(":?") for label in findings(facts, mutation.check))
+
+
+def test_the_pr_40898_form_passes_on_its_shifted_lines(releases):
+    _, facts, result = judged(releases, "offset-pr40898-form")
+    assert result.status == "pass", result.message
+    assert list(findings(facts, LAYER)) == ["layer_ids:1"]
+    shifted = {(e.file, e.text) for e in result.evidence if e.step == "+1"}
+    assert shifted == {(RUNNER, "return tuple(layer_id + 1 for layer_id in layer_ids)"),
+                       (V2, "return tuple(layer_id + 1 for layer_id in layer_ids)")}
+    # the unshifted return serves the other methods: not DFlash evidence
+    assert not any(e.text == "return tuple(layer_ids)" for e in result.evidence)
+
+
+def test_a_runner_that_shifts_for_eagle_but_not_dflash_fails(releases):
+    _, facts, result = judged(releases, "offset-eagle-only-shift")
+    assert result.status == "fail", result.message
+    assert "layer_ids:0" in findings(facts, LAYER)
+    assert any(e.file == RUNNER and e.text == "return tuple(layer_ids)"
+               for e in result.evidence)
+
+
+@pytest.mark.parametrize("mutation_id, shown", [
+    ("offset-module-constant", "_DFLASH_AUX_OFFSET = 1"),
+    ("offset-imported-constant", "AUX_OFFSET = 1  # hidden state k is after k layers"),
+])
+def test_a_named_offset_shows_its_definition(releases, mutation_id, shown):
+    _, _, result = judged(releases, mutation_id)
+    assert result.status == "pass", result.message
+    assert any(e.step == "constant" and e.text == shown for e in result.evidence)
+
+
+def test_the_readme_quotes_the_mutation_table_the_benchmark_wrote():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = open(os.path.join(root, "benchmarks", "RESULTS.md"), encoding="utf-8").read()
+    section = re.search(r"<!-- section:mutations -->(.*?)<!-- /section:mutations -->",
+                        results, re.S)
+    assert section is not None, "run python3 benchmarks/verdict_mutations.py --write"
+    table = [line for line in section.group(1).splitlines() if line.startswith("|")]
+    readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+    assert "\n".join(table) in readme
+    written = sum(int(line.split("|")[2]) for line in table[2:])
+    assert written == len(corpus()), "the table is of another corpus: run the benchmark"
