@@ -198,27 +198,44 @@ def drafter(layer_body: str, helpers: str = "") -> str:
 @pytest.mark.parametrize("layer_body, status, lines", [
     ("        window = _window_for(config, idx)\n"
      "        self.self_attn = DFlashAttention(config, idx, sliding_window=window)\n",
-     "pass", [14, 4]),
+     "pass", [14, 15, 4]),
     ("        window, _ = _window_for(config, idx), None\n"
-     "        self.self_attn = DFlashAttention(config, idx, window)\n", "pass", [14, 4]),
+     "        self.self_attn = DFlashAttention(config, idx, window)\n", "pass", [14, 15, 4]),
     ("        self.self_attn = DFlashAttention(config, idx, sliding_window=None)\n",
-     "fail", [14, 19]),
-    ("        self.self_attn = DFlashAttention(config, idx)\n", "fail", [14, 13]),
+     "fail", [14, 15, 19]),
+    ("        self.self_attn = DFlashAttention(config, idx)\n", "fail", [14, 15, 13]),
     ("        window = _window_for(config, idx)\n"
      "        window = None\n"
      "        self.self_attn = DFlashAttention(config, idx, sliding_window=window)\n",
-     "fail", [14, 20]),
+     "fail", [14, 15, 20]),
     ("        window = compute_window(config)\n"
      "        self.self_attn = DFlashAttention(config, idx, sliding_window=window)\n",
-     "warn", [14, 19]),
+     "warn", [14, 15, 19]),
 ])
 def test_swa_window_that_reaches_attention(tmp_path, layer_body, status, lines):
     facts, result = judged(tmp_path, {DRAFTER: drafter(layer_body)}, "dflash-swa")
     assert result.status == status, (result.message, findings(facts, "dflash-swa"))
-    assert [e.line for e in result.evidence if e.file == DRAFTER][:2] == lines, \
+    # the call, then the traced argument on its own line, then where its value came from
+    assert [e.line for e in result.evidence if e.file == DRAFTER][:3] == lines, \
         result.evidence
     if status == "warn":
         assert "compute_window() could not be followed" in result.message
+
+
+def test_the_traced_argument_is_evidence_of_its_own_line_in_a_long_call(tmp_path):
+    """A call spread over many lines shows its first and last lines with '...' between:
+    the keyword the verdict was traced from gets its own line of evidence."""
+    long_call = BLOCK_DROP % "self.use_eagle_block_drop"
+    long_call = long_call.replace("KVCacheManager(use_eagle=self.use_eagle_block_drop)",
+                                  "KVCacheManager(\n" + "".join(
+                                      "            option_%d=%d,\n" % (i, i) for i in range(8))
+                                  + "            use_eagle=self.use_eagle_block_drop,\n"
+                                  "            metrics_collector=None,\n        )")
+    facts, result = judged(tmp_path, {SCHEDULER: long_call}, "dflash-cache-drop")
+    at = [e for e in result.evidence if e.file == SCHEDULER]
+    assert at[0].step == "call" and "..." in at[0].text and "use_eagle" not in at[0].text
+    assert at[1].step == "argument" and at[1].text == "use_eagle=self.use_eagle_block_drop,"
+    assert at[1].line == at[0].line + 9
 
 
 def test_swa_window_passed_straight_as_none_is_a_fail(tmp_path):

@@ -326,3 +326,24 @@ def test_controller_side_mistakes_are_said_before_connecting(installed, tmp_path
                              "/etc/ssh/ssh_known_hosts_elsewhere (%s) is not read: host keys "
                              "are checked against %s (--known-hosts)" % (
                                  config, boxes.known_hosts)) == 1
+
+
+def test_evidence_shows_the_traced_argument_on_its_own_line(installed, tmp_path, fleet,
+                                                           real_venvs):
+    """The real 0.20.1 scheduler's KVCacheManager(...) call spans lines and its evidence
+    elides the middle, where `use_eagle=` is: that argument is shown with its own line."""
+    fleet.add("gpu-old", mounts={ENV: real_venvs["0.20.1"]})
+    fleet.start()
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(yaml.safe_dump({"all": {"hosts": ssh_hosts(fleet, fleet.hosts, venv=ENV)}}))
+    run = installed_fleetcheck(installed, tmp_path, "run", str(hosts), "--known-hosts",
+                               fleet.known_hosts, "--no-integrity", "--json", "r.json")
+    assert run.returncode == 1, run.stderr
+    drop = next(c for c in results(tmp_path / "r.json")["gpu-old"]["checks"]
+                if c["id"] == "dflash-cache-drop")
+    argument = [e for e in drop["evidence"] if e.get("step") == "argument"]
+    assert argument and argument[0]["text"] == "use_eagle=self.use_eagle,"
+    call = next(e for e in drop["evidence"] if e.get("step") == "call")
+    assert argument[0]["file"] == call["file"] and argument[0]["line"] > call["line"]
+    assert "vllm/v1/core/sched/scheduler.py:%d: [argument] use_eagle=self.use_eagle," % (
+        argument[0]["line"]) in run.stdout

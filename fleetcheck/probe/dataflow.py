@@ -190,7 +190,7 @@ class Capture(object):
         self.keyword = keyword
         self.position = position
         self.line = line
-        self.values = []  # (value, step, the flow it was seen in)
+        self.values = []  # (value, the call's step, the flow, the argument's own step)
 
 
 class Analysis(object):
@@ -303,8 +303,8 @@ class Analysis(object):
                 continue  # the name is a parameter or a variable here, not the call's keyword
             capture = Capture(call, keyword)
             Flow(self, ref, self.entry_env(ref), 0, (ref.key,), [capture]).run()
-            for value, sink, _ in capture.values:
-                self.classify(self.expand(self.through_callers(value, 0), 0), sink)
+            for value, sink, _, argument in capture.values:
+                self.classify(self.expand(self.through_callers(value, 0), 0), sink, argument)
 
     def through_callers(self, value, depth):
         """Parameters replaced by what the module's call sites pass for them."""
@@ -369,7 +369,7 @@ class Analysis(object):
         for _, site in self.functions_around(source, lines):
             capture = Capture(called, name, position)
             Flow(self, site, self.entry_env(site), 0, (site.key,), [capture]).run()
-            out.extend(value for value, _, _ in capture.values)
+            out.extend(value for value, _, _, _ in capture.values)
         if not out:
             return out
         default = ref.defaults().get(name)
@@ -381,7 +381,7 @@ class Analysis(object):
                                                 "parameter"))]))
         return out
 
-    def classify(self, value, sink):
+    def classify(self, value, sink, argument=None):
         labels = {}
         constants = []
         unknown = []
@@ -401,20 +401,24 @@ class Analysis(object):
                     unknown.append(("a dict", sink))
                 else:
                     constants.append(sink)
+        head = [sink] + ([argument] if argument is not None and argument != sink else [])
         for label, steps in sorted(labels.items()):
-            self.add_source_finding(label, sink, sorted(set(steps))[:3])
+            self.add_source_finding(label, head, sorted(set(steps))[:3])
         named = set(self.constants.values())
         if not [label for label in labels if label not in named] and constants and \
                 not unknown:
-            self.add_source_finding("constant", sink, sorted(set(constants))[:3])
+            self.add_source_finding("constant", head, sorted(set(constants))[:3])
         for why, step in sorted(set(unknown))[:2]:
-            self.add_source_finding("?", sink, [step], why)
+            self.add_source_finding("?", head, [step], why)
 
-    def add_source_finding(self, label, sink, steps, why=None):
+    def add_source_finding(self, label, head, steps, why=None):
+        """`head`: the call, then the argument it was traced from on its own line (a long
+        call's evidence text elides its middle, where that argument often is)."""
+        sink = head[0]
         entry = {"source": label, "file": sink[0], "line": sink[1], "text": sink[3],
                  "step": "call",
                  "trail": [{"file": s[0], "line": s[1], "step": s[2], "text": s[3]}
-                           for s in [sink] + [s for s in steps if s != sink]]}
+                           for s in head + [s for s in steps if s not in head]]}
         if why:
             entry["why"] = why
         if entry not in self.findings and len(self.findings) < MAX_FINDINGS:
@@ -460,6 +464,19 @@ class Flow(object):
         last = getattr(node, "end_lineno", node.lineno) + self.fn.line_offset
         text = evidence_text(self.source.lines, first, last) if self.source else ""
         return (self.fn.rel, first, kind, text)
+
+    def argument_step(self, given, keyword):
+        """The traced argument's own line ('use_eagle=...'), or None when it came through
+        a ** spread (no line of the call names it)."""
+        if not given:
+            return None
+        node = given[0]
+        first = self.line(node)
+        last = getattr(node, "end_lineno", node.lineno) + self.fn.line_offset
+        text = evidence_text(self.source.lines, first, last) if self.source else ""
+        if keyword is not None and keyword + "=" not in text.replace(" ", ""):
+            text = "%s=%s" % (keyword, text)  # the keyword sits on the line before its value
+        return (self.fn.rel, first, "argument", text)
 
     def unknown(self, node, why):
         if self.a.mode == "offset":
@@ -925,16 +942,18 @@ class Flow(object):
             if name == capture.call and (capture.line is None or capture.line == self.line(node)):
                 if capture.keyword not in keywords and opaque:
                     capture.values.append((frozenset().union(*opaque),
-                                           self.step(node, "call"), self))
+                                           self.step(node, "call"), self, None))
                 elif capture.keyword in keywords:
+                    given = [k.value for k in node.keywords if k.arg == capture.keyword]
                     capture.values.append((keywords[capture.keyword], self.step(node, "call"),
-                                           self))
+                                           self, self.argument_step(given, capture.keyword)))
                 elif capture.position is not None and capture.position < len(node.args) and \
                         not any(isinstance(a, ast.Starred) for a in node.args):
                     capture.values.append((args[capture.position], self.step(node, "call"),
-                                           self))
+                                           self, self.argument_step(
+                                               [node.args[capture.position]], None)))
                 elif capture.position is not None:
-                    capture.values.append((None, self.step(node, "call"), self))
+                    capture.values.append((None, self.step(node, "call"), self, None))
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             attribute = self.key_name(node.args[1])
             if attribute is not None:
