@@ -17,6 +17,8 @@ from typing import Any, Iterator
 from fleetcheck import __version__
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
+from fleetcheck.checks.served import served_summary
+from fleetcheck.drafter_expectations import resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -141,6 +143,7 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
     error = None
     info = None
     checks = []
+    served = None
     try:
         if answer.unreachable is not None:
             raise TransportError("unreachable", answer.unreachable)
@@ -151,6 +154,7 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
                                  "was written with --no-integrity; give judge the same")
         inject("judge", host.name)  # the test-only fault hook, as in `run`
         info, checks, _ = judge_host(playbook, None, facts, expected, host.name)
+        served = served_summary(facts)
     except TransportError as exc:
         error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
     except Exception as exc:  # a bug in fleetcheck: this host's data, never the run's end
@@ -161,7 +165,7 @@ def judge_answer(answer: Answer, playbook: Playbook, expected: dict[str, Any]) -
         info = None
     return HostResult(name=host.name, address=host.address, groups=[],
                       status=host_status([] if error else checks, error), error=error,
-                      vllm=info, checks=checks)
+                      vllm=info, checks=checks, served=served)
 
 
 def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunResult:
@@ -171,10 +175,11 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     collected = collect(paths)
     hosts = [Host(name=a.name, address=a.name) for a in collected]
     expected = resolve(hosts, playbook.expect, cli, "facts")
+    drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, "facts")
     run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
                     playbook=playbook.source, fleetcheck_version=__version__)
     run.hosts = [judge_answer(answer, playbook, expected) for answer in collected]
     run.complete = True
     run.finished_at = now_iso()
-    add_fleet_checks(run, playbook)
+    add_fleet_checks(run, playbook, drafters)
     return run

@@ -77,6 +77,8 @@ class HostResult:
     checks: list[CheckResult] = field(default_factory=list)
     smoke: dict[str, Any] | None = None
     analysis: str | None = None  # how the fix analysis was obtained, when shared or not
+    # what each running server serves (checks/served.py summaries); None: not looked at
+    served: list[dict[str, Any]] | None = None
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -167,7 +169,8 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "checks": [{"id": c.id, "title": c.title, "status": c.status, "message": c.message,
                         "evidence": [evidence_dict(e) for e in c.evidence],
                         "details": c.details} for c in host.checks],
-            "smoke": host.smoke, "analysis": host.analysis}
+            "smoke": host.smoke, "analysis": host.analysis,
+            **({"served": host.served} if host.served is not None else {})}
 
 
 class ResultsWriter:
@@ -217,7 +220,8 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
                       checks=[_check_from(c) for c in data.get("checks", [])],
-                      smoke=data.get("smoke"), analysis=data.get("analysis"))
+                      smoke=data.get("smoke"), analysis=data.get("analysis"),
+                      served=data.get("served"))
 
 
 class ResultsFileError(ValueError):

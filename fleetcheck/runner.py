@@ -21,6 +21,8 @@ from fleetcheck.checks.acceptance import FLEET_TITLE
 from fleetcheck.checks.acceptance import TITLE as SMOKE_TITLE
 from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
 from fleetcheck.checks.version import vllm_info
+from fleetcheck.checks.served import apply_served, drafter_checks, served_summary
+from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
@@ -55,6 +57,8 @@ class RunOptions:
     analysis_cache: str | None = None  # directory of the analysis cache; None: --no-cache
     # host name -> its expected build (expectations.resolve); empty: no build-expected check
     expected: dict[str, BuildExpectation] = field(default_factory=dict)
+    # host name -> the drafter it must serve (drafter_expectations.resolve_drafters)
+    drafters: dict[str, DrafterExpectation] = field(default_factory=dict)
 
 
 def now_iso() -> str:
@@ -74,6 +78,7 @@ def judge_host(playbook: Playbook, smoke: SmokeSettings | None, facts: Facts,
         checks.append(judge_build(mine, facts) if mine else
                       build_skipped("no expected build set for this host"))
     numbers = None
+    checks += drafter_checks(facts)  # what the servers serve (checks/served.py)
     if smoke is not None:
         smoke_check, numbers = judge_smoke(facts.smoke, smoke)
         checks.append(smoke_check)
@@ -185,6 +190,8 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
         plan["share_analysis"] = shared is not None
+        if host.name in options.drafters:  # resolved on the host even where no server runs
+            plan["served"]["drafters"] = [options.drafters[host.name].repo]
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
@@ -205,13 +212,15 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         return HostResult(name=name, address=host.address, groups=host.groups,
                           status=host_status(checks, None), error=None,
                           duration_s=round(time.monotonic() - started, 3),
-                          vllm=info, checks=checks, smoke=numbers, analysis=note)
+                          vllm=info, checks=checks, smoke=numbers, analysis=note,
+                          served=served_summary(facts))
     if shared is not None:
         shared.abandon(name)
     return failed_host(host, name, playbook, options, smoke, error, started)
 
 
-def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
+def add_fleet_checks(run: RunResult, playbook: Playbook,
+                     drafters: dict[str, DrafterExpectation] | None = None) -> None:
     """Checks that need every host: same_build within each expected group, acceptance
     against the fleet median. A bug in the acceptance comparison costs only the
     smoke-fleet verdicts, as an `error` check on the hosts it concerns. Results are
@@ -230,6 +239,13 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
                 if check.id == BUILD_CHECK_ID and host.error is None:
                     check.status, check.message = "error", problem
             host.status = host_status(host.checks, host.error)
+    try:  # served-config across each group; a bug here costs only these verdicts
+        run.hosts = apply_served(run.hosts, drafters)
+    except Exception as exc:
+        problem = internal_error(exc, "comparing what the fleet serves").message
+        run.hosts = [replace(h, checks=h.checks + [CheckResult(
+            id="served-config", title="served-config", status="error", message=problem)])
+            for h in run.hosts]
     numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
     if not numbers:
         return
@@ -409,5 +425,5 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
              "this host finished")
     if run.complete:
-        add_fleet_checks(run, playbook)
+        add_fleet_checks(run, playbook, options.drafters)
     return run

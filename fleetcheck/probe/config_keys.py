@@ -135,19 +135,21 @@ def config_reads(text, rel):
         for alt in alternatives:
             if alt not in entry["alternatives"]:
                 entry["alternatives"].append(alt)
-    by_key = {}  # one entry per key: where first read, required if any read has no default
+    stored = set(n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and
+                 isinstance(n.ctx, ast.Store) and terminal_name(n.value) in CONFIG_NAMES)
+    by_key = {}  # one entry per key: required when no read has a default and none assigns it
     for (key, line), entry in sorted(found.items(), key=lambda i: (i[0][1], i[0][0])):
         if (key, line) in inside_default and not entry["alternatives"]:
             continue
         first = by_key.get(key)
         if first is None:
-            entry["required"] = not entry.pop("default")
+            entry["required"] = not entry.pop("default") and key not in stored
             entry["reads"] = 1
             by_key[key] = entry
             continue
         first["reads"] += 1
-        if not entry["default"] and not first["required"]:
-            first.update(required=True, line=entry["line"], text=entry["text"])
+        if entry["default"]:
+            first["required"] = False
         for alt in entry["alternatives"]:
             if alt not in first["alternatives"]:
                 first["alternatives"].append(alt)

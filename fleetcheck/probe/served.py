@@ -24,6 +24,14 @@ SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
+def parse_json(text):
+    """The json package, not jsonlite: files and command lines from the host may be
+    truncated or hostile, and its errors say where (imported only when a server or a
+    drafter is found)."""
+    import json
+    return json.loads(text)
+
+
 def flag_values(argv, names):
     """{flag: [values]} for `--flag value` and `--flag=value` (a flag given twice keeps
     both: argparse takes the last)."""
@@ -78,8 +86,8 @@ def server_settings(argv, index):
         text = flags["--speculative-config"][-1]
         out["spec_from"] = "--speculative-config"
         try:
-            spec = jsonlite.loads(text)
-        except ValueError as exc:
+            spec = parse_json(text)
+        except (ValueError, RecursionError) as exc:
             out["errors"].append("--speculative-config is not JSON (%s): %s"
                                  % (exc, text[:200]))
         if spec is not None and not isinstance(spec, dict):
@@ -161,7 +169,7 @@ def read_config(directory):
         out["error"] = str(exc)
         return out
     try:
-        parsed = jsonlite.loads(data.decode("utf-8"))
+        parsed = parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         out["error"] = "%s: not JSON (%s; %d bytes)" % (path, exc, len(data))
         return out

