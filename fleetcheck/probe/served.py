@@ -303,9 +303,10 @@ def served(plan):
             entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
+    serving = set(s.get("drafter") for s in out["servers"])
     for name in options.get("drafters") or []:
-        spec, _, revision = name.partition("@")
-        out["named"].append(resolve_model(spec, env, None, None, revision or None))
+        if name not in serving:  # a server's own environment already resolved it
+            out["named"].append(resolve_model(name, env))
     return out
 
 

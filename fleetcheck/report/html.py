@@ -14,6 +14,7 @@ from fleetcheck.atomic_file import write_atomically
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
+from fleetcheck.report.served import served_lines
 from fleetcheck.results import HostResult, RunResult
 from fleetcheck.status import SYMBOLS
 from fleetcheck.text import visible_controls
@@ -90,7 +91,8 @@ def render_html(run: RunResult, path: str) -> None:
     check_ids = list(titles)
     html = environment().get_template("report.html.j2").render(
         run=run, summary=run.summary(), check_ids=check_ids, titles=titles,
-        drift=drift_groups(run), symbol=SYMBOLS, acceptance=acceptance_chart(run.hosts),
+        drift=drift_groups(run), symbol=SYMBOLS, served_lines=served_lines,
+        served_hosts=[h for h in run.hosts if h.served], acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         groups=sorted({g for h in run.hosts for g in h.groups}),
         inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),
