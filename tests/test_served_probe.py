@@ -1,0 +1,50 @@
+"""The probe's reading of a server's command line (probe/served.py): both speculative
+config forms, the positional model of `vllm serve`, served names and bind address, and
+a cut JSON config as a finding; the hub cache as huggingface_hub's constants choose it."""
+
+from __future__ import annotations
+
+import json
+
+from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+
+
+def test_the_json_form():
+    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model",
+            "Qwen/Qwen3.6-27B", "--served-model-name", "qwen", "qwen-27b", "--port", "8001",
+            "--speculative-config", json.dumps({"method": "dflash", "model": "z-lab/D",
+                                                "num_speculative_tokens": 15})]
+    got = server_settings(argv, None)
+    assert (got["target"], got["target_from"]) == ("Qwen/Qwen3.6-27B", "--model")
+    assert got["served_names"] == ["qwen", "qwen-27b"]
+    assert (got["method"], got["drafter"], got["num_speculative_tokens"]) == ("dflash", "z-lab/D", 15)
+    assert got["spec_from"] == "--speculative-config" and not got["errors"]
+
+
+def test_the_older_flags_and_vllm_serve_positional_model():
+    argv = ["/usr/bin/vllm", "serve", "Qwen/Qwen3-8B", "--speculative-model=z-lab/Qwen3-8B-DFlash",
+            "--num-speculative-tokens", "7", "--host", "0.0.0.0"]
+    got = server_settings(argv, 0)
+    assert (got["target"], got["target_from"]) == ("Qwen/Qwen3-8B", "vllm serve MODEL")
+    assert got["spec_from"] == "--speculative-model"
+    assert got["drafter"] == "z-lab/Qwen3-8B-DFlash" and got["num_speculative_tokens"] == 7
+    # no method given: vLLM detects dflash from the drafter's name, and so does the probe
+    assert got["method"] == "dflash" and "name" in got["method_from"]
+    assert got["bind"] == "0.0.0.0"
+
+
+def test_a_cut_speculative_config_is_a_finding_naming_the_flag():
+    got = server_settings(["vllm", "serve", "m", "--speculative-config", '{"method": "dfl'], 0)
+    assert got["errors"] and got["errors"][0].startswith("--speculative-config is not JSON")
+    assert "drafter" not in got
+
+
+def test_hub_cache_precedence_as_huggingface_hub(tmp_path):
+    assert hub_cache({"HF_HUB_CACHE": "/a", "HF_HOME": "/b"}) == ("/a", "HF_HUB_CACHE")
+    assert hub_cache({"HF_HOME": "/b"}) == ("/b/hub", "HF_HOME")
+    assert hub_cache({"HOME": "/home/u"}) == ("/home/u/.cache/huggingface/hub",
+                                              "~/.cache/huggingface/hub")
+    assert hub_cache({"HF_HUB_CACHE": "/a"}, "/dl") == ("/dl", "--download-dir")
+    missing = resolve_model("org/none", {"HF_HUB_CACHE": str(tmp_path)})
+    assert missing["absent"] and "would download it" in missing["error"]
+    assert resolve_model("not a/hub id", {})["kind"] == "unknown"
