@@ -17,6 +17,7 @@ import drafter_trees
 import real_vllm
 from drafter_trees import USE_SWA, ZLAB, variant
 from fleetcheck.checks.served import drafter_checks
+from fleetcheck.facts_decoder import decode_facts
 from fleetcheck.inventory import Host
 from fleetcheck.lab.local_probe import probe_answer
 from fleetcheck.wire_protocol import decode_answer
@@ -66,6 +67,9 @@ def judged(tmp_path_factory):
     finally:
         os.environ.pop("HF_HUB_CACHE") if old is None else os.environ.update(HF_HUB_CACHE=old)
     facts = decode_answer(answer, host)
+    unknown: list = []  # every served fact the probe sent is described in facts.py
+    decode_facts(json.loads(answer.stdout), unknown=unknown)
+    assert unknown == []
     places = {}
     for model in facts.served.named:
         name = next((n for n, d in dirs.items() if d == model.spec), model.spec)

@@ -48,3 +48,47 @@ def test_hub_cache_precedence_as_huggingface_hub(tmp_path):
     missing = resolve_model("org/none", {"HF_HUB_CACHE": str(tmp_path)})
     assert missing["absent"] and "would download it" in missing["error"]
     assert resolve_model("not a/hub id", {})["kind"] == "unknown"
+
+
+def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
+    """A server of root's, probed as nobody (sudo): its command line is world-readable,
+    its environment is not, and the finding names the file."""
+    import os
+    import subprocess
+    import time
+
+    import drafter_trees
+    from fleetcheck.checks.served import served_summary
+    from fleetcheck.facts_decoder import decode_facts
+    from fleetcheck.report.served import server_words
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "DFlash"), drafter_trees.ZLAB)
+    os.chmod(str(tmp_path), 0o755)
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    port = free_loopback_port()
+    server = subprocess.Popen([script, "serve", drafter, "--port", str(port),
+                               "--speculative-config", json.dumps({"model": drafter})],
+                              env=dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="1"))
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", become=True,
+                    become_user="nobody", python="/usr/bin/python3")
+        answer = probe_answer(host, [])
+        facts = decode_answer(answer, host)
+    finally:
+        server.kill()
+        server.wait()
+    (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+    assert mine.env == {} and "Permission denied" in mine.environ_error
+    assert "/proc/%d/environ" % server.pid in mine.environ_error
+    assert mine.drafter == drafter and mine.method == "dflash"  # the command line still reads
+    unknown: list = []  # the served facts sent are all described in facts.py
+    decode_facts(json.loads(answer.stdout), unknown=unknown)
+    assert unknown == []
+    # every output says so, next to what the command line shows
+    (entry,) = [e for e in served_summary(facts) if e.get("pid") == server.pid]
+    assert "Permission denied" in server_words(entry) and drafter in server_words(entry)
