@@ -54,6 +54,12 @@ def judged(tmp_path_factory):
     huge = drafter_trees.write_model_dir(str(root / "huge"), b"{}")
     os.truncate(os.path.join(huge, "config.json"), 50 * 1024 * 1024)  # 50 MB, sparse
     dirs["huge"] = huge
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"d": deep}
+    odd = dict(ZLAB, x_nan=float("nan"), x_deep=deep, x_long="a" * 100000)
+    dirs["odd-values"] = drafter_trees.write_model_dir(str(root / "odd-values"),
+                                                       json.dumps(odd).encode())
     loop = drafter_trees.add_to_hub_cache(cache, "org/looped", {"config.json": b"{}"})
     link = os.path.join(cache, "models--org--looped", "snapshots", loop, "config.json")
     os.unlink(link)
@@ -187,6 +193,18 @@ def test_bad_configs_are_findings_naming_the_file(judged, name, words):
         (model.repo_dir and model.repo_dir in check.message) or model.spec in check.message
     # nothing else was lost: the fix checks' facts are all there
     assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
+
+
+def test_odd_values_in_a_config_never_cost_the_hosts_answer(judged):
+    """NaN, 40 levels of nesting and a 100 KB string: bounded on the host, so the facts
+    still decode and the drafter is judged on its keys."""
+    facts, places, *_ = judged
+    data = places["odd-values"].config.data
+    assert data["x_nan"] == "nan" and data["x_long"].endswith("...")
+    assert len(data["x_long"]) < 5000
+    checks = verdicts(facts, places["odd-values"])
+    assert checks["drafter-config"].status == "pass", checks["drafter-config"]
+    assert checks["drafter-loaded"].status == "pass", checks["drafter-loaded"]
 
 
 def test_a_loader_that_cannot_run_is_a_skip_that_says_why(tmp_path, real_venvs):

@@ -46,6 +46,7 @@ def load_configs(interpreter, site, directories, timeout):
     """{dir: {config, cls} or {error, stage}}, and a note for the whole child."""
     import subprocess  # only when a drafter is found and time is left
     from fleetcheck.probe import jsonlite
+    from fleetcheck.probe.served import bounded
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
            "configs": {}}
     if timeout <= 1:
@@ -78,6 +79,8 @@ def load_configs(interpreter, site, directories, timeout):
         if not isinstance(item, dict):
             continue
         if "dir" in item:
+            if "config" in item:
+                item["config"] = bounded(item["config"])
             out["configs"][item.pop("dir")] = item
         elif item.get("error"):
             out["error"], out["stage"] = item["error"], item.get("stage")

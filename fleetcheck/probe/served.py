@@ -24,6 +24,29 @@ SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
+MAX_VALUE_TEXT = 4096
+MAX_VALUE_DEPTH = 8
+MAX_VALUE_ITEMS = 4096
+
+
+def bounded(value, depth=0):
+    """A config value as it may travel in the facts: text cut to 4096 characters,
+    nesting cut at 8 levels, at most 4096 entries per list or map, non-finite numbers as
+    text (the decoder refuses NaN, and a host's whole answer with it)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_VALUE_TEXT else value[:MAX_VALUE_TEXT] + "..."
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, (dict, list)) and depth >= MAX_VALUE_DEPTH:
+        return "(nested deeper than %d levels)" % MAX_VALUE_DEPTH
+    if isinstance(value, dict):
+        return dict((bounded(str(k)), bounded(v, depth + 1))
+                    for k, v in list(value.items())[:MAX_VALUE_ITEMS])
+    if isinstance(value, list):
+        return [bounded(v, depth + 1) for v in value[:MAX_VALUE_ITEMS]]
+    return value
+
+
 def parse_json(text):
     """The json package, not jsonlite: files and command lines from the host may be
     truncated or hostile, and its errors say where (imported only when a server or a
@@ -179,7 +202,7 @@ def read_config(directory):
     if not isinstance(parsed, dict):
         out["error"] = "%s: JSON but not an object" % path
         return out
-    out["data"] = parsed
+    out["data"] = bounded(parsed)
     return out
 
 
