@@ -137,6 +137,26 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
 
     # every output shows what is served
     assert caches["gpu3"][1][:12] in run.html and "Served" in run.html
-    assert "served-config" in junit.read_text()
+    assert "served: pid" in junit.read_text() and caches["gpu3"][1][:12] in junit.read_text()
     assert "gpu3" in run.stdout and "z-lab/Qwen3.6-27B-DFlash@" in run.stdout
     assert run.code == 1
+
+
+def test_diff_names_a_host_whose_served_drafter_changed():
+    """`fleetcheck diff`: another drafter revision on a host is a change it names."""
+    from dataclasses import replace
+
+    from fleetcheck.report.diff import diff_runs, diff_text
+    from results_factory import make_run
+
+    def served(revision: str) -> list:
+        return [{"pid": 5, "port": 8000, "serving": True, "target": {"spec": TARGET},
+                 "drafter": {"spec": DRAFTER, "revision": revision}}]
+
+    old, new = make_run(2, hostile=False), make_run(2, hostile=False)
+    old.hosts = [replace(h, served=served("a" * 40)) for h in old.hosts]
+    new.hosts = [replace(h, served=served("a" * 40 if i == 0 else "b" * 40))
+                 for i, h in enumerate(new.hosts)]
+    text = "\n".join(diff_text(diff_runs(old, new)))
+    assert "served drafters: %s@%s -> %s@%s" % (DRAFTER, "a" * 12, DRAFTER, "b" * 12) in text
+    assert text.count("served drafters") == 1
