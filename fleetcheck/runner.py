@@ -243,9 +243,11 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
         run.hosts = apply_served(run.hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
-        run.hosts = [replace(h, checks=h.checks + [CheckResult(
-            id="served-config", title="served-config", status="error", message=problem)])
-            for h in run.hosts]
+        failed = CheckResult(id="served-config", title="served-config", status="error",
+                             message=problem)
+        run.hosts = [replace(h, checks=h.checks + [failed],
+                             status=host_status(h.checks + [failed], h.error))
+                     for h in run.hosts]
     numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
     if not numbers:
         return

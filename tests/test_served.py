@@ -67,7 +67,9 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
     fleet.start()
     caches = {}
     for index, host in enumerate(hosts):
-        config = ZLAB if host.name != "gpu3" else variant(ZLAB, block_size=8)  # a new revision
+        # gpu3: a new revision of the drafter, made for another target
+        config = ZLAB if host.name != "gpu3" else variant(ZLAB, block_size=8,
+                                                          num_target_layers=40)
         caches[host.name] = hub(tmp_path, "hub-" + host.name, config)
     ports = {}
     for host in hosts:
@@ -123,6 +125,10 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
     assert "at revision %s, expected %s" % (caches["gpu3"][1][:12], caches["gpu1"][1][:10]) \
         in off["message"]
     assert off["details"]["differing"] == ["gpu3"]
+    other_target = run.check("gpu3", "drafter-config")
+    assert other_target["status"] == "fail"
+    assert "num_target_layers 40, but target org/tiny-target has 52 layers" in \
+        other_target["message"]
     assert run.check("gpu1", "served-config")["details"]["expected"]["repo"] == DRAFTER
 
     # gpu2: the cut --speculative-config is a finding naming it; nothing else lost
