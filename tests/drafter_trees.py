@@ -109,8 +109,9 @@ print(json.dumps({"warnings": [str(w) for w in info.warnings],
 
 SERVER_SHAPED = '''#!/usr/bin/python3
 """A process shaped like `vllm serve MODEL --port N --speculative-config JSON ...` that
-answers /v1/models and /version as vLLM does (no model loaded)."""
-import json, sys
+answers /v1/models and /version as vLLM does (no model loaded; the version it claims
+from SHAPED_VERSION)."""
+import json, os, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 argv = sys.argv[1:]
 model = argv[1]
@@ -119,7 +120,7 @@ names = [argv[argv.index("--served-model-name") + 1]] if "--served-model-name" i
     else [model]
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
-        body = {"/version": {"version": "0.32.0"},
+        body = {"/version": {"version": os.environ.get("SHAPED_VERSION", "0.32.0")},
                 "/v1/models": {"object": "list", "data": [
                     {"id": n, "object": "model", "root": model} for n in names]}}.get(self.path)
         data = json.dumps(body).encode()
