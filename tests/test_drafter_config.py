@@ -221,3 +221,53 @@ def test_a_loader_that_cannot_run_is_a_skip_that_says_why(tmp_path, real_venvs):
     static = checks["drafter-config"]
     assert static.status == "fail"
     assert "this install reads no window key" in static.message
+
+
+def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, real_venvs):
+    """0.33.0 as released leaves the runner to vLLM (a warning for a mixed drafter whose
+    server sets nothing); the same code with envs.py defaulting to "0" (as 0.26-0.28 did)
+    fails it, naming the line; an explicit VLLM_USE_V2_MODEL_RUNNER=1 passes either way."""
+    import time
+
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from probe_helpers import edited_copy
+
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "mixed-DFlash"), ZLAB)
+    target = drafter_trees.write_model_dir(str(tmp_path / "target"), {
+        "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 52})
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    v1_default = edited_copy(real_venvs["0.33.0"], str(tmp_path / "v1-default"), {
+        "vllm/envs.py": [('os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)',
+                          'os.getenv("VLLM_USE_V2_MODEL_RUNNER", "0")')]})
+    servers = {}
+    for label, env in (("unset", {}), ("v2", {"VLLM_USE_V2_MODEL_RUNNER": "1"})):
+        servers[label] = subprocess.Popen(
+            [script, "serve", target, "--port", str(free_loopback_port()),
+             "--speculative-config", json.dumps({"method": "dflash", "model": drafter})],
+            env=dict({k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"},
+                     **env))
+    try:
+        time.sleep(0.5)
+        results = {}
+        for name, venv in (("released", real_venvs["0.33.0"]), ("v1-default", v1_default)):
+            host = Host(name="local", address="local", connection="local", venv=venv)
+            facts = decode_answer(probe_answer(host), host)
+            for label, server in servers.items():
+                (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+                one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
+                results[name, label] = {c.id: c for c in drafter_checks(one)}["drafter-config"]
+                default = facts.served.code.v2_default
+            assert default.default == (None if name == "released" else "0")
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+    assert results["released", "unset"].status == "warn", results["released", "unset"]
+    assert "leaves VLLM_USE_V2_MODEL_RUNNER unset" in results["released", "unset"].message
+    failed = results["v1-default", "unset"]
+    assert failed.status == "fail", failed
+    assert "this install defaults to '0': relaunch with VLLM_USE_V2_MODEL_RUNNER=1" in \
+        failed.message
+    assert any(e.file == "vllm/envs.py" and e.line for e in failed.evidence)
+    for name in ("released", "v1-default"):
+        assert results[name, "v2"].status == "pass", results[name, "v2"]
