@@ -83,3 +83,31 @@ def test_a_bad_expect_drafter_is_exit_2_before_any_host(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "command line: field '--expect-drafter'" in proc.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_probe_bundle_resolves_the_playbooks_drafter_where_no_server_runs(tmp_path):
+    """probe-bundle carries the playbook's expect.drafter in its plan, so `judge` can
+    say on a node without a server that the drafter is not there."""
+    packaged = yaml.safe_load(open(load_playbook().source))
+    packaged["expect"] = {"drafter": "z-lab/not-on-this-node"}
+    playbook = tmp_path / "p.yaml"
+    playbook.write_text(yaml.safe_dump(packaged))
+    env = dict(os.environ, PYTHONPATH=ROOT, HF_HUB_CACHE=str(tmp_path / "empty-hub"))
+    script = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle", "--playbook",
+                             str(playbook)], capture_output=True, text=True, check=True,
+                            env=env).stdout
+    (tmp_path / "probe.py").write_text(script)
+    facts = subprocess.run([sys.executable, str(tmp_path / "probe.py"), "--host", "node1"],
+                           capture_output=True, text=True, check=True, env=env).stdout
+    (tmp_path / "node1.json").write_text(facts)
+    out = tmp_path / "out.json"
+    subprocess.run([sys.executable, "-m", "fleetcheck", "judge", str(tmp_path / "node1.json"),
+                    "--playbook", str(playbook), "--json", str(out), "--html",
+                    str(tmp_path / "out.html")], capture_output=True, text=True, env=env,
+                   cwd=str(tmp_path))
+    import json
+    host = json.loads(out.read_text())["hosts"][0]
+    check = next(c for c in host["checks"] if c["id"] == "drafter-config")
+    assert check["status"] == "fail", check
+    assert "z-lab/not-on-this-node is not in the hub cache %s" % (tmp_path / "empty-hub") \
+        in check["message"]
