@@ -92,3 +92,19 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     # every output says so, next to what the command line shows
     (entry,) = [e for e in served_summary(facts) if e.get("pid") == server.pid]
     assert "Permission denied" in server_words(entry) and drafter in server_words(entry)
+
+
+def test_a_bug_in_the_served_facts_costs_only_them(tmp_path, real_venvs):
+    """A plan the served code cannot take (drafters not a list) raises inside the probe:
+    the host still answers with every other fact, and drafter-config says why it erred."""
+    from fleetcheck.checks.served import drafter_checks
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.wire_protocol import decode_answer
+
+    host = Host(name="local", address="local", connection="local", venv=real_venvs["0.33.0"])
+    facts = decode_answer(probe_answer(host, served={"drafters": 5}), host)
+    assert facts.served.error.startswith("TypeError")
+    assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
+    (check,) = drafter_checks(facts)
+    assert check.status == "error" and "TypeError" in check.message

@@ -429,6 +429,10 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     """drafter-config and drafter-loaded, when the host serves or is expected to serve a
     DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
     served = facts.served
+    if served is not None and served.error:
+        return [CheckResult(id=DRAFTER_ID, title=DRAFTER_TITLE, status="error",
+                            message="the probe could not read what the servers serve: %s"
+                            % served.error)]
     drafters = drafters_of(facts)
     if served is None or not drafters:
         return []

@@ -48,7 +48,11 @@ def probe(plan, ask=None):
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline)
     if plan.get("served") is not None:
-        facts["served"] = gather_served(plan, install, code_root, deadline)
+        try:
+            facts["served"] = gather_served(plan, install, code_root, deadline)
+        except Exception as exc:  # a bug here must not cost the host's other facts
+            facts["served"] = {"servers": [], "named": [],
+                               "error": "%s: %s" % (type(exc).__name__, exc)}
     if plan.get("smoke"):
         from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
