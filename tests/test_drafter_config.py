@@ -239,10 +239,11 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
     v1_default = edited_copy(real_venvs["0.33.0"], str(tmp_path / "v1-default"), {
         "vllm/envs.py": [('os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)',
                           'os.getenv("VLLM_USE_V2_MODEL_RUNNER", "0")')]})
-    servers = {}
+    servers, ports = {}, {}
     for label, env in (("unset", {}), ("v2", {"VLLM_USE_V2_MODEL_RUNNER": "1"})):
+        ports[label] = free_loopback_port()
         servers[label] = subprocess.Popen(
-            [script, "serve", target, "--port", str(free_loopback_port()),
+            [script, "serve", target, "--port", str(ports[label]),
              "--speculative-config", json.dumps({"method": "dflash", "model": drafter})],
             env=dict({k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"},
                      **env))
@@ -250,9 +251,11 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
         time.sleep(0.5)
         results = {}
         for name, venv in (("released", real_venvs["0.33.0"]), ("v1-default", v1_default)):
-            host = Host(name="local", address="local", connection="local", venv=venv)
-            facts = decode_answer(probe_answer(host), host)
             for label, server in servers.items():
+                # each server is judged as the one on the host's vllm_url port
+                host = Host(name="local", address="local", connection="local", venv=venv,
+                            vllm_url="http://127.0.0.1:%d" % ports[label])
+                facts = decode_answer(probe_answer(host), host)
                 (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
                 one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
                 results[name, label] = {c.id: c for c in drafter_checks(one)}["drafter-config"]

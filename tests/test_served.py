@@ -42,11 +42,14 @@ def hub(root, name: str, drafter_config: dict) -> tuple[str, str]:
     return cache, commit
 
 
-def serve(fleet, host, script: str, cache: str, port: int, spec_config: str,
+def serve(fleet, host, python: str, script: str, cache: str, port: int, spec_config: str,
           env: str = "") -> None:
-    fleet.spawn_on(host, "exec env HF_HUB_CACHE=%s %s %s serve %s --port %d "
+    """A server-shaped process under `python`: the checked venv's, so it reads as a server
+    of the checked install, or another interpreter's (another install)."""
+    fleet.spawn_on(host, "exec env HF_HUB_CACHE=%s %s %s %s serve %s --port %d "
                    "--served-model-name tiny --speculative-config %s" % (
-                       shlex.quote(cache), env, script, TARGET, port, shlex.quote(spec_config)))
+                       shlex.quote(cache), env, python, script, TARGET, port,
+                       shlex.quote(spec_config)))
 
 
 def wait_answering(port: int, timeout: float = 20.0) -> None:
@@ -72,15 +75,19 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
                                                           num_target_layers=40)
         caches[host.name] = hub(tmp_path, "hub-" + host.name, config)
     ports = {}
+    python = os.path.join(venv, "bin", "python")
     for host in hosts:
         ports[host.name] = free_loopback_port()
-        serve(fleet, host, script, caches[host.name][0], ports[host.name], spec(DRAFTER))
+        serve(fleet, host, python, script, caches[host.name][0], ports[host.name], spec(DRAFTER))
     second = free_loopback_port()  # gpu1: a second server, another (mixed) drafter, V1 runner
-    serve(fleet, hosts[0], script, caches["gpu1"][0], second, spec(MIXED, 7),
+    serve(fleet, hosts[0], python, script, caches["gpu1"][0], second, spec(MIXED, 7),
           "VLLM_USE_V2_MODEL_RUNNER=0 SHAPED_VERSION=0.31.0")  # and says it is another vLLM
     broken = free_loopback_port()  # gpu2: a command line whose JSON is cut
-    serve(fleet, hosts[1], script, caches["gpu2"][0], broken, spec(DRAFTER)[:30])
-    for port in list(ports.values()) + [second, broken]:
+    serve(fleet, hosts[1], python, script, caches["gpu2"][0], broken, spec(DRAFTER)[:30])
+    foreign = free_loopback_port()  # gpu3: another install's server, on another port
+    serve(fleet, hosts[2], "/usr/bin/python3", script, caches["gpu3"][0], foreign,
+          spec(MIXED, 3), "VLLM_USE_V2_MODEL_RUNNER=0")
+    for port in list(ports.values()) + [second, broken, foreign]:
         wait_answering(port)
     inventory = {"all": {"hosts": {
         name: dict(entry, venv=venv, vllm_url="http://127.0.0.1:%d" % ports[name])
@@ -129,7 +136,12 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
     assert "at revision %s, expected %s" % (caches["gpu3"][1][:12], caches["gpu1"][1][:10]) \
         in off["message"]
     assert off["details"]["differing"] == ["gpu3"]
+    # another install's server on another port is named, not judged (install-running's rule)
+    (named,) = [s for s in run.host("gpu3")["served"] if s.get("port") == foreign]
+    assert named["judged"] is False and named["drafter"]["spec"] == MIXED
+    assert "another install's server: named, not judged" in run.stdout
     other_target = run.check("gpu3", "drafter-config")
+    assert "mixed" not in other_target["message"]
     assert other_target["status"] == "fail"
     assert "num_target_layers 40, but target org/tiny-target has 52 layers" in \
         other_target["message"]

@@ -397,12 +397,28 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                     "config lacks" % (name, key), read_line(code, key))
 
 
+def judged_pids(facts: Facts) -> set[int]:
+    """The servers judged against the checked install's code: those running it (their
+    site dirs hold it) and the one on the host's vllm_url port, whatever it runs. As for
+    install-running, servers of other installs on other ports are named, not judged:
+    another install's code reads its drafter its own way."""
+    install = facts.install
+    site = install.site_real if install.site_real is not None else install.site_packages
+    port = facts.servers.serving_port
+    return {s.pid for s in facts.servers.servers
+            if (site and site in (s.real_site_dirs or s.site_dirs)) or
+            (port is not None and s.port == port)}
+
+
 def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], bool]]:
-    """Each DFlash drafter (by directory or name), the servers serving it, and whether
-    only an expectation named it."""
+    """Each DFlash drafter (by directory or name), the judged servers serving it, and
+    whether only an expectation named it."""
     served = facts.served
+    judged = judged_pids(facts)
     found: dict[str, tuple[ModelPlace, list[ServedProcess], bool]] = {}
     for server in served.servers if served else []:
+        if server.pid not in judged:
+            continue
         model = server.drafter_model
         if model is None or (server.method or "").lower() != "dflash":
             continue
@@ -421,7 +437,9 @@ def served_summary(facts: Facts) -> list[dict[str, Any]] | None:
     if served is None:
         return None
     port = facts.servers.serving_port
-    return [server_summary(s, facts, port) for s in served.servers] + \
+    judged = judged_pids(facts)
+    return [dict(server_summary(s, facts, port), judged=s.pid in judged)
+            for s in served.servers] + \
         [model_summary(m, named=True) for m in served.named]
 
 
@@ -509,7 +527,7 @@ def key_label(key: tuple[Any, ...]) -> str:
 def host_key(host: HostResult) -> tuple[Any, ...] | None:
     """The served config the group compares: the server on the host's vllm_url port,
     else the one server; several servers and none on that port compare as one set."""
-    servers = [s for s in host.served or [] if not s.get("named_by_expectation")]
+    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
     if not servers:
         return None
     serving = [s for s in servers if s.get("serving")]
@@ -525,8 +543,8 @@ def apply_served(hosts: list[HostResult],
     hosts that have none (new results: the results writer's cache)."""
     expected = expected or {}
     wanted = bool(expected) or any(c.id in IDS for h in hosts for c in h.checks) or \
-        any(host_key(h) is not None and any(s.get("drafter") for s in h.served or [])
-            for h in hosts)
+        any(host_key(h) is not None and any(s.get("drafter") and s.get("judged", True)
+                                            for s in h.served or []) for h in hosts)
     if not wanted:
         return hosts
     groups: dict[str, list[HostResult]] = {}
@@ -567,6 +585,9 @@ def host_skip_reason(host: HostResult) -> str:
         return "not run: %s (%s)" % (host.error.kind, host.error.message)
     if not host.served:
         return "no vLLM server runs on this host"
+    if not any(s.get("judged", True) for s in host.served if "pid" in s) and \
+            all("pid" in s for s in host.served):
+        return "only servers of other installs, on other ports than vllm_url's (not judged)"
     return "no DFlash drafter served or expected on this host"
 
 
@@ -593,7 +614,7 @@ def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
                     "%s; the majority serves %s; hosts off it: %s" % (
                         group, ", ".join(diff), describe(mine), describe(majority),
                         ", ".join(differing)))
-    servers = [s for s in host.served or [] if not s.get("named_by_expectation")]
+    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
     if expectation is not None:
         for server in servers:
             if server.get("serving") or len(servers) == 1:

@@ -32,8 +32,10 @@ def model_words(model: dict[str, Any] | None) -> str:
 def server_words(entry: dict[str, Any]) -> str:
     if "pid" not in entry:
         return "expected drafter %s: no server serves it here" % model_words(entry)
-    parts = ["pid %s port %s%s" % (entry.get("pid"), entry.get("port"),
-                                   " (vllm_url)" if entry.get("serving") else "")]
+    parts = ["pid %s port %s%s%s" % (entry.get("pid"), entry.get("port"),
+                                     " (vllm_url)" if entry.get("serving") else "",
+                                     "" if entry.get("judged", True) else
+                                     " (another install's server: named, not judged)")]
     if entry.get("served_names"):
         parts.append("served as " + ", ".join(map(str, entry["served_names"])))
     parts.append("target " + model_words(entry.get("target")))
