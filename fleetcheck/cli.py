@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from fleetcheck import __version__
 from fleetcheck.descriptors import shortfall
 from fleetcheck.input_error import InputError
+from fleetcheck.drafter_expectations import resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
@@ -155,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--expect-same-build", action="store_true",
                      help="hosts expected on one build must hold the same (version, commit, "
                           "RECORD sha256)")
+    run.add_argument("--expect-drafter", metavar="REPO[@REV]",
+                     help="the DFlash drafter every server must serve, optionally at a "
+                          "snapshot sha prefix (overrides playbook expect.drafter and "
+                          "fleetcheck_expect_drafter)")
 
     report = sub.add_parser("report", help="re-render (and merge) saved results")
     report.add_argument("results", nargs="+", help="results JSON file(s); several are merged")
@@ -223,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--expect-version", metavar="SPEC", help="as for run")
     judge.add_argument("--expect-commit", metavar="PREFIX", help="as for run")
     judge.add_argument("--expect-same-build", action="store_true", help="as for run")
+    judge.add_argument("--expect-drafter", metavar="REPO[@REV]", help="as for run")
     return parser
 
 
@@ -346,7 +352,9 @@ def command_run(args: argparse.Namespace) -> int:
     options = RunOptions(settings=settings, parallel=args.parallel, timeout=args.timeout,
                          smoke=args.smoke, share_analysis=not args.no_shared_analysis,
                          analysis_cache=None if args.no_cache else cache_directory(),
-                         expected=expected)
+                         expected=expected,
+                         drafters=resolve_drafters(hosts, playbook.expect_drafter,
+                                                   args.expect_drafter, args.inventory))
     outputs = outputs_for(args)
     prove_smoke_templates(hosts, playbook, options)
     short = shortfall(args.parallel, len(hosts))
@@ -505,7 +513,7 @@ def command_judge(args: argparse.Namespace) -> int:
     from fleetcheck.judge import judge_facts
     playbook = tuned_playbook(args)
     run = judge_facts(args.facts, playbook, CommandLine(
-        args.expect_version, args.expect_commit, args.expect_same_build))
+        args.expect_version, args.expect_commit, args.expect_same_build, args.expect_drafter))
     outputs = outputs_for(args)
     failed = write_outputs(run, ResultsWriter(outputs.json), outputs, verbose=args.verbose)
     said_where(outputs)

@@ -110,10 +110,10 @@ def playbook_expectation(raw: Any, source: str) -> BuildExpectation:
     if not isinstance(raw, dict):
         raise InputError(source, "expect", None, "must be a mapping with version, commit, "
                          "same_build")
-    for key in raw:
-        if key not in PLAYBOOK_KEYS:
+    for key in raw:  # `drafter` is drafter_expectations.py's
+        if key not in PLAYBOOK_KEYS + ("drafter",):
             raise InputError(source, "expect", str(key), "unknown key; accepted: %s"
-                             % ", ".join(PLAYBOOK_KEYS))
+                             % ", ".join(PLAYBOOK_KEYS + ("drafter",)))
     where = "playbook %s: expect." % source
     version = commit = same = None
     if raw.get("version") is not None:
@@ -136,6 +136,7 @@ class CommandLine:
     version: str | None = None
     commit: str | None = None
     same_build: bool = False
+    drafter: str | None = None  # --expect-drafter, resolved by drafter_expectations.py
 
 
 def resolve(hosts: list[Any], playbook: BuildExpectation, cli: CommandLine,

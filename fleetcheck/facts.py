@@ -353,6 +353,135 @@ class Servers:
     serving_port: int | None
 
 
+# --- what the servers serve (probe/served.py, config_keys.py, config_loader.py) -------
+
+@facts_class
+class ConfigFile:
+    """A model's config.json: its parsed object as the host's file holds it, or why not."""
+    path: str | None
+    error: str | None
+    data: Any
+
+
+@facts_class
+class ModelPlace:
+    """A model named on a command line (or by an expectation), found on the host."""
+    spec: str | None
+    kind: str | None  # path | hub | unknown
+    dir: str | None
+    error: str | None
+    absent: bool | None
+    cache: str | None
+    cache_from: str | None
+    repo_dir: str | None
+    revision: str | None
+    revision_from: str | None
+    config: ConfigFile | None
+
+
+@facts_class
+class HttpModel:
+    id: str | None
+    root: str | None
+
+
+@facts_class
+class HttpWitness:
+    """/v1/models and /version as the server reports itself."""
+    url: str | None
+    error: str | None
+    models: list[HttpModel]
+    version: str | None
+
+
+@facts_class
+class ServedProcess:
+    """One server's command line and environment, and its models found on the host."""
+    pid: int = fact(required=True)
+    served_names: list[str]
+    errors: list[str]
+    target: str | None
+    target_from: str | None
+    revision: str | None
+    bind: str | None
+    download_dir: str | None
+    spec_from: str | None
+    method: str | None
+    method_from: str | None
+    drafter: str | None
+    drafter_revision: str | None
+    num_speculative_tokens: Any
+    env: dict[str, str]
+    environ_error: str | None
+    port: int | None
+    target_model: ModelPlace | None
+    drafter_model: ModelPlace | None
+    http: HttpWitness | None
+
+
+@facts_class
+class ConfigRead:
+    """A drafter config key the install's DFlash module reads (config_keys.py)."""
+    key: str = fact(required=True)
+    line: int | None
+    file: str | None
+    text: str | None
+    alternatives: list[str]
+    required: bool | None
+    reads: int | None
+
+
+@facts_class
+class CodeLine:
+    file: str | None
+    line: int | None
+    text: str | None
+    error: str | None
+    default: str | None
+
+
+@facts_class
+class ConfigCode:
+    error: str | None
+    module: str | None
+    registry_line: int | None
+    reads: list[ConfigRead]
+    architectures: list[str]
+    v2_required: CodeLine | None
+    v2_default: CodeLine | None
+
+
+@facts_class
+class LoadedConfig:
+    """One drafter's config as the install's loader returned it (to_dict), or why not."""
+    config: Any
+    cls: str | None
+    transformers: str | None
+    error: str | None
+    stage: str | None
+
+
+@facts_class
+class ConfigLoad:
+    interpreter: str | None
+    loader: str | None
+    timeout_s: float | None
+    error: str | None
+    stage: str | None
+    timed_out: bool | None
+    elapsed_s: float | None
+    configs: dict[str, LoadedConfig]
+
+
+@facts_class
+class Served:
+    servers: list[ServedProcess]
+    named: list[ModelPlace]
+    code: ConfigCode | None
+    loaded: ConfigLoad | None
+    error: str | None
+
+
 @facts_class
 class Bundle:
     """Set by a probe-bundle script (bundle.py)."""
@@ -376,6 +505,7 @@ class Facts:
     integrity: Integrity | None
     smoke: Smoke | None
     servers: Servers
+    served: Served | None
     record_sha256: str | None
     host: str | None
     bundle: Bundle | None

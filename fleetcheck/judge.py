@@ -18,6 +18,8 @@ from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
+from fleetcheck.checks.served import served_summary
+from fleetcheck.drafter_expectations import resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -142,6 +144,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
     error = None
     info = None
     checks = []
+    served = None
     try:
         if answer.unreachable is not None:
             raise TransportError("unreachable", answer.unreachable)
@@ -149,6 +152,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
                               host, plan.required_facts())
         inject("judge", host.name)  # the test-only fault hook, as in `run`
         info, checks, _ = plan.judge(facts, expected.get(host.name))
+        served = served_summary(facts)
     except TransportError as exc:
         error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
     except MissingFacts as exc:
@@ -161,7 +165,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
         info = None
     return HostResult(name=host.name, address=host.destination, groups=[],
                       status=host_status([] if error else checks, error), error=error,
-                      vllm=info, checks=checks)
+                      vllm=info, checks=checks, served=served)
 
 
 def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunResult:
@@ -171,11 +175,12 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     collected = collect(paths)
     hosts = [Host(name=a.name, address=a.name) for a in collected]
     expected = resolve(hosts, playbook.expect, cli, "facts")
+    drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, "facts")
     run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
                     playbook=playbook.source, fleetcheck_version=__version__)
     plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
     run.hosts = [judge_answer(answer, plan, expected) for answer in collected]
     run.complete = True
     run.finished_at = now_iso()
-    add_fleet_checks(run, playbook)
+    add_fleet_checks(run, playbook, drafters)
     return run

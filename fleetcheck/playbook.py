@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcheck.input_error import InputError
+from fleetcheck.drafter_expectations import DrafterExpectation, parse_drafter
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
@@ -79,6 +80,7 @@ class Playbook:
     integrity: IntegrityOptions = field(default_factory=IntegrityOptions)
     smoke: SmokeSettings = field(default_factory=SmokeSettings)
     expect: BuildExpectation = field(default_factory=BuildExpectation)
+    expect_drafter: DrafterExpectation | None = None  # expect: drafter:
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -266,7 +268,15 @@ def load_playbook(path: str | None = None) -> Playbook:
                     checks=checks, description=str(data.get("description") or ""),
                     integrity=_integrity(source, data.get("integrity")),
                     smoke=validate_smoke(source, None, data.get("smoke"), SmokeSettings()),
-                    expect=playbook_expectation(data.get("expect"), source))
+                    expect=playbook_expectation(data.get("expect"), source),
+                    expect_drafter=_expected_drafter(source, data.get("expect")))
+
+
+def _expected_drafter(source: str, raw: Any) -> DrafterExpectation | None:
+    if not isinstance(raw, dict) or raw.get("drafter") is None:
+        return None
+    return parse_drafter(raw["drafter"], source, "expect", "drafter",
+                         "playbook %s: expect.drafter" % source)
 
 
 def _integrity(source: str, raw: Any) -> IntegrityOptions:

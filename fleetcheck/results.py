@@ -95,6 +95,8 @@ class HostResult:
     # fleetcheck's own bugs that did not stop this host's checks (the shared analysis
     # failing on the controller): the host is judged, and its status is at least error
     internal_errors: list[HostError] = field(default_factory=list)
+    # what each running server serves (checks/served.py summaries); None: not looked at
+    served: list[dict[str, Any]] | None = None
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -191,7 +193,8 @@ def host_dict(host: HostResult) -> dict[str, Any]:
                         "details": c.details} for c in host.checks],
             "smoke": host.smoke, "analysis": host.analysis,
             "internal_errors": [{"kind": e.kind, "message": e.message}
-                                for e in host.internal_errors]}
+                                for e in host.internal_errors],
+            **({"served": host.served} if host.served is not None else {})}
 
 
 class ResultsWriter:
@@ -245,7 +248,8 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
                       checks=[_check_from(c) for c in data.get("checks", [])],
                       smoke=data.get("smoke"), analysis=data.get("analysis"),
-                      internal_errors=[HostError(**e) for e in data.get("internal_errors", [])])
+                      internal_errors=[HostError(**e) for e in data.get("internal_errors", [])],
+                      served=data.get("served"))
 
 
 class ResultsFileError(ValueError):

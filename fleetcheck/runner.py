@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
+from fleetcheck.checks.served import served_summary
+from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
@@ -43,6 +45,8 @@ class RunOptions:
     analysis_cache: str | None = None  # directory of the analysis cache; None: --no-cache
     # host name -> its expected build (expectations.resolve); empty: no build-expected check
     expected: dict[str, BuildExpectation] = field(default_factory=dict)
+    # host name -> the drafter it must serve (drafter_expectations.resolve_drafters)
+    drafters: dict[str, DrafterExpectation] = field(default_factory=dict)
 
 
 def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
@@ -140,6 +144,8 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
         plan["share_analysis"] = shared is not None
+        if host.name in options.drafters:  # resolved on the host even where no server runs
+            plan["served"]["drafters"] = [options.drafters[host.name].repo]
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]
@@ -165,7 +171,7 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
                           status=host_status(checks, None, bugs), error=None,
                           duration_s=round(time.monotonic() - started, 3),
                           vllm=info, checks=checks, smoke=numbers, analysis=note,
-                          internal_errors=bugs)
+                          internal_errors=bugs, served=served_summary(facts))
     if shared is None:
         return failed_host(host, name, playbook, options, smoke, error, started)
     shared.abandon(name)
@@ -326,5 +332,5 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
              "this host finished")
     if run.complete:
-        add_fleet_checks(run, playbook)
+        add_fleet_checks(run, playbook, options.drafters)
     return run

@@ -189,7 +189,8 @@ def host_plan(host: Host, signatures: list[dict[str, Any]],
     return {"venv": host.venv, "site_packages": host.site_packages,
             "interpreter": host.interpreter, "serving_port": serving_port(host.vllm_url),
             "signatures": signatures,
-            "integrity": integrity, "time_budget_s": time_budget_s}
+            "integrity": integrity, "time_budget_s": time_budget_s,
+            "served": {}}  # what the servers serve (probe/served.py); drafters added by the runner
 
 
 def serving_port(url: str) -> int:

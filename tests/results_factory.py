@@ -9,6 +9,7 @@ from fleetcheck.results import (NOT_RUN, CheckResult, Evidence, HostError, HostR
 HOSTILE_VERSION = '0.33.0"><script>window.pwned=1</script>'
 HOSTILE_PATH = "vllm/v1/<img src=x onerror=window.pwned=2>.py"
 HOSTILE_MESSAGE = "<iframe src=https://example.invalid/></iframe>"
+HOSTILE_SERVED = "org/<img src=x onerror=window.pwned=3>"  # a served name, model, drafter
 CHECKS = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop", "install-record",
           "install-leftovers", "install-metadata", "install-import", "install-in-progress",
           "smoke-acceptance"]
@@ -55,4 +56,10 @@ def make_run(hosts: int, hostile: bool = True, broken_every: int = 9) -> RunResu
         host.vllm.version = HOSTILE_VERSION
         host.checks[0].evidence = [Evidence(HOSTILE_PATH, 3, "x = 1  # <b>bold</b>")]
         host.checks[0].message = HOSTILE_MESSAGE
+        host.served = [{"pid": 7, "port": 8000, "serving": True, "served_names": [HOSTILE_SERVED],
+                        "target": {"spec": HOSTILE_SERVED}, "method": "dflash",
+                        "drafter": {"spec": HOSTILE_SERVED, "revision": "ab" * 20},
+                        "num_speculative_tokens": 15,
+                        "env": {"VLLM_USE_V2_MODEL_RUNNER": HOSTILE_SERVED},
+                        "notes": [HOSTILE_MESSAGE]}]
     return run

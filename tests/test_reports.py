@@ -17,7 +17,8 @@ from playwright.sync_api import sync_playwright
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
-from results_factory import HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_VERSION, make_run
+from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
+                             make_run)
 from probe_helpers import ENV
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -137,6 +138,7 @@ def test_hostile_strings_from_hosts_come_out_escaped(tmp_path, browser):
     assert page.locator("script").count() == 1  # fleetcheck's own
     text = page.text_content("body")  # closed <details> included
     assert HOSTILE_VERSION in text and HOSTILE_PATH in text and HOSTILE_MESSAGE in text
+    assert HOSTILE_SERVED in page.text_content("#served")  # the served panel, as text
     assert all(url.startswith("file://") for url in requests)
     page.close()
 

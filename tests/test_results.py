@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from fleetcheck.results import (SCHEMA_VERSION, CheckResult, Evidence, HostError,
+from fleetcheck.results import (NOT_RUN, SCHEMA_VERSION, CheckResult, Evidence, HostError,
                                 HostResult, RunResult, VllmInfo, dump_json, host_status,
                                 load_json, merge_runs)
 from results_factory import make_run
@@ -102,7 +102,12 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
     assert summary["hosts"] == 3
     assert summary["by_status"] == {"pass": 1, "fail": 0, "warn": 1, "error": 0,
                                     "unreachable": 1}
-    assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1}}
+    assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1,
+                                       "not_run": 0}}
+    never = host("d", "unreachable", HostError("unreachable", "refused"))
+    never.checks[0].details[NOT_RUN] = True  # as the check plan marks a host never judged
+    assert run_of(*hosts, never).summary()["checks"]["c"] == {
+        "pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1, "not_run": 1}
     assert summary["ready"] is False
     assert run_of(*hosts[:2]).summary()["ready"] is True
     assert run_of(*hosts[:2], complete=False).summary()["ready"] is False

@@ -21,7 +21,9 @@ from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity_check
+from fleetcheck.checks.served import SERVED_ID, SERVED_TITLE, apply_served, drafter_checks
 from fleetcheck.checks.version import vllm_info
+from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
@@ -134,7 +136,12 @@ class CheckPlan:
                 if getattr(facts, family) is None:
                     raise MissingFacts(family, check.id)
         judging = Judging(facts, expectation, smoke)
-        verdicts = [check.judge(judging) for check in self.checks if check.judge is not None]
+        verdicts = [check.judge(judging) for check in self.checks
+                    if check.judge is not None and check.id != SMOKE_CHECK_ID]
+        # what the servers serve: checks the fleet decides it has (apply_served pads the
+        # hosts that lack them once every host is in), before the smoke load's
+        verdicts += drafter_checks(facts)
+        verdicts += [check.judge(judging) for check in self.checks if check.id == SMOKE_CHECK_ID]
         numbers = judging.smoke_outcome[1] if smoke is not None else None
         return judging.info, verdicts, numbers
 
@@ -145,11 +152,13 @@ class CheckPlan:
                             details={NOT_RUN: True}) for cid, title in self.titles()]
 
 
-def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
-    """Checks that need every host: same_build within each expected group, acceptance
-    against the fleet median. A bug in the acceptance comparison costs only the
-    smoke-fleet verdicts, as an `error` check on the hosts it concerns. Results are
-    replaced, never changed in place (the results writer reuses what it encoded)."""
+def add_fleet_checks(run: RunResult, playbook: Playbook,
+                     drafters: dict[str, DrafterExpectation] | None = None) -> None:
+    """Checks that need every host: same_build within each expected group, the served
+    config across each group (with the expected drafter), acceptance against the fleet
+    median. A bug in one comparison costs only its verdicts, as an `error` check on the
+    hosts it concerns. Results are replaced, never changed in place (the results writer
+    reuses what it encoded)."""
     run.hosts = [replace(host, checks=[replace(c, details=dict(c.details),
                                                evidence=list(c.evidence))
                                        for c in host.checks])
@@ -164,6 +173,14 @@ def add_fleet_checks(run: RunResult, playbook: Playbook) -> None:
                 if check.id == BUILD_CHECK_ID and host.error is None:
                     check.status, check.message = "error", problem
             host.status = host_status(host.checks, host.error)
+    try:  # served-config across each group; a bug here costs only these verdicts
+        run.hosts = apply_served(run.hosts, drafters)
+    except Exception as exc:
+        problem = internal_error(exc, "comparing what the fleet serves").message
+        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="error", message=problem)
+        run.hosts = [replace(h, checks=h.checks + [failed],
+                             status=host_status(h.checks + [failed], h.error))
+                     for h in run.hosts]
     measured = [index for index, host in enumerate(run.hosts)
                 if host.error is None and any(c.id == SMOKE_CHECK_ID for c in host.checks)]
     if not measured:

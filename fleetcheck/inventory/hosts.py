@@ -35,6 +35,7 @@ OWN_NAMES = {
     "site_packages": "site_packages", "vllm_url": "vllm_url", "proxy_jump": "proxy_jump",
     "timeout": "timeout", "smoke": "smoke", "become": "become", "become_user": "become_user",
     "expect_version": "expect_version", "expect_commit": "expect_commit",
+    "expect_drafter": "expect_drafter",
     "container": "container", "container_engine": "container_engine",
     "container_user": "container_user",
 }
@@ -55,7 +56,7 @@ VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
 # the rest are fleetcheck's own words.
 TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
                 "container", "container_engine", "container_user", "python", "connection",
-                "expect_version", "expect_commit")
+                "expect_version", "expect_commit", "expect_drafter")
 # Other playbooks' words a typo target is one letter from: never a typo of fleetcheck's
 NOT_TYPOS = frozenset({"containers", "connections", "pythons", "venvs"})
 # Ansible's other connection and become variables (its docs, ansible-core 2.15+): names
@@ -104,6 +105,7 @@ class Host:
     become_user: str | None = None
     expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
+    expect_drafter: str | None = None  # REPO[@REV], checked by drafter_expectations.py
     groups: list[str] = field(default_factory=list)
     container: str | None = None  # a container name on the box, or "auto"
     container_engine: str | None = None  # docker | podman; None: the first found on the box

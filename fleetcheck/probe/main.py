@@ -47,6 +47,12 @@ def probe(plan, ask=None):
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline)
+    if plan.get("served") is not None:
+        try:
+            facts["served"] = gather_served(plan, install, code_root, deadline)
+        except Exception as exc:  # a bug here must not cost the host's other facts
+            facts["served"] = {"servers": [], "named": [],
+                               "error": "%s: %s" % (type(exc).__name__, exc)}
     if plan.get("smoke"):
         from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
@@ -85,6 +91,27 @@ def analyse(plan, install, code_root, facts, ask):
     # (entries that could not be read are ProbeFileErrors, never examined)
     return dict((entry.rel, entry.sha256) for entry in cache.values()
                 if getattr(entry, "examined", False))
+
+
+def gather_served(plan, install, code_root, deadline):
+    """What the servers serve; with a drafter found, the keys this install's code reads
+    and the drafter's config as its loader loads it (a child process, see
+    config_loader.py). Without a drafter nothing beyond the /proc scan runs."""
+    from fleetcheck.probe.served import drafter_dirs, served
+    out = served(plan)
+    dirs = drafter_dirs(out)
+    if not dirs or not code_root:
+        return out
+    from fleetcheck.probe.config_keys import install_config_keys
+    out["code"] = install_config_keys(code_root)
+    options = plan["served"]
+    site = install.get("site_packages")
+    if options.get("load_config", True) and site:
+        from fleetcheck.probe.config_loader import load_configs
+        interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
+        timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
+        out["loaded"] = load_configs(interpreter, site, dirs, timeout)
+    return out
 
 
 def gather_integrity(plan, install, examined, options, deadline):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
+from fleetcheck.report.served import served_drafters
 from fleetcheck.results import CheckResult, HostResult, RunResult
 from fleetcheck.status import worse
 
@@ -86,6 +87,10 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                  "on" if move == "onto" else "off", worse=move == "off", moved=moved,
                  message="; ".join(after.details.get("problems" if move == "off" else "matched")
                                    or [after.message]))
+    drafters_before, drafters_after = served_drafters(old), served_drafters(new)
+    if drafters_before != drafters_after and not new.error:
+        out.note("served drafters", ", ".join(drafters_before) or None,
+                 ", ".join(drafters_after) or None)
     a, b = integrity_counts(old), integrity_counts(new)
     if a != b:
         out.note("integrity findings", a, b, worse=sum(b.values()) > sum(a.values()))

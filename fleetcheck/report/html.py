@@ -14,6 +14,7 @@ from fleetcheck.atomic_file import write_atomically
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
+from fleetcheck.report.served import served_lines
 from fleetcheck.results import HostResult, RunResult
 from fleetcheck.status import NOT_RUN_SYMBOL, READY, SYMBOLS, Status, worst
 from fleetcheck.text import visible_controls
@@ -107,7 +108,9 @@ def render_html(run: RunResult, path: str) -> None:
         matrix=action_first(run.hosts), needs_action=needs_action,
         anchors={h.name: i for i, h in enumerate(run.hosts, 1)},
         action_count=sum(needs_action(h) for h in run.hosts),
-        drift=drift_groups(run), symbol=SYMBOLS, not_run_symbol=NOT_RUN_SYMBOL, acceptance=acceptance_chart(run.hosts),
+        drift=drift_groups(run), symbol=SYMBOLS, not_run_symbol=NOT_RUN_SYMBOL,
+        served_lines=served_lines, served_hosts=[h for h in run.hosts if h.served],
+        acceptance=acceptance_chart(run.hosts),
         position_curve=position_curve, states=state_bar(run.summary()["by_status"]),
         groups=sorted({g for h in run.hosts for g in h.groups}),
         inventory=" + ".join(os.path.basename(p) for p in run.inventory.split(" + ")),

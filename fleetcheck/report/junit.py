@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from fleetcheck.atomic_file import write_atomically
 from fleetcheck.faults import inject
+from fleetcheck.report.served import served_lines
 from fleetcheck.results import RunResult
 from fleetcheck.text import xml_safe
 
@@ -20,11 +21,14 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     suite = ET.SubElement(suites, "testsuite", name="fleetcheck", timestamp=run.started_at or "")
     for host in run.hosts:
+        served = "\n".join("served: " + line for line in served_lines(host))
         for check in host.checks:
             case = ET.SubElement(suite, "testcase", classname=clean(host.name), name=check.id,
                                  time="%.3f" % (host.duration_s / max(1, len(host.checks))))
             totals["tests"] += 1
             evidence = "\n".join(e.as_line() for e in check.evidence)
+            if served and check.id == "served-config":  # what is served, once per host
+                evidence = (evidence + "\n" if evidence else "") + served
             body = clean(check.message + ("\n" + evidence if evidence else ""))
             if host.error is not None:
                 node = ET.SubElement(case, "error", type=host.error.kind,

@@ -14,6 +14,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.text import Text
 
+from fleetcheck.report.served import served_lines
 from fleetcheck.results import Evidence, HostResult, RunResult
 from fleetcheck.status import READY, SYMBOLS, Status
 from fleetcheck.text import counted, neutral
@@ -247,6 +248,19 @@ def render_found_by(console: Console, run: RunResult) -> None:
     console.print(out)
 
 
+def render_served(console: Console, run: RunResult) -> None:
+    """What each host's servers serve (report/served.py), hosts that serve nothing left
+    out."""
+    lines = [(host.name, line) for host in run.hosts for line in served_lines(host)]
+    if not lines:
+        return
+    out = heading("Served:")
+    for name, line in lines:
+        out.append("  %s: %s\n" % (neutral(name), neutral(line)))
+    out.rstrip()
+    console.print(out)
+
+
 HOST_COLUMN_MAX = 40
 
 
@@ -306,6 +320,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
                                                SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
+    render_served(console, run)
     render_evidence(console, run, verbose, width)
     render_host_errors(console, run)
     render_internal_errors(console, run)

@@ -1,0 +1,655 @@
+"""What the servers serve, judged: `drafter-config` (each DFlash drafter's config.json
+against the keys, layer offset, runner requirement and architectures this install's code
+reads), `drafter-loaded` (the config as the install's own loader loads it, against the
+file) and, once every host is in, `served-config` (the same target, drafter revision,
+method and num_speculative_tokens across each group, and the expected drafter).
+
+Every verdict names the file and key it judged, and the code line that reads the key,
+so a person can re-check both by hand. These checks appear only in runs where some host
+serves or is expected to serve a drafter; then every host has them (skip where nothing
+applies), so the matrix and JUnit stay rectangular."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from fleetcheck.drafter_expectations import DrafterExpectation
+from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, host_status
+from fleetcheck.status import worst
+
+if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
+    from fleetcheck.facts import ConfigCode, Facts, ModelPlace, ServedProcess
+
+DRAFTER_ID = "drafter-config"
+DRAFTER_TITLE = "Drafter config against this install's code"
+LOADED_ID = "drafter-loaded"
+LOADED_TITLE = "Drafter config as this vLLM loads it"
+SERVED_ID = "served-config"
+SERVED_TITLE = "Same served config across the group, expected drafter"
+IDS = (DRAFTER_ID, LOADED_ID, SERVED_ID)
+TITLES = {DRAFTER_ID: DRAFTER_TITLE, LOADED_ID: LOADED_TITLE, SERVED_ID: SERVED_TITLE}
+SLIDING = "sliding_attention"
+LAYER_IDS_KEY = "dflash_config.target_layer_ids"
+# compared after loading beside every key the install's DFlash module reads
+ALWAYS_COMPARED = ("architectures", "layer_types", "num_hidden_layers", "sliding_window",
+                   LAYER_IDS_KEY)
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+MISSING = object()
+
+
+def lookup(data: Any, dotted: str) -> Any:
+    """The value at a dotted key of a config dict, or MISSING."""
+    value = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+def is_window_key(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return "window" in last and not last.startswith("use_") and not last.startswith("max_")
+
+
+def window_keys(code: ConfigCode) -> list[str]:
+    """The keys this install takes a sliding window from, in the order it tries them."""
+    keys: list[str] = []
+    for read in code.reads:
+        for key in [read.key] + list(read.alternatives):
+            if is_window_key(key) and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def read_line(code: ConfigCode, key: str) -> Evidence | None:
+    for read in code.reads:
+        if read.key == key or key in read.alternatives:
+            return Evidence(file=read.file, line=read.line, text=read.text or "")
+    return None
+
+
+def spelled(keys: list[str]) -> str:
+    return " or ".join(keys) if keys else "no such key"
+
+
+def layer_offset(facts: Facts) -> tuple[int | None, str]:
+    """The constant this install adds to target_layer_ids, from the dflash-layer-offset
+    fix check's findings (every DFlash path), or None when they disagree or are absent."""
+    signature = (facts.signatures or {}).get("dflash-layer-offset")
+    if signature is None:
+        return None, "the dflash-layer-offset check did not run"
+    offsets = {label.rsplit(":", 1)[-1] for label, items in signature.findings.items() if items}
+    if len(offsets) == 1 and next(iter(offsets)).isdigit():
+        value = int(next(iter(offsets)))
+        return value, "+%d, as dflash-layer-offset found on every DFlash path" % value
+    return None, "dflash-layer-offset found %s" % (", ".join(sorted(offsets)) or "no path")
+
+
+def target_layers(model: ModelPlace | None) -> tuple[int | None, str | None]:
+    if model is None or model.config is None or not isinstance(model.config.data, dict):
+        return None, None
+    data = model.config.data
+    for path in ("num_hidden_layers", "text_config.num_hidden_layers"):
+        value = lookup(data, path)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, "%s: %s" % (model.config.path, path)
+    return None, None
+
+
+class Verdict:
+    """The judged aspects of one check: the worst status wins, each aspect says why."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+        self.evidence: list[Evidence] = []
+
+    def add(self, status: str, text: str, *evidence: Evidence | None) -> None:
+        self.items.append((status, text))
+        self.evidence.extend(e for e in evidence if e is not None)
+
+    def result(self, check_id: str, passed: str) -> CheckResult:
+        if not self.items:
+            return CheckResult(id=check_id, title=TITLES[check_id], status="skip",
+                               message=passed)
+        statuses = [s for s, _ in self.items]
+        status = "skip" if set(statuses) == {"skip"} else worst(statuses)
+        shown = [t for s, t in self.items if s == status] if status != "pass" else \
+            [t for _, t in self.items]
+        return CheckResult(id=check_id, title=TITLES[check_id], status=status,
+                           message="; ".join(shown[:6]) + (" (and %d more)" % (len(shown) - 6)
+                                                           if len(shown) > 6 else ""),
+                           evidence=self.evidence,
+                           details={"aspects": [{"status": s, "text": t}
+                                                for s, t in self.items]})
+
+
+def file_evidence(model: ModelPlace, key: str, value: Any) -> Evidence:
+    path = model.config.path if model.config else model.dir
+    return Evidence(file=path, line=None, text="%s: %s" % (
+        key, "(absent)" if value is MISSING else short_json(value)))
+
+
+def short_json(value: Any) -> str:
+    import json
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def drafter_name(model: ModelPlace) -> str:
+    label = model.spec or model.dir or "?"
+    return label + ("@" + model.revision[:12] if model.revision else "")
+
+
+def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProcess],
+                  code: ConfigCode | None, offset: tuple[int | None, str],
+                  named: bool) -> dict[str, Any] | None:
+    """One drafter's aspects into `verdict`; its parsed config, when there is one."""
+    name = drafter_name(model)
+    if model.error:
+        status = "fail" if named or not model.absent else "warn"
+        verdict.add(status, "drafter %s: %s" % (name, model.error),
+                    Evidence(file=model.repo_dir or model.dir, line=None, text=model.error))
+        return None
+    if model.config is None or model.config.error or not isinstance(model.config.data, dict):
+        why = model.config.error if model.config else "no config.json read"
+        verdict.add("fail", "drafter %s: %s" % (name, why),
+                    Evidence(file=model.config.path if model.config else model.dir,
+                             line=None, text=why or ""))
+        return None
+    data = model.config.data
+    if code is None or code.error:
+        verdict.add("error", "drafter %s: this install's DFlash code could not be read (%s)"
+                    % (name, code.error if code else "no install"))
+        return data
+    here = "drafter %s" % name
+    # architecture: the one this install maps to its DFlash module
+    archs = data.get("architectures")
+    registry = Evidence(file="vllm/model_executor/models/registry.py", line=code.registry_line,
+                        text="DFlashDraftModel -> %s" % code.module)
+    if not isinstance(archs, list) or not set(map(str, archs)) & set(code.architectures):
+        verdict.add("fail", "%s: architectures %s: this install maps %s to its DFlash model "
+                    "(%s)" % (here, short_json(archs if archs is not None else None),
+                              ", ".join(code.architectures), code.module),
+                    file_evidence(model, "architectures", archs if archs is not None
+                                  else MISSING), registry)
+    else:
+        verdict.add("pass", "%s: architecture %s" % (here, archs[0]))
+    judge_layer_ids(verdict, model, data, servers, offset, here)
+    judge_layer_types(verdict, model, data, code, servers, here)
+    # mask_token_id, read where this install reads it
+    mask_keys = [k for r in code.reads for k in [r.key] + list(r.alternatives)
+                 if k.rsplit(".", 1)[-1] == "mask_token_id"]
+    mask_keys = list(dict.fromkeys(mask_keys))
+    if mask_keys:
+        found = [(k, lookup(data, k)) for k in mask_keys if lookup(data, k) is not MISSING
+                 and lookup(data, k) is not None]
+        if not found:
+            verdict.add("fail", "%s: this install reads %s; the drafter has neither"
+                        % (here, spelled(mask_keys)),
+                        file_evidence(model, mask_keys[0], MISSING),
+                        read_line(code, mask_keys[0]))
+        else:
+            verdict.add("pass", "%s: %s %s" % (here, found[0][0], found[0][1]))
+    return data
+
+
+def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
+                    servers: list[ServedProcess], offset: tuple[int | None, str],
+                    here: str) -> None:
+    ids = lookup(data, LAYER_IDS_KEY)
+    if ids is MISSING:
+        verdict.add("fail", "%s: no %s: this install then taps its default layers, not the "
+                    "drafter's" % (here, LAYER_IDS_KEY), file_evidence(model, LAYER_IDS_KEY, ids))
+        return
+    if not isinstance(ids, list) or not ids or \
+            not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        verdict.add("fail", "%s: %s is not a list of layer numbers" % (here, LAYER_IDS_KEY),
+                    file_evidence(model, LAYER_IDS_KEY, ids))
+        return
+    add, how = offset
+    shift = 1 if add is None else add
+    declared = data.get("num_target_layers")
+    targets = [(target_layers(s.target_model), s) for s in servers]
+    if not targets:
+        if isinstance(declared, int):
+            targets = [((declared, "%s: num_target_layers" % model.config.path), None)]
+    judged = False
+    for (layers, where), server in targets:
+        if layers is None:
+            continue
+        judged = True
+        bad = [i for i in ids if not 0 <= i + shift <= layers]
+        target = server.target if server is not None else "its num_target_layers"
+        if bad:
+            verdict.add("fail", "%s: target_layer_ids %s out of range for target %s with %d "
+                        "layers (ids are taken %s, so each must be 0..%d)" % (
+                            here, bad, target, layers, how if add is not None else
+                            "+1 (assumed: %s)" % how, layers - shift),
+                        file_evidence(model, LAYER_IDS_KEY, ids),
+                        Evidence(file=where.split(": ")[0], line=None,
+                                 text="num_hidden_layers: %d" % layers))
+        else:
+            verdict.add("pass", "%s: target_layer_ids %s within the %d layers of %s" % (
+                here, ids, layers, target))
+        if server is not None and isinstance(declared, int) and declared != layers:
+            verdict.add("fail", "%s: num_target_layers %d, but target %s has %d layers" % (
+                here, declared, server.target, layers),
+                file_evidence(model, "num_target_layers", declared))
+    if not judged:
+        verdict.add("warn", "%s: target_layer_ids %s not checked: the target's "
+                    "num_hidden_layers is unknown here" % (here, ids))
+
+
+def judge_layer_types(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
+                      code: ConfigCode, servers: list[ServedProcess], here: str) -> None:
+    types = data.get("layer_types")
+    layers = data.get("num_hidden_layers")
+    use_swa = lookup(data, "dflash_config.use_swa") is True
+    if types is not None:
+        if not isinstance(types, list) or (isinstance(layers, int) and len(types) != layers):
+            verdict.add("fail", "%s: layer_types has %s entries for %s drafter layers" % (
+                here, len(types) if isinstance(types, list) else "no list of",
+                layers), file_evidence(model, "layer_types", types))
+            return
+    sliding = sum(1 for t in types or [] if t == SLIDING)
+    total = len(types or [])
+    if not sliding and not use_swa:
+        verdict.add("pass", "%s: %s full-attention layer(s), no window needed" % (
+            here, total or layers))
+        return
+    keys = window_keys(code)
+    where = read_line(code, keys[0]) if keys else None
+    values = [(k, lookup(data, k)) for k in keys]
+    present = [(k, v) for k, v in values if v is not MISSING and v is not None]
+    if not keys:
+        verdict.add("fail", "%s: %d sliding layer(s), but this install reads no window key "
+                    "(its DFlash layers run as full attention; see dflash-swa)" % (here, sliding))
+    elif not present:
+        unread = sorted(k for k in flat_keys(data) if is_window_key(k) and k not in keys)
+        if unread:
+            verdict.add("fail", "%s: this install reads %s; the drafter has %s" % (
+                here, spelled(keys), ", ".join(unread)),
+                file_evidence(model, unread[0], lookup(data, unread[0])), where)
+        else:
+            verdict.add("fail", "%s: %d sliding layer(s) without a window: this install "
+                        "reads %s, which the drafter %s" % (
+                            here, sliding or total, spelled(keys),
+                            "sets to null" if any(v is None for _, v in values) else "lacks"),
+                        file_evidence(model, keys[-1], lookup(data, keys[-1])), where)
+    else:
+        verdict.add("pass", "%s: %d of %d layer(s) sliding, window %s from %s" % (
+            here, sliding or total, total or layers, present[0][1], present[0][0]))
+    if 0 < sliding < total:
+        judge_runner(verdict, code, servers, here, sliding, total)
+
+
+def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess],
+                 here: str, sliding: int, total: int) -> None:
+    """A mixed drafter on code that requires the V2 model runner: the server's
+    environment must select it (or vLLM's own default must)."""
+    need = code.v2_required
+    if need is None or need.line is None:
+        verdict.add("pass", "%s: mixed layers; this install's DFlash module states no runner "
+                    "requirement" % here)
+        return
+    rule = Evidence(file=need.file, line=need.line, text=need.text or "")
+    default = code.v2_default
+    default_text = (default.default if default and not default.error else None)
+    default_ev = Evidence(file=default.file, line=default.line, text=default.text or "") \
+        if default and default.line else None
+    if not servers:
+        verdict.add("skip", "%s: mixed layers (%d of %d sliding) need the V2 model runner; "
+                    "no server runs it here to check VLLM_USE_V2_MODEL_RUNNER" % (
+                        here, sliding, total), rule)
+        return
+    for server in servers:
+        value = server.env.get("VLLM_USE_V2_MODEL_RUNNER")
+        who = "server pid %d (port %s)" % (server.pid, server.port)
+        if value is None and server.environ_error:
+            verdict.add("warn", "%s: mixed layers need the V2 model runner; %s's environment "
+                        "cannot be read (%s)" % (here, who, server.environ_error), rule)
+        elif value is not None and value.strip().lower() in TRUE:
+            verdict.add("pass", "%s: mixed layers on the V2 model runner "
+                        "(VLLM_USE_V2_MODEL_RUNNER=%s)" % (here, value))
+        elif value is not None and value.strip().lower() in FALSE:
+            verdict.add("fail", "%s: mixed layers (%d of %d sliding) require the V2 model "
+                        "runner, but %s has VLLM_USE_V2_MODEL_RUNNER=%s" % (
+                            here, sliding, total, who, value), rule)
+        elif default_text is not None and default_text.strip().lower() in FALSE:
+            verdict.add("fail", "%s: mixed layers (%d of %d sliding) require the V2 model "
+                        "runner; %s does not set VLLM_USE_V2_MODEL_RUNNER and this install "
+                        "defaults to %r: relaunch with VLLM_USE_V2_MODEL_RUNNER=1" % (
+                            here, sliding, total, who, default_text), rule, default_ev)
+        elif default_text is not None and default_text.strip().lower() in TRUE:
+            verdict.add("pass", "%s: mixed layers on the V2 model runner (this install's "
+                        "default)" % here)
+        else:
+            verdict.add("warn", "%s: mixed layers (%d of %d sliding) require the V2 model "
+                        "runner; %s leaves VLLM_USE_V2_MODEL_RUNNER unset and this install "
+                        "then picks the runner itself (V1 without Triton or with a feature V2 "
+                        "lacks): set VLLM_USE_V2_MODEL_RUNNER=1" % (here, sliding, total, who),
+                        rule, default_ev)
+
+
+def flat_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in data.items():
+        out.append(prefix + key)
+        if isinstance(value, dict) and key.endswith("_config"):
+            out.extend(flat_keys(value, prefix + key + "."))
+    return out
+
+
+def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
+                 facts: Facts, code: ConfigCode) -> None:
+    """The file against the config the install's loader returned."""
+    load = facts.served.loaded if facts.served else None
+    name = drafter_name(model)
+    if load is None:
+        return
+    entry = load.configs.get(model.dir or "")
+    if entry is None:
+        why = load.error or "the loader gave no answer for it"
+        verdict.add("skip", "drafter %s not loaded: %s" % (name, why))
+        return
+    if entry.error:
+        verdict.add("fail", "drafter %s: %s refuses it: %s" % (name, load.loader, entry.error),
+                    Evidence(file=model.config.path if model.config else model.dir,
+                             line=None, text=entry.error))
+        return
+    loaded = entry.config if isinstance(entry.config, dict) else {}
+    keys = list(ALWAYS_COMPARED) + [r.key for r in code.reads]
+    keys += [r.alternatives[i] for r in code.reads for i in range(len(r.alternatives))]
+    lost = []
+    for key in dict.fromkeys(keys):
+        before = lookup(data, key)
+        if before is MISSING:
+            continue
+        after = lookup(loaded, key)
+        if after is MISSING or after != before:
+            lost.append(key)
+            hint = ""
+            if key == "sliding_window" and after is None and data.get("use_sliding_window") \
+                    is not True:
+                hint = (" (%s drops sliding_window unless use_sliding_window is true; the "
+                        "file has use_sliding_window: %s)" % (
+                            entry.cls or "the config class",
+                            short_json(data.get("use_sliding_window"))))
+            verdict.add("fail", "drafter %s: %s is %s in config.json but %s once %s loads "
+                        "it%s" % (name, key, short_json(before), "absent" if after is MISSING
+                                  else short_json(after), load.loader, hint),
+                        file_evidence(model, key, before),
+                        Evidence(file=load.loader, line=None, text="%s: %s" % (
+                            key, "(absent)" if after is MISSING else short_json(after))))
+    if not lost:
+        compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING]
+        verdict.add("pass", "drafter %s: the %d keys this install reads are the same after "
+                    "%s loads it (%s, transformers %s)" % (
+                        name, len(compared), load.loader, entry.cls, entry.transformers))
+    missing = [r.key for r in code.reads if r.required and "." not in r.key and
+               lookup(loaded, r.key) is MISSING]
+    for key in missing:
+        verdict.add("fail", "drafter %s: this install reads %s (no default), which the loaded "
+                    "config lacks" % (name, key), read_line(code, key))
+
+
+def judged_pids(facts: Facts) -> set[int]:
+    """The servers judged against the checked install's code: those running it (their
+    site dirs hold it) and the one on the host's vllm_url port, whatever it runs. As for
+    install-running, servers of other installs on other ports are named, not judged:
+    another install's code reads its drafter its own way."""
+    install = facts.install
+    site = install.site_real if install.site_real is not None else install.site_packages
+    port = facts.servers.serving_port
+    return {s.pid for s in facts.servers.servers
+            if (site and site in (s.real_site_dirs or s.site_dirs)) or
+            (port is not None and s.port == port)}
+
+
+def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], bool]]:
+    """Each DFlash drafter (by directory or name), the judged servers serving it, and
+    whether only an expectation named it."""
+    served = facts.served
+    judged = judged_pids(facts)
+    found: dict[str, tuple[ModelPlace, list[ServedProcess], bool]] = {}
+    for server in served.servers if served else []:
+        if server.pid not in judged:
+            continue
+        model = server.drafter_model
+        if model is None or (server.method or "").lower() != "dflash":
+            continue
+        key = model.dir or model.spec or ""
+        found.setdefault(key, (model, [], False))[1].append(server)
+    for model in served.named if served else []:
+        key = model.dir or model.spec or ""
+        if key not in found:
+            found[key] = (model, [], True)
+    return list(found.values())
+
+
+def served_summary(facts: Facts) -> list[dict[str, Any]] | None:
+    """What each server of the host serves, and each drafter an expectation named."""
+    served = facts.served
+    if served is None:
+        return None
+    port = facts.servers.serving_port
+    judged = judged_pids(facts)
+    return [dict(server_summary(s, facts, port), judged=s.pid in judged)
+            for s in served.servers] + \
+        [model_summary(m, named=True) for m in served.named]
+
+
+def drafter_checks(facts: Facts) -> list[CheckResult]:
+    """drafter-config and drafter-loaded, when the host serves or is expected to serve a
+    DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
+    served = facts.served
+    if served is not None and served.error:
+        return [CheckResult(id=DRAFTER_ID, title=DRAFTER_TITLE, status="error",
+                            message="the probe could not read what the servers serve: %s"
+                            % served.error)]
+    drafters = drafters_of(facts)
+    if served is None or not drafters:
+        return []
+    offset = layer_offset(facts)
+    static, loaded = Verdict(), Verdict()
+    for model, servers, named in drafters:
+        data = judge_drafter(static, model, servers, served.code, offset, named)
+        if data is not None and served.code is not None and not served.code.error:
+            judge_loaded(loaded, model, data, facts, served.code)
+    why = "config loading is off" if served.loaded is None else "nothing loaded"
+    return [static.result(DRAFTER_ID, "no DFlash drafter"),
+            loaded.result(LOADED_ID, "not compared: " + why)]
+
+
+def model_summary(model: ModelPlace | None, named: bool = False) -> dict[str, Any]:
+    if model is None:
+        return {}
+    out = {"spec": model.spec, "kind": model.kind, "dir": model.dir,
+           "revision": model.revision, "revision_from": model.revision_from,
+           "cache": model.cache, "cache_from": model.cache_from, "error": model.error}
+    if named:
+        out["named_by_expectation"] = True
+    return out
+
+
+def server_summary(server: ServedProcess, facts: Facts,
+                   serving_port: int | None) -> dict[str, Any]:
+    """What one server serves, from where, which revision, and the evidence."""
+    notes = list(server.errors)
+    http = server.http
+    witness: dict[str, Any] | None = None
+    if http is not None:
+        witness = {"url": http.url, "error": http.error,
+                   "models": [m.id for m in http.models], "version": http.version}
+        ids = [m.id for m in http.models if m.id]
+        expected_ids = server.served_names or ([server.target] if server.target else [])
+        if ids and expected_ids and sorted(ids) != sorted(expected_ids):
+            notes.append("the server's /v1/models lists %s; its command line serves %s"
+                         % (", ".join(ids), ", ".join(expected_ids)))
+        roots = [m.root for m in http.models if m.root]
+        if roots and server.target and server.target not in roots:
+            notes.append("the server's /v1/models root is %s; its command line's model is %s"
+                         % (", ".join(roots), server.target))
+        install_version = facts.version_file.version if facts.version_file else None
+        if http.version and isinstance(install_version, str) and http.version != install_version:
+            notes.append("the server's /version says %s; the checked install on disk is %s"
+                         % (http.version, install_version))
+    return {"pid": server.pid, "port": server.port,
+            "serving": serving_port is not None and server.port == serving_port,
+            "served_names": list(server.served_names), "target": model_summary(
+                server.target_model), "method": server.method, "method_from": server.method_from,
+            "drafter": model_summary(server.drafter_model) if server.drafter_model else None,
+            "num_speculative_tokens": server.num_speculative_tokens,
+            "spec_from": server.spec_from, "env": dict(server.env),
+            "environ_error": server.environ_error, "http": witness, "notes": notes}
+
+
+def served_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    drafter = entry.get("drafter") or {}
+    return ((entry.get("target") or {}).get("spec"), drafter.get("spec"),
+            drafter.get("revision"), entry.get("method"),
+            str(entry.get("num_speculative_tokens")))
+
+
+KEY_NAMES = ("target", "drafter", "drafter revision", "method", "num_speculative_tokens")
+
+
+def key_label(key: tuple[Any, ...]) -> str:
+    target, drafter, revision, method, tokens = key
+    return "target %s, drafter %s@%s, method %s, num_speculative_tokens %s" % (
+        target, drafter, (revision or "no revision")[:12], method, tokens)
+
+
+def host_key(host: HostResult) -> tuple[Any, ...] | None:
+    """The served config the group compares: the server on the host's vllm_url port,
+    else the one server; several servers and none on that port compare as one set."""
+    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
+    if not servers:
+        return None
+    serving = [s for s in servers if s.get("serving")]
+    chosen = serving or servers
+    if len(chosen) == 1:
+        return served_key(chosen[0])
+    return tuple(sorted((served_key(s) for s in chosen), key=str))
+
+
+def apply_served(hosts: list[HostResult],
+                 expected: dict[str, DrafterExpectation] | None = None) -> list[HostResult]:
+    """served-config once every host is in, and the drafter checks padded with skips on
+    hosts that have none (new results: the results writer's cache)."""
+    expected = expected or {}
+    wanted = bool(expected) or any(c.id in IDS for h in hosts for c in h.checks) or \
+        any(host_key(h) is not None and any(s.get("drafter") and s.get("judged", True)
+                                            for s in h.served or []) for h in hosts)
+    if not wanted:
+        return hosts
+    groups: dict[str, list[HostResult]] = {}
+    for host in hosts:
+        if host.error is None and host_key(host) is not None:
+            mine = expected.get(host.name)
+            groups.setdefault(mine.label() if mine else "", []).append(host)
+    verdicts: dict[str, CheckResult] = {}
+    for label, members in groups.items():
+        counts = Counter(host_key(h) for h in members)
+        ranked = counts.most_common()
+        tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
+        majority = None if tie else ranked[0][0]
+        group = "the hosts expected to serve %s" % label if label else "the fleet"
+        differing = [h.name for h in members if host_key(h) != majority]
+        for host in members:
+            verdicts[host.name] = group_verdict(host, majority, ranked, group, differing,
+                                                len(members), expected.get(host.name))
+    out = []
+    for host in hosts:
+        checks = list(host.checks)
+        have = {c.id for c in checks}
+        never_ran = {NOT_RUN: True} if host.error is not None else {}
+        for check_id in (DRAFTER_ID, LOADED_ID):
+            if check_id not in have:
+                checks.append(CheckResult(id=check_id, title=TITLES[check_id], status="skip",
+                                          message=host_skip_reason(host),
+                                          details=dict(never_ran)))
+        if host.error is None and host.name in verdicts:
+            checks.append(verdicts[host.name])
+        else:
+            checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="skip",
+                                      message=host_skip_reason(host), details=dict(never_ran)))
+        out.append(replace(host, checks=checks, status=host_status(checks, host.error)))
+    return out
+
+
+def host_skip_reason(host: HostResult) -> str:
+    if host.error is not None:
+        return "not run: %s (%s)" % (host.error.kind, host.error.message)
+    if not host.served:
+        return "no vLLM server runs on this host"
+    if not any(s.get("judged", True) for s in host.served if "pid" in s) and \
+            all("pid" in s for s in host.served):
+        return "only servers of other installs, on other ports than vllm_url's (not judged)"
+    return "no DFlash drafter served or expected on this host"
+
+
+def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
+                  ranked: list[tuple[Any, int]], group: str, differing: list[str],
+                  size: int, expectation: DrafterExpectation | None) -> CheckResult:
+    mine = host_key(host)
+    verdict = Verdict()
+    details: dict[str, Any] = {"group": group, "hosts": size, "differing": differing,
+                               "majority": key_label(majority) if majority and
+                               len(majority) == 5 else None}
+    if majority is None:
+        verdict.add("fail", "%d different served configs among %s, none the majority" % (
+            len(ranked), group), Evidence(file=None, line=None, text="; ".join(
+                "%d x %s" % (n, describe(k)) for k, n in ranked)))
+    elif mine == majority:
+        verdict.add("pass", "serves the same as the majority of %s (%s)%s" % (
+            group, describe(mine), "; differing: %s" % ", ".join(differing) if differing
+            else ""))
+    else:
+        diff = [name for name, a, b in zip(KEY_NAMES, mine, majority) if a != b] \
+            if len(mine) == 5 and len(majority) == 5 else ["the set of servers"]
+        verdict.add("fail", "serves another config than the majority of %s (differs in %s): "
+                    "%s; the majority serves %s; hosts off it: %s" % (
+                        group, ", ".join(diff), describe(mine), describe(majority),
+                        ", ".join(differing)))
+    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
+    if expectation is not None:
+        for server in servers:
+            if server.get("serving") or len(servers) == 1:
+                judge_expected(verdict, server, expectation)
+    for server in servers:
+        for note in server.get("notes") or []:
+            verdict.add("warn", "pid %s: %s" % (server.get("pid"), note))
+    check = verdict.result(SERVED_ID, "")
+    check.details.update(details)
+    if expectation is not None:
+        check.details["expected"] = expectation.as_dict()
+    return check
+
+
+def describe(key: tuple[Any, ...]) -> str:
+    if len(key) == 5 and not isinstance(key[0], tuple):
+        return key_label(key)
+    return " | ".join(key_label(k) for k in key)
+
+
+def judge_expected(verdict: Verdict, server: dict[str, Any],
+                   expectation: DrafterExpectation) -> None:
+    drafter = server.get("drafter") or {}
+    spec = drafter.get("spec")
+    revision = drafter.get("revision") or ""
+    source = Evidence(file=None, line=None, text="expected drafter %s (from %s); served: %s%s"
+                      % (expectation.label(), expectation.source, spec or "none",
+                         "@" + revision if revision else ""))
+    if spec != expectation.repo:
+        verdict.add("fail", "pid %s serves drafter %s, expected %s" % (
+            server.get("pid"), spec or "none", expectation.repo), source)
+    elif expectation.revision and not revision.startswith(expectation.revision):
+        verdict.add("fail", "pid %s serves drafter %s at revision %s, expected %s" % (
+            server.get("pid"), spec, revision[:12] or "unknown", expectation.revision), source)
+    else:
+        verdict.add("pass", "the expected drafter %s" % expectation.label(), source)

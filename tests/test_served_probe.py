@@ -1,0 +1,110 @@
+"""The probe's reading of a server's command line (probe/served.py): both speculative
+config forms, the positional model of `vllm serve`, served names and bind address, and
+a cut JSON config as a finding; the hub cache as huggingface_hub's constants choose it."""
+
+from __future__ import annotations
+
+import json
+
+from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+
+
+def test_the_json_form():
+    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model",
+            "Qwen/Qwen3.6-27B", "--served-model-name", "qwen", "qwen-27b", "--port", "8001",
+            "--speculative-config", json.dumps({"method": "dflash", "model": "z-lab/D",
+                                                "num_speculative_tokens": 15})]
+    got = server_settings(argv, None)
+    assert (got["target"], got["target_from"]) == ("Qwen/Qwen3.6-27B", "--model")
+    assert got["served_names"] == ["qwen", "qwen-27b"]
+    assert (got["method"], got["drafter"], got["num_speculative_tokens"]) == ("dflash", "z-lab/D", 15)
+    assert got["spec_from"] == "--speculative-config" and not got["errors"]
+
+
+def test_the_older_flags_and_vllm_serve_positional_model():
+    argv = ["/usr/bin/vllm", "serve", "Qwen/Qwen3-8B", "--speculative-model=z-lab/Qwen3-8B-DFlash",
+            "--num-speculative-tokens", "7", "--host", "0.0.0.0"]
+    got = server_settings(argv, 0)
+    assert (got["target"], got["target_from"]) == ("Qwen/Qwen3-8B", "vllm serve MODEL")
+    assert got["spec_from"] == "--speculative-model"
+    assert got["drafter"] == "z-lab/Qwen3-8B-DFlash" and got["num_speculative_tokens"] == 7
+    # no method given: vLLM detects dflash from the drafter's name, and so does the probe
+    assert got["method"] == "dflash" and "name" in got["method_from"]
+    assert got["bind"] == "0.0.0.0"
+
+
+def test_a_cut_speculative_config_is_a_finding_naming_the_flag():
+    got = server_settings(["vllm", "serve", "m", "--speculative-config", '{"method": "dfl'], 0)
+    assert got["errors"] and got["errors"][0].startswith("--speculative-config is not JSON")
+    assert "drafter" not in got
+
+
+def test_hub_cache_precedence_as_huggingface_hub(tmp_path):
+    assert hub_cache({"HF_HUB_CACHE": "/a", "HF_HOME": "/b"}) == ("/a", "HF_HUB_CACHE")
+    assert hub_cache({"HF_HOME": "/b"}) == ("/b/hub", "HF_HOME")
+    assert hub_cache({"HOME": "/home/u"}) == ("/home/u/.cache/huggingface/hub",
+                                              "~/.cache/huggingface/hub")
+    assert hub_cache({"HF_HUB_CACHE": "/a"}, "/dl") == ("/dl", "--download-dir")
+    missing = resolve_model("org/none", {"HF_HUB_CACHE": str(tmp_path)})
+    assert missing["absent"] and "would download it" in missing["error"]
+    assert resolve_model("not a/hub id", {})["kind"] == "unknown"
+
+
+def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
+    """A server of root's, probed as nobody (sudo): its command line is world-readable,
+    its environment is not, and the finding names the file."""
+    import os
+    import subprocess
+    import time
+
+    import drafter_trees
+    from fleetcheck.checks.served import served_summary
+    from fleetcheck.facts_decoder import decode_facts
+    from fleetcheck.report.served import server_words
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "DFlash"), drafter_trees.ZLAB)
+    os.chmod(str(tmp_path), 0o755)
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    port = free_loopback_port()
+    server = subprocess.Popen([script, "serve", drafter, "--port", str(port),
+                               "--speculative-config", json.dumps({"model": drafter})],
+                              env=dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="1"))
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", become=True,
+                    become_user="nobody", python="/usr/bin/python3")
+        answer = probe_answer(host, [])
+        facts = decode_answer(answer, host)
+    finally:
+        server.kill()
+        server.wait()
+    (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+    assert mine.env == {} and "Permission denied" in mine.environ_error
+    assert "/proc/%d/environ" % server.pid in mine.environ_error
+    assert mine.drafter == drafter and mine.method == "dflash"  # the command line still reads
+    unknown: list = []  # the served facts sent are all described in facts.py
+    decode_facts(json.loads(answer.stdout), unknown=unknown)
+    assert unknown == []
+    # every output says so, next to what the command line shows
+    (entry,) = [e for e in served_summary(facts) if e.get("pid") == server.pid]
+    assert "Permission denied" in server_words(entry) and drafter in server_words(entry)
+
+
+def test_a_bug_in_the_served_facts_costs_only_them(tmp_path, real_venvs):
+    """A plan the served code cannot take (drafters not a list) raises inside the probe:
+    the host still answers with every other fact, and drafter-config says why it erred."""
+    from fleetcheck.checks.served import drafter_checks
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.wire_protocol import decode_answer
+
+    host = Host(name="local", address="local", connection="local", venv=real_venvs["0.33.0"])
+    facts = decode_answer(probe_answer(host, served={"drafters": 5}), host)
+    assert facts.served.error.startswith("TypeError")
+    assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
+    (check,) = drafter_checks(facts)
+    assert check.status == "error" and "TypeError" in check.message
