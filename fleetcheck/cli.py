@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-import-check", action="store_true",
                      help="do not load vllm's compiled modules in the venv's interpreter")
     run.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+    run.add_argument("--no-config-load", action="store_true",
+                     help="do not load a served drafter's config with the install's own "
+                          "loader (a child importing torch and transformers, ~5 s of CPU "
+                          "per host); drafter-loaded is then a skip")
     run.add_argument("--no-shared-analysis", action="store_true",
                      help="analyse the fix code on every host (default: once per build, the "
                           "build's other hosts prove by sha256 they hold the same bytes)")
@@ -354,7 +358,8 @@ def command_run(args: argparse.Namespace) -> int:
                          analysis_cache=None if args.no_cache else cache_directory(),
                          expected=expected,
                          drafters=resolve_drafters(hosts, playbook.expect_drafter,
-                                                   args.expect_drafter, args.inventory))
+                                                   args.expect_drafter, args.inventory),
+                         load_config=not args.no_config_load)
     outputs = outputs_for(args)
     prove_smoke_templates(hosts, playbook, options)
     short = shortfall(args.parallel, len(hosts))

@@ -47,6 +47,7 @@ class RunOptions:
     expected: dict[str, BuildExpectation] = field(default_factory=dict)
     # host name -> the drafter it must serve (drafter_expectations.resolve_drafters)
     drafters: dict[str, DrafterExpectation] = field(default_factory=dict)
+    load_config: bool = True  # --no-config-load: drafter-loaded skips the loader child
 
 
 def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
@@ -146,6 +147,8 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
         plan["share_analysis"] = shared is not None
         if host.name in options.drafters:  # resolved on the host even where no server runs
             plan["served"]["drafters"] = [options.drafters[host.name].repo]
+        if not options.load_config:
+            plan["served"]["load_config"] = False
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set()["prompts"]

@@ -96,8 +96,12 @@ def test_what_each_server_serves_across_a_group(tmp_path, fleet):
     junit = tmp_path / "junit.xml"
     run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
                          "--no-import-check", "--expect-drafter", expected,
-                         "--junit", str(junit))
+                         "--junit", str(junit), "--no-config-load")
     assert run.results is not None, run.stderr
+    # --no-config-load: the loader child is not run (tests/test_served_real_vllm.py runs it)
+    for host in hosts:
+        loaded = run.check(host.name, "drafter-loaded")
+        assert loaded["status"] == "skip" and "config loading is off" in loaded["message"]
 
     # gpu1: both servers, each with its drafter and revision, read from /proc
     served = {s["port"]: s for s in run.host("gpu1")["served"] if "pid" in s}
