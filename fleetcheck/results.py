@@ -106,6 +106,12 @@ class HostResult:
         return (info.version, info.commit, info.record_sha256)
 
 
+def status_with(host: HostResult, checks: list[CheckResult]) -> str:
+    """The host's status once its checks change (a fleet check added or settled): its
+    error and its recorded fleetcheck bugs still count."""
+    return host_status(checks, host.error, host.internal_errors)
+
+
 def host_status(checks: list[CheckResult], error: HostError | None,
                 internal_errors: list[HostError] | None = None) -> str:
     """The host's worst check; `error` when it has none, or when fleetcheck itself failed

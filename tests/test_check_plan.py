@@ -96,3 +96,31 @@ def test_a_host_with_no_expectation_of_its_own_gets_build_expected_as_a_skip():
     assert "no expected build set" in checks[-1].message
     _, checks, _ = CheckPlan(without_integrity()).judge(facts_of(recorded("0.33.0")))
     assert "build-expected" not in {c.id for c in checks}  # nothing expected: no check
+
+
+def test_a_recorded_fleetcheck_bug_keeps_the_host_in_error_through_the_fleet_checks():
+    """A host judged with an internal error beside its verdicts (the shared analysis
+    failing on the controller) must not turn back into a pass when same_build, the served
+    config or the smoke comparison settle the fleet's verdicts."""
+    from fleetcheck.checks.plan import add_fleet_checks
+    from fleetcheck.drafter_expectations import DrafterExpectation
+    from fleetcheck.expectations import Expected
+    from fleetcheck.results import HostError, HostResult, RunResult, host_status
+    plan = CheckPlan(without_integrity(), build=True)
+    same = BuildExpectation(same_build=Expected(True, "--expect-same-build"))
+    hosts = []
+    for name, bugs in (("clean", []), ("bugged", [HostError("internal", "a bug")])):
+        info, checks, _ = plan.judge(facts_of(recorded("0.33.0")), same)
+        hosts.append(HostResult(name=name, address=name, groups=[], vllm=info, checks=checks,
+                                status=host_status(checks, None, bugs), internal_errors=bugs))
+    assert [h.status for h in hosts] == ["pass", "error"]
+    run = RunResult(started_at="t", inventory="i", playbook="p", hosts=hosts, complete=True)
+    add_fleet_checks(run, without_integrity(),
+                     {h.name: DrafterExpectation("z-lab/expected", None, "--expect-drafter")
+                      for h in hosts})
+    assert [h.status for h in run.hosts] == ["pass", "error"]
+    assert {c.id for c in run.hosts[1].checks} >= {"served-config", "build-expected"}
+    run.hosts = hosts
+    add_fleet_checks(run, without_integrity())
+    assert [h.status for h in run.hosts] == ["pass", "error"]
+    assert run.exit_code() == 3

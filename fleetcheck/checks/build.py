@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fleetcheck.checks.version import commit_of, primary_dist_info
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
                                      found_version, names, version_matches)
-from fleetcheck.results import CheckResult, Evidence, HostResult, host_status
+from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts
@@ -209,4 +209,4 @@ def apply_same_build(hosts: list[HostResult]) -> None:
             record(check.details, check.evidence, ok, short,
                    "same_build (from %s): %s" % (source, line))
             settle(check)
-            host.status = host_status(host.checks, None)
+            host.status = status_with(host, host.checks)

@@ -29,7 +29,7 @@ from fleetcheck.expectations import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
-from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, host_status
+from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, status_with
 from fleetcheck.smoke_settings import SmokeSettings
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
@@ -172,14 +172,14 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             for check in host.checks:
                 if check.id == BUILD_CHECK_ID and host.error is None:
                     check.status, check.message = "error", problem
-            host.status = host_status(host.checks, host.error)
+            host.status = status_with(host, host.checks)
     try:  # served-config across each group; a bug here costs only these verdicts
         run.hosts = apply_served(run.hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
         failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="error", message=problem)
         run.hosts = [replace(h, checks=h.checks + [failed],
-                             status=host_status(h.checks + [failed], h.error))
+                             status=status_with(h, h.checks + [failed]))
                      for h in run.hosts]
     measured = [index for index, host in enumerate(run.hosts)
                 if host.error is None and any(c.id == SMOKE_CHECK_ID for c in host.checks)]
@@ -204,4 +204,4 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status="error",
                                   message=problem)
         checks = host.checks + [verdict]  # a new result: the results writer's cache
-        run.hosts[index] = replace(host, checks=checks, status=host_status(checks, None))
+        run.hosts[index] = replace(host, checks=checks, status=status_with(host, checks))

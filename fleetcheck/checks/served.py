@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.drafter_expectations import DrafterExpectation
-from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, host_status
+from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, status_with
 from fleetcheck.status import worst
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
@@ -578,7 +578,7 @@ def apply_served(hosts: list[HostResult],
         else:
             checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="skip",
                                       message=host_skip_reason(host), details=dict(never_ran)))
-        out.append(replace(host, checks=checks, status=host_status(checks, host.error)))
+        out.append(replace(host, checks=checks, status=status_with(host, checks)))
     return out
 
 
