@@ -186,3 +186,28 @@ def test_diff_names_a_host_whose_served_drafter_changed():
     text = "\n".join(diff_text(diff_runs(old, new)))
     assert "served drafters: %s@%s -> %s@%s" % (DRAFTER, "a" * 12, DRAFTER, "b" * 12) in text
     assert text.count("served drafters") == 1
+
+
+def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
+    """Two DFlash servers per host, neither on the host's vllm_url: each must serve the
+    expected drafter; agreeing with the majority on the wrong one is no pass."""
+    from fleetcheck.checks.served import apply_served
+    from fleetcheck.drafter_expectations import DrafterExpectation
+    from fleetcheck.results import CheckResult, HostResult
+
+    def server(pid: int, port: int, drafter: str) -> dict:
+        return {"pid": pid, "port": port, "serving": False, "judged": True,
+                "target": {"spec": "t"}, "drafter": {"spec": drafter, "revision": "abc"},
+                "method": "dflash", "num_speculative_tokens": 15, "notes": []}
+
+    hosts = [HostResult(name=n, address=n, groups=[], status="pass",
+                        checks=[CheckResult(id="f", title="f", status="pass", message="")],
+                        served=[server(1, 8001, "z-lab/expected"),
+                                server(2, 8002, "wrong/drafter")]) for n in ("a", "b")]
+    expected = {n: DrafterExpectation("z-lab/expected", None, "--expect-drafter")
+                for n in ("a", "b")}
+    for host in apply_served(hosts, expected):
+        check = next(c for c in host.checks if c.id == "served-config")
+        assert check.status == "fail" and host.status == "fail", check
+        assert "pid 2 serves drafter wrong/drafter, expected z-lab/expected" in check.message
+        assert "pid 1 serves drafter" not in check.message

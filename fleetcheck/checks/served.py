@@ -618,9 +618,11 @@ def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
                         ", ".join(differing)))
     servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
     if expectation is not None:
-        for server in servers:
-            if server.get("serving") or len(servers) == 1:
-                judge_expected(verdict, server, expectation)
+        # the server on vllm_url is the gate's; where none is, every judged server must
+        # serve the expected drafter (none may slip through the majority comparison)
+        gated = [s for s in servers if s.get("serving")] or servers
+        for server in gated:
+            judge_expected(verdict, server, expectation)
     for server in servers:
         for note in server.get("notes") or []:
             verdict.add("warn", "pid %s: %s" % (server.get("pid"), note))
