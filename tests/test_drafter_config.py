@@ -34,6 +34,8 @@ VARIANTS = {
     "no-mask": variant(ZLAB, dflash_config__mask_token_id=None),
     "wrong-arch": variant(ZLAB, architectures=["Qwen3ForCausalLM"]),
     "use-swa-good": USE_SWA,
+    # no layer_types: the loader derives them (sliding from max_window_layers on)
+    "derived-layer-types": variant(ZLAB, layer_types=None, max_window_layers=1),
 }
 
 
@@ -167,6 +169,23 @@ def test_broken_drafters_fail_saying_what_and_where(judged, name, words):
     if name == "zlab-out-of-range":
         assert any(e.text == "dflash_config.target_layer_ids: [1, 13, 25, 37, 52]"
                    for e in check.evidence)
+
+
+def test_layer_types_the_file_leaves_to_the_loader_are_judged_as_loaded(judged):
+    """vLLM reads config.layer_types from the loaded config, which transformers' Qwen3Config
+    derives when the file has none: 4 of 5 sliding here, a mixed drafter, never '5 full
+    attention layers' read off the file. Without the loader it is a warn, never a pass."""
+    facts, places, *_ = judged
+    check = verdicts(facts, places["derived-layer-types"])["drafter-config"]
+    assert "layer_types absent in config.json; as this install's loader derives it: " \
+        '["full_attention", "sliding_attention", "sliding_attention", "sliding_attention", ' \
+        '"sliding_attention"]' in check.message, check
+    assert "4 of 5 layer(s) sliding, window 2048" in check.message
+    assert "full-attention layer(s), no window needed" not in check.message
+    unloaded = replace(facts, served=replace(facts.served, loaded=None))
+    blind = verdicts(unloaded, places["derived-layer-types"])["drafter-config"]
+    assert blind.status == "warn", blind
+    assert "layer_types absent with use_sliding_window true" in blind.message
 
 
 def test_a_window_the_loader_drops_fails_after_loading(judged):

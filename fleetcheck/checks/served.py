@@ -144,10 +144,21 @@ def drafter_name(model: ModelPlace) -> str:
     return label + ("@" + model.revision[:12] if model.revision else "")
 
 
+def loaded_config(facts: Facts, model: ModelPlace) -> dict[str, Any] | None:
+    """The drafter's config as the install's own loader returned it, when it ran."""
+    load = facts.served.loaded if facts.served else None
+    entry = load.configs.get(model.dir or "") if load is not None else None
+    if entry is None or entry.error or not isinstance(entry.config, dict):
+        return None
+    return entry.config
+
+
 def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProcess],
                   code: ConfigCode | None, offset: tuple[int | None, str],
-                  named: bool) -> dict[str, Any] | None:
-    """One drafter's aspects into `verdict`; its parsed config, when there is one."""
+                  named: bool, loaded: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """One drafter's aspects into `verdict`; its parsed config, when there is one.
+    `loaded`: the config as the install's loader returned it, which decides what the file
+    leaves to the loader (transformers derives `layer_types` when the file has none)."""
     name = drafter_name(model)
     if model.error:
         status = "fail" if named or not model.absent else "warn"
@@ -179,7 +190,7 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
     else:
         verdict.add("pass", "%s: architecture %s" % (here, archs[0]))
     judge_layer_ids(verdict, model, data, servers, offset, here)
-    judge_layer_types(verdict, model, data, code, servers, here)
+    judge_layer_types(verdict, model, data, code, servers, here, loaded)
     # mask_token_id, read where this install reads it
     mask_keys = [k for r in code.reads for k in [r.key] + list(r.alternatives)
                  if k.rsplit(".", 1)[-1] == "mask_token_id"]
@@ -245,10 +256,23 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
 
 
 def judge_layer_types(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
-                      code: ConfigCode, servers: list[ServedProcess], here: str) -> None:
+                      code: ConfigCode, servers: list[ServedProcess], here: str,
+                      loaded: dict[str, Any] | None = None) -> None:
     types = data.get("layer_types")
     layers = data.get("num_hidden_layers")
     use_swa = lookup(data, "dflash_config.use_swa") is True
+    if types is None and loaded is not None and isinstance(loaded.get("layer_types"), list):
+        # the file leaves layer_types to the loader (Qwen3Config derives it from
+        # use_sliding_window and max_window_layers): what this vLLM runs is the loaded one
+        types = loaded["layer_types"]
+        here = "%s (layer_types absent in config.json; as this install's loader derives " \
+               "it: %s)" % (here, short_json(types))
+    elif types is None and data.get("use_sliding_window") is True and not use_swa:
+        verdict.add("warn", "%s: layer_types absent with use_sliding_window true: the loader "
+                    "derives which layers slide (from max_window_layers), and it did not run "
+                    "here, so the sliding layers and the runner they need are not judged"
+                    % here, file_evidence(model, "layer_types", MISSING))
+        return
     if types is not None:
         if not isinstance(types, list) or (isinstance(layers, int) and len(types) != layers):
             verdict.add("fail", "%s: layer_types has %s entries for %s drafter layers" % (
@@ -457,7 +481,8 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     offset = layer_offset(facts)
     static, loaded = Verdict(), Verdict()
     for model, servers, named in drafters:
-        data = judge_drafter(static, model, servers, served.code, offset, named)
+        data = judge_drafter(static, model, servers, served.code, offset, named,
+                             loaded_config(facts, model))
         if data is not None and served.code is not None and not served.code.error:
             judge_loaded(loaded, model, data, facts, served.code)
     why = "config loading is off" if served.loaded is None else "nothing loaded"
