@@ -108,3 +108,55 @@ def test_a_bug_in_the_served_facts_costs_only_them(tmp_path, real_venvs):
     assert set(facts.signatures) == {"dflash-layer-offset", "dflash-swa", "dflash-cache-drop"}
     (check,) = drafter_checks(facts)
     assert check.status == "error" and "TypeError" in check.message
+
+
+def test_odd_values_from_a_command_line_or_a_port_read_as_unknown(tmp_path):
+    """A method that is not text, digits int() refuses, and whatever answers on the port
+    with numbers or objects: unknown values in facts the decoder accepts, never the
+    host's whole answer refused."""
+    import http.server
+    import threading
+
+    from fleetcheck.facts import HttpWitness
+    from fleetcheck.facts_decoder import decode
+    from fleetcheck.probe.served import http_witness
+
+    got = server_settings(["vllm", "serve", "m", "--speculative-config",
+                           '{"method": 1, "model": "z-lab/d", "num_speculative_tokens": 2}'], 0)
+    assert got["method"] is None and got["drafter"] == "z-lab/d"
+    older = server_settings(["vllm", "serve", "m", "--speculative-model", "d",
+                             "--num-speculative-tokens", "²"], 0)
+    assert older["num_speculative_tokens"] == "²"
+
+    class Odd(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"data": [{"id": 7, "root": ["x"]}]}' if self.path == "/v1/models" \
+                else b'{"version": {"major": 0}}'
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        witness = http_witness("127.0.0.1", server.server_address[1])
+    finally:
+        server.shutdown()
+    assert witness["models"] == [{"id": None, "root": None}] and witness["version"] is None
+    decoded = decode(HttpWitness, witness)
+    assert decoded.version is None and decoded.models[0].id is None
+
+
+def test_a_command_line_leaving_the_host_hides_its_secrets():
+    from fleetcheck.probe.servers import shown_cmdline
+    argv = ["vllm", "serve", "m", "--api-key", "sk-live-123", "--hf-token=hf_abc",
+            "--port", "8000", "--index-url", "https://user:pw@pypi.internal/simple",
+            "--ssl-keyfile", "/etc/k.pem"]
+    shown = shown_cmdline(argv)
+    assert "sk-live-123" not in shown and "hf_abc" not in shown and "user:pw" not in shown
+    assert shown == ("vllm serve m --api-key *** --hf-token=*** --port 8000 --index-url "
+                     "https://***@pypi.internal/simple --ssl-keyfile ***")
+    assert len(shown_cmdline(["x" * 400])) == 300

@@ -10,7 +10,7 @@ import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
-from fleetcheck.probe.servers import process_table
+from fleetcheck.probe.servers import process_table, shown_cmdline
 
 MAX_LISTED = 20
 SIGKILL = 9  # POSIX; the signal module is not imported for one constant
@@ -190,7 +190,7 @@ def installs_running(touch_paths, system=False):
             cwd = None
         target = pip_target(argv, virtual_env_of(pid))
         haystack = argv + [p for p in (cwd, target) if p]
-        entry = {"pid": pid, "cmdline": " ".join(argv)[:300], "cwd": cwd, "target": target}
+        entry = {"pid": pid, "cmdline": shown_cmdline(argv), "cwd": cwd, "target": target}
         if any(path and path in item for path in touch_paths for item in haystack) or \
                 (system and target is None and
                  ("--system" in argv or "--break-system-packages" in argv)):

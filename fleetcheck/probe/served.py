@@ -122,7 +122,8 @@ def server_settings(argv, index):
         spec = {"model": flags["--speculative-model"][-1]}
         tokens = (flags.get("--num-speculative-tokens") or [None])[-1]
         if tokens is not None:
-            spec["num_speculative_tokens"] = int(tokens) if tokens.isdigit() else tokens
+            spec["num_speculative_tokens"] = int(tokens) if tokens.isascii() and \
+                tokens.isdigit() else tokens  # "²".isdigit(), but int() refuses it
         for name, key in (("--speculative-method", "method"),
                           ("--speculative-model-revision", "revision")):
             if flags.get(name):
@@ -130,7 +131,7 @@ def server_settings(argv, index):
     if spec is not None:
         method = spec.get("method")
         drafter = spec.get("model")
-        out["method"] = method
+        out["method"] = text_or_none(method)
         out["method_from"] = "speculative config" if method else None
         if method is None and isinstance(drafter, str) and "dflash" in drafter.lower():
             # vLLM's own auto-detection (config/speculative.py)
@@ -287,11 +288,19 @@ def http_witness(bind, port, timeout=1.0):
         finally:
             connection.close()
         if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
-            out["models"] = [{"id": m.get("id"), "root": m.get("root")}
+            out["models"] = [{"id": text_or_none(m.get("id")),
+                              "root": text_or_none(m.get("root"))}
                              for m in value["data"] if isinstance(m, dict)][:20]
         elif key == "version" and isinstance(value, dict):
-            out["version"] = value.get("version")
+            out["version"] = text_or_none(value.get("version"))
     return out
+
+
+def text_or_none(value):
+    """What a server or a command line said, kept where the facts expect text: anything
+    else (a number, an object from whatever answers on the port) reads as unknown, never
+    as an answer the controller must refuse whole."""
+    return value if isinstance(value, str) else None
 
 
 def serving_processes():

@@ -63,11 +63,49 @@ def server_script(argv):
     return None
 
 
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth")
+REDACTED = "***"
+
+
+def shown_cmdline(argv, limit=300):
+    """A command line as the results may show it: the values of flags named like secrets
+    (`--api-key sk-...`, `--hf-token=...`) and the user:password of URLs replaced, since
+    the line leaves the host in every report."""
+    out = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        name, eq, _ = arg.partition("=")
+        secret = arg.startswith("-") and any(w in name.lower() for w in SECRET_WORDS)
+        if secret and eq:
+            arg = name + "=" + REDACTED
+        elif secret:
+            hide_next = True
+        out.append(without_userinfo(arg))
+    return " ".join(out)[:limit]
+
+
+def without_userinfo(arg):
+    """`https://user:pass@host/x` as `https://***@host/x`."""
+    scheme = arg.find("://")
+    if scheme < 0:
+        return arg
+    rest = arg[scheme + 3:]
+    at, slash = rest.find("@"), rest.find("/")
+    if at < 0 or (0 <= slash < at):
+        return arg
+    return arg[:scheme + 3] + REDACTED + rest[at:]
+
+
 def port_of(argv):
     for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv) and argv[i + 1].isdigit():
+        if arg == "--port" and i + 1 < len(argv) and argv[i + 1].isascii() and \
+                argv[i + 1].isdigit():
             return int(argv[i + 1])
-        if arg.startswith("--port=") and arg[7:].isdigit():
+        if arg.startswith("--port=") and arg[7:].isascii() and arg[7:].isdigit():
             return int(arg[7:])
     return 8000  # vLLM's default
 
@@ -130,7 +168,7 @@ def running_servers():
                 sites = venv_site_dirs(home)
         if not sites:
             sites = interpreter_site_dirs(interpreter or exe)
-        servers.append({"pid": pid, "cmdline": " ".join(argv)[:300], "exe": exe,
+        servers.append({"pid": pid, "cmdline": shown_cmdline(argv), "exe": exe,
                         "interpreter": interpreter, "started_at": started_at(pid),
                         "port": port_of(argv), "site_dirs": sites,
                         "real_site_dirs": [os.path.realpath(p) for p in sites],
