@@ -138,6 +138,30 @@ def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
         assert needle in message
 
 
+@pytest.mark.parametrize("name, meant", [
+    ("ansible_prot", "ansible_port"), ("ansible_usr", "ansible_user"),
+    ("ansible_ssh_private_keyfile", "ansible_ssh_private_key_file"),
+    ("pyton", "python"), ("containr", "container"), ("conection", "connection"),
+])
+def test_a_typo_of_a_connection_variable_is_refused(tmp_path, name, meant):
+    path = write(tmp_path, {"all": {"hosts": {"gpu1": {name: "x"}}}})
+    with pytest.raises(InputError, match="field '%s': unknown variable: did you mean %s" % (
+            name, meant)):
+        load_inventory(path)
+
+
+def test_other_playbooks_and_ansibles_own_variables_are_not_typos(tmp_path):
+    """Words a few letters from fleetcheck's are other variables: python3, containerd,
+    collection, venv2, the plurals, and Ansible's own variables fleetcheck does not read
+    (passwords, the older su/sudo become names, kubectl and docker connection options)."""
+    names = ["python3", "python2", "containerd", "collection", "venv2", "containers",
+             "connections", "ansible_password", "ansible_become_pass", "ansible_su_user",
+             "ansible_sudo_user", "ansible_ssh_extra_args", "ansible_kubectl_pod",
+             "ansible_docker_extra_args"]
+    path = write(tmp_path, {"all": {"hosts": {"gpu1": {n: "x" for n in names}}}})
+    assert [h.name for h in load_inventory(path)] == ["gpu1"]
+
+
 def test_a_feature_checks_its_own_variable_with_the_file_and_group_that_set_it(tmp_path):
     """The inventory knows `smoke` is a mapping; what may be in it is the smoke feature's
     to say (handed in, never imported), and its error still names where it was set."""

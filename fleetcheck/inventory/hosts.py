@@ -59,6 +59,9 @@ TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "bec
                 "expect_version", "expect_commit", "expect_drafter")
 # Other playbooks' words a typo target is one letter from: never a typo of fleetcheck's
 NOT_TYPOS = frozenset({"containers", "connections", "pythons", "venvs"})
+# Everyday words among the targets, whose neighbours are other words (`collection`,
+# `containerd`): one edit from them is a typo, two are not
+COMMON_WORDS = frozenset({"connection", "container", "python"})
 # Ansible's other connection and become variables (its docs, ansible-core 2.15+): names
 # fleetcheck does not read but an inventory may well set, never a typo of one it reads
 OTHER_ANSIBLE_NAMES = frozenset({
@@ -72,6 +75,10 @@ OTHER_ANSIBLE_NAMES = frozenset({
     "ansible_ssh_retries", "ansible_remote_tmp", "ansible_module_compression",
     "ansible_network_os", "ansible_docker_extra_args", "ansible_ssh_use_tty",
     "ansible_ssh_password_mechanism", "ansible_private_key_passphrase",
+    # Ansible's older become spellings
+    "ansible_su", "ansible_su_user", "ansible_su_pass", "ansible_su_exe", "ansible_su_flags",
+    "ansible_sudo", "ansible_sudo_user", "ansible_sudo_pass", "ansible_sudo_exe",
+    "ansible_sudo_flags",
 })
 OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
@@ -314,7 +321,10 @@ def near_miss(name: str) -> str | None:
     if lowered in NOT_TYPOS:
         return None
     for target in TYPO_TARGETS:
-        limit = 1 if len(target) <= 6 else 2
+        suffix = lowered[len(target):] if lowered.startswith(target) else None
+        if suffix and (suffix.isdigit() or suffix in ("d", "s")):
+            continue  # python3, venv2, containerd: other words, not a typo of this one
+        limit = 1 if len(target) <= 6 or target in COMMON_WORDS else 2
         if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
             return target
     return None
