@@ -1,8 +1,8 @@
 """Rewrites of the real vLLM 0.33.0 and 0.20.1 sources at the three fix sites, each
 labelled with the verdict its check must give: rewrites that keep the code's meaning
 keep the release's verdict (0.33.0 passes, 0.20.1 fails), rewrites that break (or, on
-0.20.1, add) the fix change it. The mutation benchmark runs them all; the tests run the
-ones marked `fast`. A bug found in a verdict becomes a case here.
+0.20.1, add) the fix change it. The mutation benchmark and the tests run them all. A bug
+found in a verdict becomes a case here.
 
 An edit is (old, new) on a file of the release; `old` must occur in it (an empty `old`
 appends to the file, creating it when absent).
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterator
 
 from fleetcheck.lab.wheels import unpacked
@@ -38,7 +38,6 @@ class Mutation:
     construct: str  # what the rewrite exercises, named where it warns
     edits: dict  # rel -> ((old, new), ...)
     expect: str = ""  # the verdict it must give ("" : the release's, or its flip)
-    fast: bool = False  # also run by the tests
 
     @property
     def expected(self) -> str:
@@ -135,7 +134,7 @@ def offset_cases() -> list[Mutation]:
     # path conditions
     case("pr40898-form", ok, "PR #40898: shift on return when method == \"dflash\"",
          guarded('self.speculative_config.method == "dflash"',
-                 'spec_config.method == "dflash"'), fast=True)
+                 'spec_config.method == "dflash"'))
     case("method-not-equal", ok, "method != \"dflash\" guards the unshifted branch",
          guarded('self.speculative_config.method != "dflash"',
                  'spec_config.method != "dflash"', shifted_first=False))
@@ -152,8 +151,7 @@ def offset_cases() -> list[Mutation]:
           V2: guarded('True', 'spec_config.method == "dflash"')[V2]})
     case("bound-test", ok, "a name bound to method == \"dflash\"", bound_test('== "dflash"'))
     case("use-dflash-predicate", ok, "use_dflash() read from SpeculativeConfig",
-         guarded("self.speculative_config.use_dflash()", "spec_config.use_dflash()"),
-         fast=True)
+         guarded("self.speculative_config.use_dflash()", "spec_config.use_dflash()"))
     case("private-predicate", ok, "a method of the runner _is_dflash() tests the method",
          {RUNNER: guarded("self._is_dflash()", "")[RUNNER] + method_helper(
              "    def _is_dflash(self) -> bool:\n"
@@ -165,7 +163,7 @@ def offset_cases() -> list[Mutation]:
              {RUNNER: guarded("_uses_dflash(self.speculative_config)", "")[RUNNER] + (
                  ("", "\n\ndef _uses_dflash(config) -> bool:\n"
                       '    return config.method == "%s"\n' % method),),
-              V2: guarded("", 'spec_config.method == "dflash"')[V2]}, fast=not keeps)
+              V2: guarded("", 'spec_config.method == "dflash"')[V2]})
     case("isinstance-dflash", ok, "isinstance(self.drafter, DFlashProposer)",
          guarded("isinstance(self.drafter, DFlashProposer)",
                  'spec_config.method == "dflash"'))
@@ -185,7 +183,7 @@ def offset_cases() -> list[Mutation]:
     # breaking path conditions
     case("eagle-only-shift", bad, "shifted for EAGLE only, DFlash unshifted",
          guarded('self.speculative_config.method == "eagle3"',
-                 'spec_config.method == "dflash"'), fast=True)
+                 'spec_config.method == "dflash"'))
     case("inverted-test", bad, "method != \"dflash\" guards the shifted branch",
          guarded('self.speculative_config.method != "dflash"',
                  'spec_config.method != "dflash"'))
@@ -199,7 +197,7 @@ def offset_cases() -> list[Mutation]:
         case("helper-function" + tag, keeps, "the +1 in a module function",
              {RUNNER: ((V1_READ, V1_HELPER % ("_dflash_aux_ids(%s)" % IDS)),
                        ("", "\n\ndef _dflash_aux_ids(ids):\n    return [i + %d for i in ids]\n"
-                        % added))}, fast=not added)
+                        % added))})
         case("helper-method" + tag, keeps, "the +1 in a method of the runner",
              {RUNNER: ((V1_READ, V1_HELPER % ("self._dflash_aux_ids(%s)" % IDS)),
                        method_helper("    def _dflash_aux_ids(self, ids):\n"
@@ -214,8 +212,7 @@ def offset_cases() -> list[Mutation]:
         case("key-named" + tag, keeps, "the key held in a module constant",
              {RUNNER: ((V1_READ, read.replace('"target_layer_ids"', "_DFLASH_IDS_KEY")),
                        ("import functools\n",
-                        'import functools\n_DFLASH_IDS_KEY = "target_layer_ids"\n'))},
-             fast=not keeps)
+                        'import functools\n_DFLASH_IDS_KEY = "target_layer_ids"\n'))})
     case("rename", ok, "names changed",
          v1('                layer_ids = [\n'
             '                    layer_idx + 1 for layer_idx in (dflash_config.get("target_layer_ids") or [])\n'
@@ -236,23 +233,22 @@ def offset_cases() -> list[Mutation]:
         case("int-cast" + tag, keeps, "each id cast with int()",
              v1(read.replace("i + 1 for i", "int(i) + 1 for i").replace(
                  '                layer_ids = dflash_config.get("target_layer_ids") or []\n',
-                 '                layer_ids = [int(i) for i in dflash_config.get("target_layer_ids") or []]\n')),
-             fast=not keeps)
+                 '                layer_ids = [int(i) for i in dflash_config.get("target_layer_ids") or []]\n')))
     for added, keeps in ((1, ok), (0, bad)):
         case("generator-helper" + ("" if added else "-reverted"), keeps,
              "the +1 in a generator helper",
              {RUNNER: ((V1_READ, V1_HELPER % ("list(_aux_ids(%s))" % IDS)),
                        ("", "\n\ndef _aux_ids(ids):\n    for i in ids:\n        yield i + %d\n"
-                        % added))}, fast=not added)
+                        % added))})
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
          expect="warn")
     case("double-shift", bad, "the +1 added twice",
-         v1(V1_READ.replace("i + 1", "i + 1 + 1")), fast=True)
+         v1(V1_READ.replace("i + 1", "i + 1 + 1")))
     case("helper-twice", bad, "a +1 helper applied twice",
          {RUNNER: ((V1_READ, V1_HELPER % ("_shift(_shift(%s))" % IDS)),
                    ("", "\n\ndef _shift(ids):\n    return [i + 1 for i in ids]\n"))})
-    case("dropped", bad, "the +1 dropped", v1(V1_PLAIN), fast=True)
+    case("dropped", bad, "the +1 dropped", v1(V1_PLAIN))
     case("dropped-v2", bad, "the +1 dropped in the V2 runner only", {V2: ((V2_READ, V2_PLAIN),)})
     # named values
     for value, keeps in ((1, ok), (0, bad)):
@@ -260,7 +256,7 @@ def offset_cases() -> list[Mutation]:
         case("module-constant" + tag, keeps, "OFFSET = %d at module level" % value,
              {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + _DFLASH_AUX_OFFSET")),
                        ("import functools\n", "import functools\n_DFLASH_AUX_OFFSET = %d\n"
-                        % value))}, fast=bool(value))
+                        % value))})
         case("imported-constant" + tag, keeps, "an offset imported from a vllm module",
              both(V1_READ.replace("i + 1", "i + AUX_OFFSET"),
                   V2_READ.replace("i + 1", "i + AUX_OFFSET"),
@@ -312,8 +308,7 @@ def offset_cases() -> list[Mutation]:
                        method_helper(base_method)[1],
                        ("", "\n\nclass DFlashGPUModelRunner(GPUModelRunner):\n"
                             "    def _dflash_aux_ids(self, ids):\n"
-                            "        return [i + %d for i in ids]\n" % added))},
-             fast=not added)
+                            "        return [i + %d for i in ids]\n" % added))})
     for added, keeps in ((1, ok), (0, bad)):
         case("subclass-elsewhere" + ("" if added else "-reverted"), keeps,
              "a subclass in another runner module overriding the helper",
@@ -323,8 +318,7 @@ def offset_cases() -> list[Mutation]:
                   ("", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\n\n"
                        "class DFlashGPUModelRunner(GPUModelRunner):\n"
                        "    def _dflash_aux_ids(self, ids):\n"
-                       "        return [i + %d for i in ids]\n" % added),)},
-             fast=not added)
+                       "        return [i + %d for i in ids]\n" % added),)})
     return out
 
 
@@ -348,7 +342,7 @@ def offset_cases_020() -> list[Mutation]:
     case("guard-unshifted", True, "PR #40898's guard with both branches unshifted",
          returned("dflash", "tuple(layer_ids)"))
     case("fix-added", False, "the +1 added as 0.22.0 does",
-         {RUNNER: ((read, V1_READ),)}, fast=True)
+         {RUNNER: ((read, V1_READ),)})
     case("pr40898-added", False, "PR #40898's form added",
          returned("dflash", "tuple(layer_id + 1 for layer_id in layer_ids)"))
     case("eagle-shift-added", True, "a +1 added for EAGLE only",
@@ -414,8 +408,7 @@ def swa_cases() -> list[Mutation]:
                      '_SWA_WINDOW_KEY = "swa_window_size"\n'))})
     case("reverted-in-helper", False, "the resolution helper returns no window",
          {DRAFTER: (("    return sliding_window, _dflash_layer_causal(config, layer_idx)\n",
-                     "    return None, _dflash_layer_causal(config, layer_idx)\n"),)},
-         fast=True)
+                     "    return None, _dflash_layer_causal(config, layer_idx)\n"),)})
     case("rename", True, "the window renamed on its way",
          {DRAFTER: ((WINDOW, "            per_layer_sliding_window=window,\n"),
                     (ATTN, "        window = sliding_window\n" + ATTN))})
@@ -447,8 +440,7 @@ def swa_cases_020() -> list[Mutation]:
                  "the config's window passed per layer",
                  {DRAFTER: ((attn, attn.replace(
                      "        )\n", "            per_layer_sliding_window=getattr(\n"
-                     "                config, \"sliding_window\", None),\n        )\n")),)},
-                 fast=True),
+                     "                config, \"sliding_window\", None),\n        )\n")),)}),
     ]
 
 
@@ -480,11 +472,9 @@ def drop_cases() -> list[Mutation]:
                           ("    def _mamba_block_aligned_split(",
                            "    def _block_drop(self, config):\n"
                            "        return config.%s()\n\n"
-                           "    def _mamba_block_aligned_split(" % asked))},
-             fast=not keeps)
+                           "    def _mamba_block_aligned_split(" % asked))})
     case("wrapper-to-eagle", False, "use_eagle() where use_eagle_block_drop() was",
-         {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = speculative_config.use_eagle()\n"),)},
-         fast=True)
+         {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = speculative_config.use_eagle()\n"),)})
     case("gate-reverted", False, "needs_eagle_block_drop() no longer excludes DFlash",
          {SPECULATIVE: (("        return self.use_eagle() and not (self.use_dflash() or "
                          "self.use_dspark())\n", "        return self.use_eagle()\n"),)},
@@ -507,31 +497,18 @@ def drop_cases_020() -> list[Mutation]:
                                  "        return self.use_eagle() and not self.use_dflash()\n"),),
                   SCHEDULER: (("            use_eagle=self.use_eagle,\n",
                                "            use_eagle=bool(speculative_config and\n"
-                               "                           speculative_config.needs_eagle_block_drop()),\n"),)},
-                 fast=True),
+                               "                           speculative_config.needs_eagle_block_drop()),\n"),)}),
         # use_eagle()'s body inlined: on DFlash's path a constant True reaches the decision
         Mutation("drop-020-predicate-guard", "0.20.1", DROP, True,
                  "use_eagle() inlined as a method test: a constant True on DFlash's path",
                  {SCHEDULER: (("            if speculative_config.use_eagle():\n",
-                               "            if speculative_config.method in (\"eagle\", \"eagle3\", \"mtp\", \"dflash\"):\n"),)},
-                 fast=True),
+                               "            if speculative_config.method in (\"eagle\", \"eagle3\", \"mtp\", \"dflash\"):\n"),)}),
     ]
 
 
-# also run by the tests: one case of each construct, kept and broken
-FAST = {"offset-method-not-equal", "offset-method-named-strings", "offset-bound-test",
-        "offset-isinstance-dflash", "offset-other-predicate", "offset-imported-constant",
-        "offset-class-constant-zero", "offset-default-argument", "offset-partial-zero",
-        "offset-enum-member", "offset-reassigned-constant-zero", "offset-dict-keywords",
-        "offset-helper-module-reverted", "offset-020-pr40898-added", "swa-dict-update-none",
-        "swa-dict-item", "swa-dict-literal", "swa-constant-none", "drop-dict-update", "drop-dict-item-eagle",
-        "drop-inline-gate"}
-
-
 def corpus() -> list[Mutation]:
-    cases = (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
-             drop_cases() + drop_cases_020())
-    return [replace(m, fast=True) if m.id in FAST else m for m in cases]
+    return (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
+            drop_cases() + drop_cases_020())
 
 
 def vacuous(mutation: Mutation, result) -> bool:
