@@ -416,3 +416,32 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
                          "fleetcheck.probe.install", "fleetcheck.probe.integrity",
                          "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
                          "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]
+
+
+# The oldest Python the probe promises to run under (it runs on the hosts' own Python);
+# this machine's image carries it under pyenv
+PYTHON_38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
+
+
+def test_the_probe_runs_under_python_3_8_on_a_real_install(real_venvs):
+    """Every probe module, the served facts and the analysis included, on Python 3.8: the
+    same verdicts and facts as under the controller's Python."""
+    from fleetcheck.checks.plan import CheckPlan
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.wire_protocol import decode_answer
+    assert os.access(PYTHON_38, os.X_OK), "Python 3.8 is needed here: %s" % PYTHON_38
+    integrity = {"deep": False, "import_check": False, "import_timeout": 5}
+    verdicts = {}
+    for python in (PYTHON_38, None):
+        host = Host(name="local", address="local", connection="local",
+                    venv=real_venvs["0.33.0"], python=python)
+        answer = probe_answer(host, integrity=integrity, served={"drafters": []})
+        facts = decode_answer(answer, host)
+        assert facts.errors == [] and facts.served is not None and not facts.served.error
+        if python:
+            assert facts.python.version.startswith("3.8."), facts.python
+        _, checks, _ = CheckPlan(PLAYBOOK).judge(facts)
+        verdicts[python] = [(c.id, c.status, c.message) for c in checks]
+    assert verdicts[PYTHON_38] == verdicts[None]
+    assert [s for _, s, _ in verdicts[PYTHON_38][:3]] == ["pass"] * 3
