@@ -221,3 +221,41 @@ def test_container_user_runs_the_probe_as_that_user(tmp_path, boxes):
     assert run.host("nobody")["error"] is None, run.host("nobody")
     assert run.host("nobody")["vllm"]["version"] == "0.33.0"
     assert run.check("nobody", "dflash-layer-offset")["status"] == "pass"
+
+
+def test_what_a_server_inside_a_container_serves_is_read_from_the_containers_proc(
+        tmp_path, boxes):
+    """The served facts come from the container's own /proc (its PID namespace): the
+    server's command line with its speculative config, its environment, and the drafter
+    directory as the container sees it, judged against the container's install."""
+    import drafter_trees
+    work, env, _ = boxes
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "drafter"), drafter_trees.ZLAB)
+    server = work / "bin" / "vllm"
+    spec = '{"method": "dflash", "model": "/models/drafter", "num_speculative_tokens": 15}'
+    podman(env, "run", "-d", *RUN_FLAGS, *mounts(system_site_by_uv(env)), "-v",
+           "%s:/models/drafter:ro" % drafter, "-e", "VLLM_USE_V2_MODEL_RUNNER=1",
+           "-e", "HF_HUB_OFFLINE=1", "--name", "served", ROOTFS, "/usr/bin/python3",
+           str(server), "serve", "/models/qwen", "--port", "8000",
+           "--speculative-config", spec)
+    try:
+        inventory = {"all": {"hosts": {"here": {"connection": "local", "container": "served",
+                                                "container_engine": "podman"}}}}
+        run = run_fleetcheck(tmp_path, inventory, "--no-import-check", "--no-config-load",
+                             env=env)
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "served", check=False)
+    host = run.host("here")
+    assert host["error"] is None, host["error"]
+    (served,) = [s for s in host["served"] if "pid" in s]
+    assert served["drafter"]["spec"] == "/models/drafter" and served["method"] == "dflash"
+    assert served["num_speculative_tokens"] == 15 and served["port"] == 8000
+    assert served["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    assert served["target"]["spec"] == "/models/qwen"
+    assert served["drafter"]["dir"] == "/models/drafter"  # the container's path
+    check = run.check("here", "drafter-config")
+    assert check["status"] in ("pass", "warn"), check
+    assert any(e["file"] == "/models/drafter/config.json" for e in check["evidence"]) or \
+        "/models/drafter" in check["message"], check
+    assert "architecture DFlashDraftModel" in " ".join(
+        a["text"] for a in check["details"]["aspects"])
