@@ -211,3 +211,18 @@ def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
         assert check.status == "fail" and host.status == "fail", check
         assert "pid 2 serves drafter wrong/drafter, expected z-lab/expected" in check.message
         assert "pid 1 serves drafter" not in check.message
+
+
+def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected():
+    from fleetcheck.checks.served import apply_served
+    from fleetcheck.drafter_expectations import DrafterExpectation
+    from fleetcheck.results import CheckResult, HostResult
+
+    plain = {"pid": 1, "port": 8000, "serving": True, "judged": True, "target": {"spec": "t"},
+             "drafter": {}, "method": None, "num_speculative_tokens": None, "notes": []}
+    host = HostResult(name="a", address="a", groups=[], status="pass",
+                      checks=[CheckResult(id="f", title="f", status="pass", message="")],
+                      served=[plain])
+    (judged,) = apply_served([host], {"a": DrafterExpectation("z-lab/d", None, "cli")})
+    skipped = next(c for c in judged.checks if c.id == "drafter-config")
+    assert skipped.message == "no DFlash drafter served on this host (expected: z-lab/d)"

@@ -160,3 +160,16 @@ def test_a_command_line_leaving_the_host_hides_its_secrets():
     assert shown == ("vllm serve m --api-key *** --hf-token=*** --port 8000 --index-url "
                      "https://***@pypi.internal/simple --ssl-keyfile ***")
     assert len(shown_cmdline(["x" * 400])) == 300
+
+
+def test_the_target_of_every_serve_form_and_both_spellings_of_the_served_name():
+    module = server_settings(["/usr/bin/python3", "-m", "vllm.entrypoints.cli.main", "serve",
+                              "Qwen/Qwen3.6-27B", "--served_model_name=tiny"], None)
+    assert module["target"] == "Qwen/Qwen3.6-27B" and module["served_names"] == ["tiny"]
+    assert server_settings(["/opt/venv/bin/vllm", "serve", "org/m", "--port", "8000"],
+                           0)["target"] == "org/m"
+    old = server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model",
+                           "/models/m", "--served-model-name", "a", "b"], None)
+    assert old["target"] == "/models/m" and old["served_names"] == ["a", "b"]
+    assert server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server",
+                            "--port", "8000"], None)["target"] is None

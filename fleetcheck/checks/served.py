@@ -593,21 +593,21 @@ def apply_served(hosts: list[HostResult],
         checks = list(host.checks)
         have = {c.id for c in checks}
         never_ran = {NOT_RUN: True} if host.error is not None else {}
+        reason = host_skip_reason(host, expected.get(host.name))
         for check_id in (DRAFTER_ID, LOADED_ID):
             if check_id not in have:
                 checks.append(CheckResult(id=check_id, title=TITLES[check_id], status="skip",
-                                          message=host_skip_reason(host),
-                                          details=dict(never_ran)))
+                                          message=reason, details=dict(never_ran)))
         if host.error is None and host.name in verdicts:
             checks.append(verdicts[host.name])
         else:
             checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="skip",
-                                      message=host_skip_reason(host), details=dict(never_ran)))
+                                      message=reason, details=dict(never_ran)))
         out.append(replace(host, checks=checks, status=status_with(host, checks)))
     return out
 
 
-def host_skip_reason(host: HostResult) -> str:
+def host_skip_reason(host: HostResult, expectation: DrafterExpectation | None = None) -> str:
     if host.error is not None:
         return "not run: %s (%s)" % (host.error.kind, host.error.message)
     if not host.served:
@@ -615,6 +615,8 @@ def host_skip_reason(host: HostResult) -> str:
     if not any(s.get("judged", True) for s in host.served if "pid" in s) and \
             all("pid" in s for s in host.served):
         return "only servers of other installs, on other ports than vllm_url's (not judged)"
+    if expectation is not None:
+        return "no DFlash drafter served on this host (expected: %s)" % expectation.label()
     return "no DFlash drafter served or expected on this host"
 
 

@@ -78,9 +78,21 @@ def served_names(argv):
                     break
                 names.append(value)
             return names
-        if arg.startswith("--served-model-name="):
+        if arg.startswith(("--served-model-name=", "--served_model_name=")):
             return [arg.split("=", 1)[1]]
     return []
+
+
+def positional_model(argv, index):
+    """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
+    MODEL` (where `serve` follows the program or the module), or None."""
+    places = [index + 1] if index is not None else []
+    if "-m" in argv:
+        places.append(argv.index("-m") + 2)
+    for at in places:
+        if at + 1 < len(argv) and argv[at] == "serve" and not argv[at + 1].startswith("-"):
+            return argv[at + 1]
+    return None
 
 
 def server_settings(argv, index):
@@ -94,9 +106,8 @@ def server_settings(argv, index):
                         + SPEC_FLAGS)
     out = {"served_names": served_names(argv), "errors": []}
     model = (flags.get("--model") or [None])[-1]
-    if model is None and index is not None and len(argv) > index + 2 and \
-            not argv[index + 2].startswith("-"):
-        model = argv[index + 2]  # `vllm serve MODEL`
+    if model is None:
+        model = positional_model(argv, index)
     out["target"] = model
     out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
                                                                    else None)
