@@ -13,6 +13,7 @@ found: a host without one pays nothing."""
 import ast
 import os
 
+from fleetcheck.probe.dataflow import callee_name  # signatures loads it anyway
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 from fleetcheck.probe.signatures import resolve_registry_module
 
@@ -23,14 +24,6 @@ CONFIG_NAMES = ("config", "hf_config")  # what a drafter's HF config is called
 CONTAINER = "dflash_config"
 V2_NEEDLE = "V2 model runner"
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-
-
-def terminal_name(node):
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 def string_arg(call, index):
@@ -44,7 +37,7 @@ def string_arg(call, index):
 def reads_container(node, containers):
     """Does this expression hold the drafter's dflash_config?"""
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and terminal_name(sub.func) == "getattr" and \
+        if isinstance(sub, ast.Call) and callee_name(sub.func) == "getattr" and \
                 string_arg(sub, 1) == CONTAINER:
             return True
         if isinstance(sub, ast.Attribute) and sub.attr == CONTAINER and \
@@ -74,9 +67,9 @@ def container_names(tree):
 def read_of(node, containers, parents):
     """(key, has default, default expression) when `node` reads a drafter config key."""
     if isinstance(node, ast.Call):
-        name = terminal_name(node.func)
+        name = callee_name(node.func)
         if name == "getattr" and len(node.args) >= 2 and \
-                terminal_name(node.args[0]) in CONFIG_NAMES:
+                callee_name(node.args[0]) in CONFIG_NAMES:
             key = string_arg(node, 1)
             if key and key != CONTAINER:
                 default = node.args[2] if len(node.args) > 2 else None
@@ -93,7 +86,7 @@ def read_of(node, containers, parents):
         if isinstance(index, ast.Constant) and isinstance(index.value, str):
             return CONTAINER + "." + index.value, False, None
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and \
-            terminal_name(node.value) in CONFIG_NAMES and node.attr != CONTAINER:
+            callee_name(node.value) in CONFIG_NAMES and node.attr != CONTAINER:
         parent = parents.get(id(node))
         if isinstance(parent, ast.Call) and parent.func is node:
             return None  # a method of the config (to_dict, get_text_config)
@@ -136,7 +129,7 @@ def config_reads(text, rel):
             if alt not in entry["alternatives"]:
                 entry["alternatives"].append(alt)
     stored = set(n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and
-                 isinstance(n.ctx, ast.Store) and terminal_name(n.value) in CONFIG_NAMES)
+                 isinstance(n.ctx, ast.Store) and callee_name(n.value) in CONFIG_NAMES)
     by_key = {}  # one entry per key: required when no read has a default and none assigns it
     for (key, line), entry in sorted(found.items(), key=lambda i: (i[0][1], i[0][0])):
         if (key, line) in inside_default and not entry["alternatives"]:
