@@ -243,6 +243,11 @@ def offset_cases() -> list[Mutation]:
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
          expect="warn")
+    # a module's add() is a function call, not a set being filled: the path must not vanish
+    case("operator-add-zero", bad, "operator.add(i, 0): a module function named add",
+         v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect="warn")
+    case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
+         v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect="warn")
     case("double-shift", bad, "the +1 added twice",
          v1(V1_READ.replace("i + 1", "i + 1 + 1")))
     case("helper-twice", bad, "a +1 helper applied twice",

@@ -1025,7 +1025,9 @@ class Flow(object):
             self.update_dict(func.value.id, func.attr, node, args, keywords, env)
             return EMPTY
         if isinstance(func, ast.Attribute) and func.attr in MUTATORS and \
-                isinstance(func.value, ast.Name):
+                isinstance(func.value, ast.Name) and func.value.id in env:
+            # a local collection filled in place (`ids.append(i + 1)`); `operator.add(i,
+            # 0)` or `np.add(ids, 0)` name a module's function, which is a call like any
             added = set()
             for value in args:
                 added |= (value if func.attr == "extend" else as_collection(value))
