@@ -74,11 +74,12 @@ def test_facts_without_a_family_the_plan_needs_never_pass_with_fewer_checks():
 
 def test_the_wire_decoder_requires_what_the_plan_needs():
     plan = CheckPlan(PLAYBOOK, smoke=True)
-    assert set(plan.required_facts()) == {"install", "signatures", "integrity", "servers",
-                                          "smoke"}
+    assert set(plan.required_facts()) == {"install", "version_file", "signatures",
+                                          "integrity", "servers", "smoke"}
     # a follower of a shared build sends no analysis: the controller fills it in
     assert "signatures" not in plan.required_facts(shared_analysis=True)
-    assert set(CheckPlan(without_integrity()).required_facts()) == {"install", "signatures"}
+    assert set(CheckPlan(without_integrity()).required_facts()) == {"install", "version_file",
+                                                                    "signatures"}
     answer = CommandResult(json.dumps(recorded("0.33.0")).encode(), b"", 0)
     host = Host(name="h", address="h")
     with pytest.raises(TransportError) as refused:

@@ -33,6 +33,8 @@ VARIANTS = {
                                  ["full_attention"]),
     "no-mask": variant(ZLAB, dflash_config__mask_token_id=None),
     "wrong-arch": variant(ZLAB, architectures=["Qwen3ForCausalLM"]),
+    "negative-id": variant(ZLAB, dflash_config__target_layer_ids=[-1, 13, 25, 37, 49]),
+    "unknown-layer-types": variant(ZLAB, layer_types=["swa"] * 4 + ["full_attention"]),
     "use-swa-good": USE_SWA,
     # no layer_types: the loader derives them (sliding from max_window_layers on)
     "derived-layer-types": variant(ZLAB, layer_types=None, max_window_layers=1),
@@ -154,7 +156,9 @@ def test_good_drafters_pass_with_what_they_were_judged_on(judged):
     ("short-layer-types", ["layer_types has 4 entries for 5 drafter layers"]),
     ("no-mask", ["this install reads dflash_config.mask_token_id or mask_token_id; the "
                  "drafter has neither"]),
-    ("wrong-arch", ['architectures ["Qwen3ForCausalLM"]', "DFlashDraftModel"])])
+    ("wrong-arch", ['architectures ["Qwen3ForCausalLM"]', "DFlashDraftModel"]),
+    ("negative-id", ["target_layer_ids [-1] out of range", "each must be 0..51"]),
+    ("unknown-layer-types", ["layer_types holds swa, which no attention layer is"])])
 def test_broken_drafters_fail_saying_what_and_where(judged, name, words):
     facts, places, *_ = judged
     check = verdicts(facts, places[name])["drafter-config"]

@@ -103,6 +103,8 @@ def test_host_ranges(pattern, expected):
      ["field 'ansible_ssh_common_args'", "ProxyJump", "ProxyCommand"]),
     ({"all": {"hosts": {"gpu1": {"ansible_ssh_common_args": "-p 2222"}}}},
      ["field 'ansible_ssh_common_args'", "'-p'"]),
+    ({"all": {"hosts": {"gpu1": {"vllm_url": "http://[::1"}}}},
+     ["host 'gpu1'", "field 'vllm_url'", "is not a URL"]),
     # a route that cannot be followed exactly is refused, never cut to its first hop
     ({"all": {"hosts": {"gpu1": {"proxy_jump": "ops@gate:22x"}}}},
      ["host 'gpu1'", "field 'proxy_jump'", "'ops@gate:22x'", "1-65535"]),
@@ -142,6 +144,7 @@ def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
     ("ansible_prot", "ansible_port"), ("ansible_usr", "ansible_user"),
     ("ansible_ssh_private_keyfile", "ansible_ssh_private_key_file"),
     ("pyton", "python"), ("containr", "container"), ("conection", "connection"),
+    ("ansibel_user", "ansible_user"), ("ansbile_port", "ansible_port"),
 ])
 def test_a_typo_of_a_connection_variable_is_refused(tmp_path, name, meant):
     path = write(tmp_path, {"all": {"hosts": {"gpu1": {name: "x"}}}})

@@ -231,6 +231,21 @@ def test_judge_refuses_facts_without_a_family_its_plan_needs_and_keeps_the_row(t
     assert [c["status"] for c in json.loads(out.read_text())["hosts"][0]["checks"]] == ["pass"] * 3
 
 
+def test_facts_without_the_version_file_family_are_a_protocol_error(tmp_path):
+    """The version and commit come from it: facts that lack it cannot pass install-metadata
+    or an expected version."""
+    facts = tmp_path / "facts.jsonl"
+    partial = dict(recorded("0.33.0"), host="no-version")
+    del partial["version_file"]
+    facts.write_text(json.dumps(partial) + "\n")
+    out = tmp_path / "r.json"
+    proc = fleetcheck("judge", str(facts), "--no-integrity", "--json", str(out), "--no-html")
+    assert proc.returncode == 3, proc.stderr
+    host = json.loads(out.read_text())["hosts"][0]
+    assert host["error"]["kind"] == "protocol"
+    assert "no `version_file` facts" in host["error"]["message"]
+
+
 def test_judge_loads_no_ssh_library_and_no_scheduler(tmp_path):
     """judge takes the check plan, not the runner: facts gathered by another engine are
     judged without paramiko ever being imported, and the judge module needs no

@@ -173,3 +173,15 @@ def test_the_target_of_every_serve_form_and_both_spellings_of_the_served_name():
     assert old["target"] == "/models/m" and old["served_names"] == ["a", "b"]
     assert server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server",
                             "--port", "8000"], None)["target"] is None
+
+
+def test_the_short_and_dotted_forms_of_the_speculative_config():
+    """vLLM's parser takes `-sc JSON` and `--speculative-config.KEY VALUE` too."""
+    short = server_settings(["vllm", "serve", "/m", "-sc",
+                             '{"method": "dflash", "model": "/models/d"}'], 0)
+    assert (short["method"], short["drafter"]) == ("dflash", "/models/d")
+    dotted = server_settings(["vllm", "serve", "/m", "--speculative-config.method", "dflash",
+                              "--speculative-config.model=/models/d",
+                              "--speculative_config.num_speculative_tokens", "15"], 0)
+    assert (dotted["method"], dotted["drafter"], dotted["num_speculative_tokens"]) == (
+        "dflash", "/models/d", 15)

@@ -79,12 +79,13 @@ class PlannedCheck:
 
 
 def fix_check(check: FixCheck) -> PlannedCheck:
-    return PlannedCheck(check.id, check.title, ("install", SIGNATURES),
+    return PlannedCheck(check.id, check.title, ("install", "version_file", SIGNATURES),
                         lambda j: judge_fix(check, j.facts, j.info.version))
 
 
 def integrity_check(check_id: str, import_enabled: bool) -> PlannedCheck:
-    return PlannedCheck(check_id, INTEGRITY_TITLES[check_id], ("install", "integrity", "servers"),
+    return PlannedCheck(check_id, INTEGRITY_TITLES[check_id],
+                        ("install", "version_file", "integrity", "servers"),
                         lambda j: judge_integrity_check(check_id, j.facts, import_enabled))
 
 
@@ -104,7 +105,7 @@ class CheckPlan:
             checks += [integrity_check(cid, playbook.integrity.import_check)
                        for cid in INTEGRITY_TITLES]
         if build:
-            checks.append(PlannedCheck(BUILD_CHECK_ID, BUILD_TITLE, ("install",),
+            checks.append(PlannedCheck(BUILD_CHECK_ID, BUILD_TITLE, ("install", "version_file"),
                                        judge_build_check))
         if smoke:
             checks.append(PlannedCheck(SMOKE_CHECK_ID, SMOKE_TITLE, ("smoke",),

@@ -31,6 +31,7 @@ SERVED_TITLE = "Same served config across the group, expected drafter"
 IDS = (DRAFTER_ID, LOADED_ID, SERVED_ID)
 TITLES = {DRAFTER_ID: DRAFTER_TITLE, LOADED_ID: LOADED_TITLE, SERVED_ID: SERVED_TITLE}
 SLIDING = "sliding_attention"
+LAYER_TYPES = (SLIDING, "full_attention")  # transformers' names, which vLLM's DFlash code reads
 LAYER_IDS_KEY = "dflash_config.target_layer_ids"
 # compared after loading beside every key the install's DFlash module reads
 ALWAYS_COMPARED = ("architectures", "layer_types", "num_hidden_layers", "sliding_window",
@@ -233,7 +234,7 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         if layers is None:
             continue
         judged = True
-        bad = [i for i in ids if not 0 <= i + shift <= layers]
+        bad = [i for i in ids if not 0 <= i <= layers - shift]
         target = server.target if server is not None else "its num_target_layers"
         if bad:
             verdict.add("fail", "%s: target_layer_ids %s out of range for target %s with %d "
@@ -279,6 +280,12 @@ def judge_layer_types(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                 here, len(types) if isinstance(types, list) else "no list of",
                 layers), file_evidence(model, "layer_types", types))
             return
+    unknown = sorted(set(map(str, (t for t in types or [] if t not in LAYER_TYPES))))
+    if unknown:
+        verdict.add("fail", "%s: layer_types holds %s, which no attention layer is (each is "
+                    "%s)" % (here, ", ".join(unknown), " or ".join(LAYER_TYPES)),
+                    file_evidence(model, "layer_types", types))
+        return
     sliding = sum(1 for t in types or [] if t == SLIDING)
     total = len(types or [])
     if not sliding and not use_swa:

@@ -201,7 +201,10 @@ def url_problem(url: str) -> str | None:
     (a bad port would otherwise be read as some default)."""
     if any(c.isspace() for c in url):
         return "contains white space"
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unbalanced [ ] of an IPv6 address
+        return "is not a URL (%s)" % exc
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return "must be an http:// or https:// URL"
     if not parts.hostname:
@@ -312,6 +315,11 @@ def near_miss(name: str) -> str | None:
     if len(name) < 4:
         return None
     lowered = name.lower().replace("-", "_")
+    prefix, _, rest = lowered.partition("_")
+    if rest and prefix != "ansible" and edit_distance(prefix, "ansible") <= 2:
+        lowered = "ansible_" + rest  # `ansibel_user`, `ansbile_port`: the prefix misspelt
+        best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
+        return best if edit_distance(lowered, best) <= 2 else None
     if lowered.startswith("ansible_"):
         if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith(("ansible_kubectl_",
                                                                  "ansible_docker_")):

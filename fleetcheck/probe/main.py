@@ -37,8 +37,9 @@ def probe(plan, ask=None):
     facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
     code_root = install.get("code_root")
     root = code_root or install["site_packages"]
+    # always sent (the controller requires it): with no install, a file that is not there
     facts["version_file"] = read_version_file(
-        os.path.join(root, "vllm", "_version.py")) if root else None
+        os.path.join(root, "vllm", "_version.py")) if root else {"path": None, "exists": False}
     facts["signatures"] = {}
     examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
     if code_root:

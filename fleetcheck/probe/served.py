@@ -20,7 +20,7 @@ ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND"
              "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_CACHE",
              "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
              "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME")
-SPEC_FLAGS = ("--speculative-config", "--speculative_config")
+SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -83,6 +83,24 @@ def served_names(argv):
     return []
 
 
+def dotted_spec(argv):
+    """`--speculative-config.method dflash --speculative-config.model D` (vLLM's parser
+    merges dotted keys into the JSON argument) as the dict it becomes, or None."""
+    spec = {}
+    for i, arg in enumerate(argv):
+        for flag in ("--speculative-config.", "--speculative_config."):
+            if not arg.startswith(flag) or len(arg) == len(flag):
+                continue
+            key, eq, value = arg[len(flag):].partition("=")
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else None
+            if value is None:
+                continue
+            spec[key.replace("-", "_")] = int(value) if value.isascii() and \
+                value.isdigit() else value
+    return spec or None
+
+
 def positional_model(argv, index):
     """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
     MODEL` (where `serve` follows the program or the module), or None."""
@@ -115,8 +133,14 @@ def server_settings(argv, index):
                       ("--download-dir", "download_dir")):
         if flags.get(name):
             out[key] = flags[name][-1]
+    if flags.get("-sc"):  # vLLM's short alias of --speculative-config
+        flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
-    if flags.get("--speculative-config"):
+    dotted = dotted_spec(argv)
+    if dotted and not flags.get("--speculative-config"):
+        out["spec_from"] = "--speculative-config.KEY"
+        spec = dotted
+    elif flags.get("--speculative-config"):
         text = flags["--speculative-config"][-1]
         out["spec_from"] = "--speculative-config"
         try:
