@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -33,9 +34,16 @@ EXPECTED = {"gpu-healthy": ("pass", "its vLLM 0.33.0 has the three fixes"),
             "gpu-down": ("unreachable", "nothing listens on its port")}
 
 
+def stop_as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False) -> int:
     """`run_fleetcheck` is the command line's entry point (passed in, so the demo does not
-    import the command line that starts it). 0 when every host came out as it should."""
+    import the command line that starts it). 0 when every host came out as it should.
+    SIGTERM and SIGHUP stop it as Ctrl-C does: its sshd hosts and files never outlive it."""
+    previous = {sig: signal.signal(sig, stop_as_ctrl_c) for sig in (signal.SIGTERM,
+                                                                    signal.SIGHUP)}
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
     try:
         healthy = os.path.join(workdir, "healthy-env")
@@ -66,6 +74,8 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False) -> 
             return _run(run_fleetcheck, hosts, fleet.known_hosts, keep)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: str,

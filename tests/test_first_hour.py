@@ -105,6 +105,19 @@ def test_diff_says_why_a_host_got_worse(installed, tmp_path, boxes):
     assert lines[fixes + 1].endswith("Fixed in 0.22.0 (vLLM PR #40727).")
     usage = installed_fleetcheck(installed, tmp_path, "diff", "--help").stdout
     assert "results JSON of the earlier run" in usage
+    # a host the earlier run did not have says why it does not pass, too
+    only_gpu01 = installed_fleetcheck(installed, tmp_path, "run", inventory(tmp_path, boxes),
+                                      "--limit", "gpu01", "--known-hosts", boxes.known_hosts,
+                                      "--no-import-check", "--json", "one.json", "--no-html")
+    assert only_gpu01.returncode == 0, only_gpu01.stderr
+    grown = installed_fleetcheck(installed, tmp_path, "diff", "one.json", "after.json")
+    assert grown.returncode == 1
+    lines = grown.stdout.splitlines()
+    at = lines.index("gpu02  (added)  WORSE")
+    assert lines[at + 1] == "  status: - -> fail  (worse)"
+    assert lines[at + 2] == "  checks dflash-layer-offset, dflash-swa, dflash-cache-drop: - -> " \
+        "fail  (worse)"
+    assert lines[at + 3].endswith("Fixed in 0.22.0 (vLLM PR #40727).")
 
 
 def test_the_demo_checks_itself_keeps_its_inventory_and_says_what_to_try_next(installed,
@@ -347,3 +360,21 @@ def test_evidence_shows_the_traced_argument_on_its_own_line(installed, tmp_path,
     assert argument[0]["file"] == call["file"] and argument[0]["line"] > call["line"]
     assert "vllm/v1/core/sched/scheduler.py:%d: [argument] use_eagle=self.use_eagle," % (
         argument[0]["line"]) in run.stdout
+
+
+def test_demo_keep_stopped_by_sigterm_leaves_no_fleet_and_no_files(installed, tmp_path):
+    demo = subprocess.Popen([os.path.join(installed, "fleetcheck"), "demo", "--keep"],
+                            cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("Try:" in line for line in lines):
+        lines.append(demo.stderr.readline())
+    inventory = yaml.safe_load((tmp_path / "reports" / "demo" / "inventory.yaml").read_text())
+    hosts = inventory["all"]["children"]["demo"]["hosts"]
+    address = hosts["gpu-healthy"]["ansible_host"]
+    workdir = os.path.dirname(os.path.dirname(hosts["gpu-healthy"]["key"]))
+    assert banner_ready(address, 22) and os.path.isdir(workdir)
+    demo.send_signal(signal.SIGTERM)
+    assert demo.wait(timeout=60) == 0
+    assert not banner_ready(address, 22) and not os.path.exists(workdir)

@@ -105,6 +105,21 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     return out
 
 
+def added_host(new: HostResult) -> HostDiff:
+    """A host the earlier run did not have: its status, and each check that does not pass
+    with its message (a new failure says why wherever it appears)."""
+    out = HostDiff(new.name)
+    out.note("status", None, new.status, worse=new.status != "pass",  # as for the verdict
+             **({"message": "%s: %s" % (new.error.kind, new.error.message)} if new.error
+                else {}))
+    if new.error is None:
+        for check in new.checks:
+            if check.status in ("fail", "error"):
+                out.note("check " + check.id, None, check.status, worse=True, check=check.id,
+                         message=check.message)
+    return out
+
+
 def diff_runs(old: RunResult, new: RunResult) -> dict[str, Any]:
     old_hosts = {h.name: h for h in old.hosts}
     new_hosts = {h.name: h for h in new.hosts}
@@ -112,9 +127,11 @@ def diff_runs(old: RunResult, new: RunResult) -> dict[str, Any]:
     for host in new.hosts:
         if host.name in old_hosts:
             result = diff_host(old_hosts[host.name], host)
-            if result.changes:
-                hosts.append({"name": host.name, "worse": result.worse,
-                              "changes": result.changes})
+        else:
+            result = added_host(host)
+        if result.changes:
+            hosts.append({"name": host.name, "worse": result.worse,
+                          "changes": result.changes, "added": host.name not in old_hosts})
     added = [h.name for h in new.hosts if h.name not in old_hosts]
     removed = [h.name for h in old.hosts if h.name not in new_hosts]
     worse = any(h["worse"] for h in hosts) or any(
@@ -154,7 +171,8 @@ def check_lines(changes: list[dict[str, Any]]) -> list[str]:
 def diff_text(result: dict[str, Any]) -> list[str]:
     lines = ["fleetcheck diff: %s -> %s" % (result["old"], result["new"])]
     for host in result["hosts"]:
-        lines.append("%s%s" % (host["name"], "  WORSE" if host["worse"] else ""))
+        lines.append("%s%s%s" % (host["name"], "  (added)" if host.get("added") else "",
+                                 "  WORSE" if host["worse"] else ""))
         checks = [c for c in host["changes"] if c.get("check")]
         for change in host["changes"]:
             if change.get("check"):
@@ -173,8 +191,10 @@ def diff_text(result: dict[str, Any]) -> list[str]:
                 "  (worse)" if change["worse"] else ""))
             if change.get("message"):
                 lines.append("      %s" % change["message"])
+    shown = {host["name"] for host in result["hosts"]}
     for name in result["added"]:
-        lines.append("added: %s" % name)
+        if name not in shown:
+            lines.append("added: %s" % name)
     for name in result["removed"]:
         lines.append("removed: %s" % name)
     if not result["hosts"] and not result["added"] and not result["removed"]:
