@@ -226,3 +226,25 @@ def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected(
     (judged,) = apply_served([host], {"a": DrafterExpectation("z-lab/d", None, "cli")})
     skipped = next(c for c in judged.checks if c.id == "drafter-config")
     assert skipped.message == "no DFlash drafter served on this host (expected: z-lab/d)"
+
+
+def test_path_drafters_with_no_revision_are_told_apart_by_their_config():
+    """`./drafter` on three hosts, one resolving (from its server's cwd) to another config:
+    the same string is not the same drafter."""
+    from fleetcheck.checks.served import apply_served
+    from fleetcheck.results import CheckResult, HostResult
+
+    def host(name: str, digest: str) -> HostResult:
+        server = {"pid": 1, "port": 8000, "serving": True, "judged": True,
+                  "target": {"spec": "t"}, "method": "dflash", "num_speculative_tokens": 15,
+                  "notes": [], "drafter": {"spec": "./drafter", "revision": None,
+                                           "config_sha256": digest}}
+        return HostResult(name=name, address=name, groups=[], status="pass",
+                          checks=[CheckResult(id="f", title="f", status="pass", message="")],
+                          served=[server])
+
+    hosts = apply_served([host("h1", "a" * 64), host("h2", "a" * 64), host("h3", "b" * 64)])
+    verdicts = {h.name: next(c for c in h.checks if c.id == "served-config") for h in hosts}
+    assert [verdicts[n].status for n in ("h1", "h2", "h3")] == ["pass", "pass", "fail"]
+    assert "differs in drafter revision" in verdicts["h3"].message
+    assert "config bbbbbbbbbbbb" in verdicts["h3"].message

@@ -11,6 +11,8 @@ applies), so the matrix and JUnit stay rectangular."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -502,7 +504,8 @@ def model_summary(model: ModelPlace | None, named: bool = False) -> dict[str, An
         return {}
     out = {"spec": model.spec, "kind": model.kind, "dir": model.dir,
            "revision": model.revision, "revision_from": model.revision_from,
-           "cache": model.cache, "cache_from": model.cache_from, "error": model.error}
+           "cache": model.cache, "cache_from": model.cache_from, "error": model.error,
+           "config_sha256": config_digest(model)}
     if named:
         out["named_by_expectation"] = True
     return out
@@ -540,11 +543,21 @@ def server_summary(server: ServedProcess, facts: Facts,
             "environ_error": server.environ_error, "http": witness, "notes": notes}
 
 
+def config_digest(model: ModelPlace) -> str | None:
+    """sha256 of the config as read (keys sorted): what tells two drafters apart that carry
+    no hub revision (a local directory, `./drafter` resolved from each server's cwd)."""
+    if model.config is None or not isinstance(model.config.data, dict):
+        return None
+    text = json.dumps(model.config.data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def served_key(entry: dict[str, Any]) -> tuple[Any, ...]:
     drafter = entry.get("drafter") or {}
-    return ((entry.get("target") or {}).get("spec"), drafter.get("spec"),
-            drafter.get("revision"), entry.get("method"),
-            str(entry.get("num_speculative_tokens")))
+    identity = drafter.get("revision") or ("config %s" % drafter["config_sha256"][:12]
+                                           if drafter.get("config_sha256") else None)
+    return ((entry.get("target") or {}).get("spec"), drafter.get("spec"), identity,
+            entry.get("method"), str(entry.get("num_speculative_tokens")))
 
 
 KEY_NAMES = ("target", "drafter", "drafter revision", "method", "num_speculative_tokens")
@@ -552,8 +565,10 @@ KEY_NAMES = ("target", "drafter", "drafter revision", "method", "num_speculative
 
 def key_label(key: tuple[Any, ...]) -> str:
     target, drafter, revision, method, tokens = key
+    shown = revision if revision and revision.startswith("config ") else \
+        (revision or "no revision")[:12]  # a hub sha, or the config's digest
     return "target %s, drafter %s@%s, method %s, num_speculative_tokens %s" % (
-        target, drafter, (revision or "no revision")[:12], method, tokens)
+        target, drafter, shown, method, tokens)
 
 
 def host_key(host: HostResult) -> tuple[Any, ...] | None:
