@@ -61,5 +61,5 @@ def shortfall(parallel: int, hosts: int) -> str | None:
         return None
     who = "-j %d needs" % parallel if in_flight == parallel else \
         "%d hosts at once (-j %d) need" % (in_flight, parallel)
-    return "%s ~%d descriptors; the limit is %d: raise `ulimit -n` or lower -j" % (
-        who, needed, limit)
+    remedy = "raise `ulimit -n` or lower -j" if in_flight > 1 else "raise `ulimit -n`"
+    return "%s ~%d descriptors; the limit is %d: %s" % (who, needed, limit, remedy)

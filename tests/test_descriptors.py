@@ -118,3 +118,11 @@ def test_a_large_j_over_few_hosts_needs_only_what_those_hosts_hold(tmp_path):
                          python=holding(soft=128, hard=128))
     assert run.code == 3 and len(run.results["hosts"]) == 3, run.stderr[-2000:]
     assert (tmp_path / "limit.txt").read_text().strip() == "128"
+
+
+def test_at_j_1_the_refusal_only_asks_for_a_higher_limit(tmp_path):
+    inventory = {"all": {"hosts": {"gpu1": {"ansible_host": "127.0.0.1", "port": 9}}}}
+    run = run_fleetcheck(tmp_path, inventory, "-j", "1", python=holding(soft=16, hard=16))
+    assert run.code == 2, run.stderr[-2000:]
+    assert re.search(r"-j 1 needs ~\d+ descriptors; the limit is 16: raise `ulimit -n`$",
+                     run.stderr.strip()), run.stderr

@@ -96,3 +96,12 @@ def test_an_empty_group_is_a_match_not_an_error(tmp_path):
 ])
 def test_splitting_as_ansible_splits(pattern, parts):
     assert split_host_pattern(pattern) == parts
+
+
+def test_a_pattern_that_matches_nothing_in_a_big_inventory_counts_the_groups_not_shown(tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("".join("[g%d]\nh%d\n" % (i, i) for i in range(12)))
+    inv = read_inventory([str(path)])
+    with pytest.raises(InputError) as info:
+        apply_limit(inv.hosts, "zzz", str(path), inv.groups)
+    assert "; its groups: g0, g1, g10, g11, g2, g3, g4, g5 and 4 more" in str(info.value)

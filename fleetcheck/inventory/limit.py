@@ -117,7 +117,10 @@ def suggestion(pattern: str, hosts: Sequence[H], groups: set[str]) -> str:
     close = difflib.get_close_matches(pattern, group_names + host_names, n=3, cutoff=0.6)
     if close:
         return "; did you mean %s?" % " or ".join(close)
-    return "; its groups: %s" % (", ".join(group_names[:8]) or "none") if group_names else ""
+    if not group_names:
+        return ""
+    more = " and %d more" % (len(group_names) - 8) if len(group_names) > 8 else ""
+    return "; its groups: %s%s" % (", ".join(group_names[:8]), more)
 
 
 def select_hosts(hosts: Sequence[H], limit: str, source: str, groups: set[str]) -> list[H]:
