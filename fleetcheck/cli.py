@@ -301,14 +301,19 @@ class Outputs:
         return self.json == STDOUT
 
 
+def refuse_stdout_but_json(args: argparse.Namespace) -> None:
+    """One stdout: only the results may go there."""
+    for name, value in (("--html", args.html_path), ("--junit", args.junit_path)):
+        if value == STDOUT:
+            raise InputError("command line", None, name, "only --json can be - (stdout)")
+
+
 def outputs_for(args: argparse.Namespace) -> Outputs:
     """What was asked for, and the rest beside it: `--json out/r.json` puts the HTML at
     out/r.html (unless --no-html), `--html F` the JSON beside F, neither both into
     reports/<time>/; with `--json -` nothing is written unless asked."""
     json_path, html_path, junit_path = args.json_path, args.html_path, args.junit_path
-    for name, value in (("--html", html_path), ("--junit", junit_path)):
-        if value == STDOUT:
-            raise InputError("command line", None, name, "only --json can be - (stdout)")
+    refuse_stdout_but_json(args)
     no_html = getattr(args, "no_html", False)
     if json_path == STDOUT:
         return Outputs(STDOUT, html_path, junit_path)
@@ -472,9 +477,7 @@ def load_results(paths: list[str]) -> RunResult:
 
 def command_report(args: argparse.Namespace) -> int:
     run = load_results(args.results)
-    for name, value in (("--html", args.html_path), ("--junit", args.junit_path)):
-        if value == STDOUT:
-            raise InputError("command line", None, name, "only --json can be - (stdout)")
+    refuse_stdout_but_json(args)
     outputs = Outputs(args.json_path, args.html_path, args.junit_path)
     writer = ResultsWriter(args.json_path) if args.json_path else None
     failed = write_outputs(run, writer, outputs)

@@ -227,7 +227,7 @@ def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
     """Both halves of an interrupted install are named by install-metadata."""
     import shutil
 
-    from fleetcheck.checks.integrity import judge_integrity
+    from fleetcheck.checks.integrity import TITLES, judge_integrity_check
     integrity = {"deep": False, "import_check": False, "import_timeout": 5}
 
     def metadata(venv):
@@ -240,7 +240,7 @@ def test_package_without_dist_info_and_dist_info_without_package(tmp_path):
         proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
                               capture_output=True, timeout=60)
         facts = decode_answer(CommandResult(proc.stdout, proc.stderr, proc.returncode), host)
-        return {c.id: c for c in judge_integrity(facts, False)}
+        return {cid: judge_integrity_check(cid, facts, False) for cid in TITLES}
 
     no_dist = tree(tmp_path / "a", FIXED)
     site = next(os.path.join(d, "") for d, _, _ in os.walk(no_dist) if d.endswith("site-packages"))

@@ -377,8 +377,3 @@ def judge_integrity_check(check_id: str, facts: Facts, import_enabled: bool) -> 
     if not install.dist_infos and not install.package_dir:
         return result(check_id, "error", no_install_reason(facts))
     return JUDGES[check_id](facts, import_enabled)
-
-
-def judge_integrity(facts: Facts, import_enabled: bool) -> list[CheckResult]:
-    """Every install-* verdict, in the plan's order."""
-    return [judge_integrity_check(cid, facts, import_enabled) for cid in TITLES]

@@ -317,15 +317,13 @@ def near_miss(name: str) -> str | None:
     lowered = name.lower().replace("-", "_")
     prefix, _, rest = lowered.partition("_")
     if rest and prefix != "ansible" and edit_distance(prefix, "ansible") <= 2:
-        lowered = "ansible_" + rest  # `ansibel_user`, `ansbile_port`: the prefix misspelt
-        best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
-        return best if edit_distance(lowered, best) <= 2 else None
+        # `ansibel_user`, `ansbile_port`: the prefix misspelt
+        return closest_ansible_name("ansible_" + rest)
     if lowered.startswith("ansible_"):
         if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith(("ansible_kubectl_",
                                                                  "ansible_docker_")):
             return None
-        best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
-        return best if edit_distance(lowered, best) <= 2 else None
+        return closest_ansible_name(lowered)
     if lowered in NOT_TYPOS:
         return None
     for target in TYPO_TARGETS:
@@ -336,6 +334,12 @@ def near_miss(name: str) -> str | None:
         if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
             return target
     return None
+
+
+def closest_ansible_name(lowered: str) -> str | None:
+    """The Ansible connection variable fleetcheck reads that is two edits or fewer away."""
+    best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
+    return best if edit_distance(lowered, best) <= 2 else None
 
 
 def check_name(source: str, where: str, name: str) -> None:

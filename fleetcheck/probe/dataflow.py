@@ -20,7 +20,7 @@ import ast
 import re
 
 from fleetcheck.probe import conditions
-from fleetcheck.probe.codebase import Codebase, FunctionRef
+from fleetcheck.probe.codebase import FunctionRef
 from fleetcheck.probe.patterns import evidence_text
 
 MAX_CALL_DEPTH = 4
@@ -1546,7 +1546,3 @@ def annotation_names(node):
 def camel(name):
     """speculative_config -> SpeculativeConfig."""
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
-
-
-def make_codebase(load):
-    return Codebase(load)

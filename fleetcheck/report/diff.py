@@ -48,12 +48,16 @@ def expected_build_move(before: CheckResult | None, after: CheckResult | None) -
     return None
 
 
+def error_message(host: HostResult) -> dict[str, str]:
+    """The host's error as a change's message ('unreachable: ...'), when it has one."""
+    return {"message": "%s: %s" % (host.error.kind, host.error.message)} if host.error else {}
+
+
 def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     out = HostDiff(new.name)
     if old.status != new.status:
-        why = {"message": "%s: %s" % (new.error.kind, new.error.message)} if new.error else {}
         out.note("status", old.status, new.status,
-                 worse=worse(new.status, old.status), **why)
+                 worse=worse(new.status, old.status), **error_message(new))
     old_v, new_v = old.vllm, new.vllm
     for attr in ("version", "commit"):
         a = getattr(old_v, attr) if old_v else None
@@ -110,8 +114,7 @@ def added_host(new: HostResult) -> HostDiff:
     with its message (a new failure says why wherever it appears)."""
     out = HostDiff(new.name)
     out.note("status", None, new.status, worse=new.status != "pass",  # as for the verdict
-             **({"message": "%s: %s" % (new.error.kind, new.error.message)} if new.error
-                else {}))
+             **error_message(new))
     if new.error is None:
         for check in new.checks:
             if check.status in ("fail", "error"):
