@@ -280,8 +280,10 @@ def test_kill_9_leaves_a_readable_results_file(tmp_path, twenty, after_done):
     if not results["complete"]:
         for name in results["not_finished"]:
             assert (by_name[name]["error"] or {}).get("kind") == "interrupted"
-    else:  # killed after the final write
-        assert after_done == KILL_HOSTS and results["not_finished"] == []
+    else:  # the kill landed after the final write (progress lines can lag the run)
+        assert results["not_finished"] == []
+        for name in names:
+            assert by_name[name]["status"] == ("fail" if int(name[3:]) % 7 == 3 else "pass")
     report = subprocess.run([sys.executable, "-m", "fleetcheck", "report",
                              str(tmp_path / "results.json"), "--html", str(tmp_path / "r.html")],
                             capture_output=True, text=True, timeout=120)
