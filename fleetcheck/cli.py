@@ -472,7 +472,12 @@ def load_results(paths: list[str]) -> RunResult:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             detail = "field %s missing" % exc if isinstance(exc, KeyError) else str(exc)
             raise InputError(path, None, None, "not a fleetcheck results file (%s)" % detail)
-    return runs[0] if len(runs) == 1 else merge_runs(runs, paths)
+    if len(runs) == 1:
+        return runs[0]
+    from fleetcheck.checks.build import expectation_warnings
+    merged = merge_runs(runs, paths)
+    merged.warnings = expectation_warnings(merged.hosts)  # about the hosts of every file
+    return merged
 
 
 def command_report(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from fleetcheck.input_error import InputError
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
-    from fleetcheck.results import CheckResult, HostResult
+    from fleetcheck.results import CheckResult
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -235,7 +235,7 @@ def commit_matches(prefix: str, found: str) -> tuple[bool, str | None]:
 
 
 # Reading expectations back from results: the words for what a host was expected to run
-# (terminal, HTML, diff) and the expectations no host matched (the summary's warnings).
+# (terminal, HTML, diff).
 
 def expected_label(check: CheckResult) -> str:
     """What a host was expected to run, in the words of its build-expected check."""
@@ -251,31 +251,3 @@ def names(hosts: list[str], shown: int = 10) -> str:
     """A list of host names that stays readable at fleet scale."""
     more = len(hosts) - shown
     return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
-
-
-def expectation_warnings(hosts: list[HostResult]) -> list[str]:
-    """An expected version or commit that no host it applies to holds: most often a typo
-    or a build not rolled out yet. Only hosts that were checked count."""
-    applies: dict[tuple[str, str, str], list[str]] = {}
-    matched: set[tuple[str, str, str]] = set()
-    for host in hosts:
-        if host.error is not None:
-            continue
-        for check in host.checks:
-            if check.id != CHECK_ID or "expected" not in check.details:
-                continue
-            for name in ("version", "commit"):
-                item = check.details["expected"].get(name)
-                if item is None or check.details.get(name + "_ok") is None:
-                    continue
-                key = (name, item["value"], item["source"])
-                applies.setdefault(key, []).append(host.name)
-                if check.details[name + "_ok"]:
-                    matched.add(key)
-    out = []
-    for key, hosts in applies.items():
-        if key not in matched:
-            name, value, source = key
-            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
-                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
-    return out

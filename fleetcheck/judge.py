@@ -15,7 +15,7 @@ import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
-from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
 from fleetcheck.checks.served import served_summary
@@ -182,5 +182,5 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     run.hosts = [judge_answer(answer, plan, expected) for answer in collected]
     run.complete = True
     run.finished_at = now_iso()
-    add_fleet_checks(run, playbook, drafters)
+    finish_run(run, playbook, drafters)
     return run

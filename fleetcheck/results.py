@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fleetcheck.atomic_file import write_atomically
-from fleetcheck.expectations import expectation_warnings
 from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, worst
 
 SCHEMA_VERSION = 1
@@ -135,6 +134,9 @@ class RunResult:
     schema_version: int = SCHEMA_VERSION
     not_finished: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    # what the whole run tells apart from any host (an expected build no host holds):
+    # computed once, when the run ends (checks.plan.finish_run), and read back from its file
+    warnings: list[str] = field(default_factory=list)
 
     def check_titles(self) -> dict[str, str]:
         """Every check id of the run with its title, in the order hosts first name them:
@@ -158,7 +160,7 @@ class RunResult:
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
                 all(host.status in READY for host in self.hosts),
-                "warnings": expectation_warnings(self.hosts)}
+                "warnings": self.warnings}
 
     def exit_code(self) -> int:
         """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was
@@ -285,12 +287,14 @@ def load_json(path: str) -> RunResult:
                      fleetcheck_version=data.get("fleetcheck_version", ""),
                      not_finished=data.get("not_finished", []),
                      duration_s=data.get("duration_s", 0.0),
+                     warnings=list((data.get("summary") or {}).get("warnings", [])),
                      hosts=[_host_from(h) for h in data.get("hosts", [])])
 
 
 def merge_runs(runs: list[RunResult], names: list[str]) -> RunResult:
     """One run from several (an inventory split across controllers): hosts in the order
-    given; a host present twice keeps its later result."""
+    given; a host present twice keeps its later result. The merged run's warnings are the
+    caller's to compute again: they are about all of its hosts together."""
     hosts: dict[str, HostResult] = {}
     for run in runs:
         for host in run.hosts:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
-from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import BuildExpectation
@@ -334,6 +334,5 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     report(unreported)
     assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
              "this host finished")
-    if run.complete:
-        add_fleet_checks(run, playbook, options.drafters)
+    finish_run(run, playbook, options.drafters)
     return run

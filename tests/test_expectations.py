@@ -10,11 +10,10 @@ import os
 import pytest
 import yaml
 
-from fleetcheck.checks.build import NO_COMMIT, apply_same_build, judge_build
+from fleetcheck.checks.build import NO_COMMIT, apply_same_build, expectation_warnings, judge_build
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
-                                     expectation_warnings,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)
 from fleetcheck.inventory import load_inventory
@@ -261,8 +260,7 @@ def test_an_expectation_no_host_holds_is_a_warning():
     hosts = [host("a", recorded("0.33.0"), expect("==0.34.0"), "r"),
              host("b", recorded("0.20.1"), expect("==0.34.0"), "r"),
              host("c", recorded("0.33.0"), expect("==0.33.0"), "r")]
-    run = RunResult(started_at="t", inventory="i", playbook="p", complete=True, hosts=hosts)
-    assert run.summary()["warnings"] == [
+    assert expectation_warnings(hosts) == [
         "expected version ==0.34.0 (from --expect-version) matches none of the 2 host(s) it "
         "applies to: a, b"]
     assert expectation_warnings(hosts[2:]) == []

@@ -210,3 +210,31 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                    "same_build (from %s): %s" % (source, line))
             settle(check)
             host.status = status_with(host, host.checks)
+
+
+def expectation_warnings(hosts: list[HostResult]) -> list[str]:
+    """An expected version or commit that no host it applies to holds: most often a typo
+    or a build not rolled out yet. Only hosts that were checked count."""
+    applies: dict[tuple[str, str, str], list[str]] = {}
+    matched: set[tuple[str, str, str]] = set()
+    for host in hosts:
+        if host.error is not None:
+            continue
+        for check in host.checks:
+            if check.id != CHECK_ID or "expected" not in check.details:
+                continue
+            for name in ("version", "commit"):
+                item = check.details["expected"].get(name)
+                if item is None or check.details.get(name + "_ok") is None:
+                    continue
+                key = (name, item["value"], item["source"])
+                applies.setdefault(key, []).append(host.name)
+                if check.details[name + "_ok"]:
+                    matched.add(key)
+    out = []
+    for key, hosts in applies.items():
+        if key not in matched:
+            name, value, source = key
+            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
+                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
+    return out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fleetcheck.checks.acceptance import FLEET_TITLE
 from fleetcheck.checks.acceptance import TITLE as SMOKE_TITLE
 from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
-from fleetcheck.checks.build import apply_same_build, judge_build
+from fleetcheck.checks.build import apply_same_build, expectation_warnings, judge_build
 from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
@@ -151,6 +151,15 @@ class CheckPlan:
         JUnit file."""
         return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason,
                             details={NOT_RUN: True}) for cid, title in self.titles()]
+
+
+def finish_run(run: RunResult, playbook: Playbook,
+               drafters: dict[str, DrafterExpectation] | None = None) -> None:
+    """A run's end: the checks that need every host (only when every host is in), then
+    the run's warnings, computed once from its final results and stored with them."""
+    if run.complete:
+        add_fleet_checks(run, playbook, drafters)
+    run.warnings = expectation_warnings(run.hosts)
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook,
