@@ -23,15 +23,16 @@ import yaml
 
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
+from fleetcheck.status import Status
 
 DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")
 
 
 # what each demo host must come out as: the demo checks fleetcheck, not only shows it
-EXPECTED = {"gpu-healthy": ("pass", "its vLLM 0.33.0 has the three fixes"),
-            "gpu-stale": ("fail", "its vLLM 0.20.1 lacks the three fixes"),
-            "gpu-down": ("unreachable", "nothing listens on its port")}
+EXPECTED = {"gpu-healthy": (Status.PASS, "its vLLM 0.33.0 has the three fixes"),
+            "gpu-stale": (Status.FAIL, "its vLLM 0.20.1 lacks the three fixes"),
+            "gpu-down": (Status.UNREACHABLE, "nothing listens on its port")}
 
 
 def stop_as_ctrl_c(signum: int, frame: object) -> None:

@@ -147,7 +147,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
     served = None
     try:
         if answer.unreachable is not None:
-            raise TransportError("unreachable", answer.unreachable)
+            raise TransportError(ErrorKind.UNREACHABLE, answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
                               host, plan.required_facts())
         inject("judge", host.name)  # the test-only fault hook, as in `run`

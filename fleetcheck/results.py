@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fleetcheck.atomic_file import write_atomically
-from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, worst
+from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, ErrorKind, Status, worst
 
 SCHEMA_VERSION = 1
 
@@ -49,7 +49,7 @@ NOT_RUN = "not_run"
 class CheckResult:
     id: str
     title: str
-    status: str
+    status: Status
     message: str
     evidence: list[Evidence] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
@@ -84,7 +84,7 @@ class HostResult:
     name: str
     address: str
     groups: list[str]
-    status: str
+    status: Status
     error: HostError | None = None
     duration_s: float = 0.0
     vllm: VllmInfo | None = None
@@ -105,21 +105,21 @@ class HostResult:
         return (info.version, info.commit, info.record_sha256)
 
 
-def status_with(host: HostResult, checks: list[CheckResult]) -> str:
+def status_with(host: HostResult, checks: list[CheckResult]) -> Status:
     """The host's status once its checks change (a fleet check added or settled): its
     error and its recorded fleetcheck bugs still count."""
     return host_status(checks, host.error, host.internal_errors)
 
 
 def host_status(checks: list[CheckResult], error: HostError | None,
-                internal_errors: list[HostError] | None = None) -> str:
+                internal_errors: list[HostError] | None = None) -> Status:
     """The host's worst check; `error` when it has none, or when fleetcheck itself failed
     beside its checks (a bug is never a pass)."""
     if error is not None:
-        return "unreachable" if error.kind == "unreachable" else "error"
+        return Status.UNREACHABLE if error.kind == ErrorKind.UNREACHABLE else Status.ERROR
     if not checks:
-        return "error"
-    return worst([c.status for c in checks] + (["error"] if internal_errors else []))
+        return Status.ERROR
+    return worst([c.status for c in checks] + ([Status.ERROR] if internal_errors else []))
 
 
 @dataclass
@@ -166,7 +166,7 @@ class RunResult:
         """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was
         unreachable or errored. (2, bad input, never reaches a RunResult.)"""
         statuses = {host.status for host in self.hosts}
-        if "fail" in statuses:
+        if Status.FAIL in statuses:
             return 1
         if statuses & {"error", "unreachable"} or not self.complete:
             return 3
@@ -243,14 +243,14 @@ def dump_json(run: RunResult, path: str) -> None:
 
 def _check_from(data: dict[str, Any]) -> CheckResult:
     return CheckResult(id=data["id"], title=data.get("title", data["id"]),
-                       status=data["status"], message=data.get("message", ""),
+                       status=Status(data["status"]), message=data.get("message", ""),
                        evidence=[Evidence(**e) for e in data.get("evidence", [])],
                        details=data.get("details", {}))
 
 
 def _host_from(data: dict[str, Any]) -> HostResult:
     return HostResult(name=data["name"], address=data.get("address", data["name"]),
-                      groups=list(data.get("groups", [])), status=data["status"],
+                      groups=list(data.get("groups", [])), status=Status(data["status"]),
                       error=HostError(**data["error"]) if data.get("error") else None,
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,

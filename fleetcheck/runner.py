@@ -18,7 +18,7 @@ from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.status import ErrorKind
+from fleetcheck.status import ErrorKind, Status
 from fleetcheck.text import printable
 from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
                                       probe_payload)
@@ -200,7 +200,7 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
         entry = placeholders.get(host.name)
         if entry is None:
             entry = placeholders[host.name] = HostResult(
-                name=host.name, address=host.destination, groups=host.groups, status="error",
+                name=host.name, address=host.destination, groups=host.groups, status=Status.ERROR,
                 error=HostError(kind="interrupted", message=reason),
                 checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                   options).not_run(reason))
@@ -216,7 +216,7 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
     this is a bug outside it): still a result, of kind `internal`."""
     error = internal_error(exc, "scheduling this host")
     return HostResult(name=host.name, address=host.destination, groups=host.groups,
-                      status="error", error=error,
+                      status=Status.ERROR, error=error,
                       checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                         options).not_run("internal (%s)" % error.message))
 

@@ -16,6 +16,7 @@ from fleetcheck.checks.version import commit_of, primary_dist_info
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
                                      found_version, names, version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts
@@ -85,7 +86,7 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
         record(details, evidence, ok, short, "commit: expected %s (from %s), found %s%s" % (
             prefix.value, prefix.source, commit or "none",
             " (from %s)" % where if where else ": " + (why or "")))
-    check = CheckResult(id=CHECK_ID, title=TITLE, status="pass", message="",
+    check = CheckResult(id=CHECK_ID, title=TITLE, status=Status.PASS, message="",
                         evidence=evidence, details=details)
     settle(check)
     return check
@@ -101,23 +102,23 @@ def record(details: dict[str, Any], evidence: list[Evidence], ok: bool | None, s
 
 
 def skipped(reason: str) -> CheckResult:
-    return CheckResult(id=CHECK_ID, title=TITLE, status="skip", message=reason)
+    return CheckResult(id=CHECK_ID, title=TITLE, status=Status.SKIP, message=reason)
 
 
 def settle(check: CheckResult) -> None:
     """Status and message from the aspects judged so far."""
     details = check.details
     if details["problems"]:
-        check.status = "fail"
+        check.status = Status.FAIL
         check.message = "off the expected build: " + "; ".join(details["problems"])
     elif details.get("undecided"):
-        check.status = "error"
+        check.status = Status.ERROR
         check.message = "; ".join(details["undecided"])
     elif details["matched"]:
-        check.status = "pass"
+        check.status = Status.PASS
         check.message = "on the expected build: " + "; ".join(details["matched"])
     else:
-        check.status = "skip"
+        check.status = Status.SKIP
         check.message = "only same_build is expected: compared once every host has finished"
 
 

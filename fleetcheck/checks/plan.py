@@ -31,6 +31,7 @@ from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
 from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, status_with
 from fleetcheck.smoke_settings import SmokeSettings
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts
@@ -149,7 +150,7 @@ class CheckPlan:
     def not_run(self, reason: str) -> list[CheckResult]:
         """Every planned check marked as not run, so no host is missing from a matrix or a
         JUnit file."""
-        return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason,
+        return [CheckResult(id=cid, title=title, status=Status.SKIP, message="not run: " + reason,
                             details={NOT_RUN: True}) for cid, title in self.titles()]
 
 
@@ -181,13 +182,14 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
         for host in run.hosts:
             for check in host.checks:
                 if check.id == BUILD_CHECK_ID and host.error is None:
-                    check.status, check.message = "error", problem
+                    check.status, check.message = Status.ERROR, problem
             host.status = status_with(host, host.checks)
     try:  # served-config across each group; a bug here costs only these verdicts
         run.hosts = apply_served(run.hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
-        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="error", message=problem)
+        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.ERROR,
+                             message=problem)
         run.hosts = [replace(h, checks=h.checks + [failed],
                              status=status_with(h, h.checks + [failed]))
                      for h in run.hosts]
@@ -211,7 +213,7 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             except Exception as exc:
                 problem = internal_error(exc, "comparing the fleet's acceptance").message
         if problem is not None:
-            verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status="error",
+            verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status=Status.ERROR,
                                   message=problem)
         checks = host.checks + [verdict]  # a new result: the results writer's cache
         run.hosts[index] = replace(host, checks=checks, status=status_with(host, checks))

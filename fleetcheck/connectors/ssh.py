@@ -38,6 +38,7 @@ from fleetcheck.connectors.dialogue import converse
 
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host, Route, parse_route
+from fleetcheck.status import ErrorKind
 
 def key_fingerprint(key: paramiko.PKey) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
@@ -270,11 +271,14 @@ def translate_errors(where: str) -> Iterator[None]:
     except TransportError:
         raise
     except socket.gaierror as exc:
-        raise TransportError("unreachable", "%s: name does not resolve (%s)" % (where, exc.strerror))
+        raise TransportError(ErrorKind.UNREACHABLE,
+                             "%s: name does not resolve (%s)" % (where, exc.strerror))
     except ConnectionRefusedError:
-        raise TransportError("unreachable", "%s: connection refused" % where, retryable=True)
+        raise TransportError(ErrorKind.UNREACHABLE, "%s: connection refused" % where,
+                             retryable=True)
     except (socket.timeout, TimeoutError):
-        raise TransportError("unreachable", "%s: timed out (no answer)" % where, retryable=True)
+        raise TransportError(ErrorKind.UNREACHABLE, "%s: timed out (no answer)" % where,
+                             retryable=True)
     except paramiko.BadHostKeyException as exc:
         raise TransportError("host-key", "%s: host key changed: %s" % (where, exc))
     except paramiko.AuthenticationException as exc:
@@ -282,25 +286,26 @@ def translate_errors(where: str) -> Iterator[None]:
     except paramiko.ChannelException as exc:
         # the bastion before this hop could not open the forward to it
         if exc.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
-            raise TransportError("unreachable", "%s: the bastion before it refused to "
+            raise TransportError(ErrorKind.UNREACHABLE, "%s: the bastion before it refused to "
                                  "forward to it (%s; does its sshd allow TCP forwarding?)"
                                  % (where, exc.text))
-        raise TransportError("unreachable", "%s: the bastion before it could not connect "
+        raise TransportError(ErrorKind.UNREACHABLE, "%s: the bastion before it could not connect "
                              "to it (%s)" % (where, exc.text), retryable=True)
     except paramiko.SSHException as exc:
         text = str(exc)
         if "timeout opening channel" in text.lower():
-            raise TransportError("unreachable", "%s: the bastion before it did not open the "
+            raise TransportError(ErrorKind.UNREACHABLE,
+                                 "%s: the bastion before it did not open the "
                                  "forward to it in time" % where, retryable=True)
         if "banner" in text.lower():
-            raise TransportError("unreachable", "%s: no SSH banner (%s)" % (where, text),
+            raise TransportError(ErrorKind.UNREACHABLE, "%s: no SSH banner (%s)" % (where, text),
                                  retryable=True)
         raise TransportError("protocol", "%s: SSH error: %s" % (where, text), retryable=True)
     except (EOFError, ConnectionResetError, BrokenPipeError) as exc:
         raise TransportError("protocol", "%s: connection closed (%s)" % (where, type(exc).__name__),
                              retryable=True)
     except OSError as exc:
-        raise TransportError("unreachable", "%s: %s" % (where, exc.strerror or exc),
+        raise TransportError(ErrorKind.UNREACHABLE, "%s: %s" % (where, exc.strerror or exc),
                              retryable=True)
 
 
@@ -370,7 +375,7 @@ class SshSession(Session):
         if not transport.is_active() or transport.host_key is None:
             # start_client returns quietly on its timeout: a listener that accepted
             # TCP but never spoke SSH (no banner, or a stalled key exchange)
-            raise TransportError("unreachable", "%s: no SSH banner / handshake within the "
+            raise TransportError(ErrorKind.UNREACHABLE, "%s: no SSH banner / handshake within the "
                                  "host deadline of %.0fs" % (where, self.deadline.seconds))
         self.settings.known_hosts.verify(endpoint.address, endpoint.port,
                                          transport.get_remote_server_key())
@@ -419,7 +424,7 @@ class SshSession(Session):
                                 answer)
         except TransportError as exc:
             exc.retryable = False  # the command was sent: never run it twice
-            if exc.kind == "unreachable":  # it was reached: the connection died mid-run
+            if exc.kind == ErrorKind.UNREACHABLE:  # it was reached: the connection died mid-run
                 raise TransportError("protocol", "connection lost after the command was "
                                      "sent (%s)" % exc.message)
             raise

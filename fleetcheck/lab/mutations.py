@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from fleetcheck.lab.wheels import unpacked
+from fleetcheck.status import Status
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
@@ -24,7 +25,7 @@ DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 SPECULATIVE = "vllm/config/speculative.py"
 HELPERS = "vllm/v1/worker/dflash_aux.py"
-BASE = {"0.33.0": "pass", "0.20.1": "fail"}
+BASE = {"0.33.0": Status.PASS, "0.20.1": Status.FAIL}
 LAYER = "dflash-layer-offset"
 SWA = "dflash-swa"
 DROP = "dflash-cache-drop"
@@ -44,7 +45,7 @@ class Mutation:
         if self.expect:
             return self.expect
         base = BASE[self.version]
-        return base if self.keeps else ("fail" if base == "pass" else "pass")
+        return base if self.keeps else (Status.FAIL if base == Status.PASS else Status.PASS)
 
 
 class Cases(list):
@@ -242,12 +243,12 @@ def offset_cases() -> list[Mutation]:
                         % added))})
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
-         expect="warn")
+         expect=Status.WARN)
     # a module's add() is a function call, not a set being filled: the path must not vanish
     case("operator-add-zero", bad, "operator.add(i, 0): a module function named add",
-         v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect="warn")
+         v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect=Status.WARN)
     case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
-         v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect="warn")
+         v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect=Status.WARN)
     case("double-shift", bad, "the +1 added twice",
          v1(V1_READ.replace("i + 1", "i + 1 + 1")))
     case("helper-twice", bad, "a +1 helper applied twice",
@@ -483,7 +484,7 @@ def drop_cases() -> list[Mutation]:
     case("gate-reverted", False, "needs_eagle_block_drop() no longer excludes DFlash",
          {SPECULATIVE: (("        return self.use_eagle() and not (self.use_dflash() or "
                          "self.use_dspark())\n", "        return self.use_eagle()\n"),)},
-         expect="warn")
+         expect=Status.WARN)
     return out
 
 
@@ -519,7 +520,7 @@ def corpus() -> list[Mutation]:
 def vacuous(mutation: Mutation, result) -> bool:
     """A layer-offset pass whose evidence comes from none of the runner files the
     rewrite edited: the rewritten read was not found, and another runner passed alone."""
-    if mutation.check != LAYER or result.status != "pass":
+    if mutation.check != LAYER or result.status != Status.PASS:
         return False
     edited = set(mutation.edits) & {RUNNER, V2}
     return bool(edited) and not edited <= {e.file for e in result.evidence}

@@ -9,7 +9,7 @@ from typing import Any
 from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
 from fleetcheck.report.served import served_drafters
 from fleetcheck.results import CheckResult, HostResult, RunResult
-from fleetcheck.status import worse
+from fleetcheck.status import Status, worse
 
 
 
@@ -41,9 +41,9 @@ def expected_build_move(before: CheckResult | None, after: CheckResult | None) -
     """'onto' / 'off' when a host's build-expected went fail -> pass / pass -> fail."""
     if before is None or after is None:
         return None
-    if before.status == "fail" and after.status == "pass":
+    if before.status == Status.FAIL and after.status == Status.PASS:
         return "onto"
-    if before.status == "pass" and after.status == "fail":
+    if before.status == Status.PASS and after.status == Status.FAIL:
         return "off"
     return None
 
@@ -68,7 +68,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     for check in new.checks:
         before = old_checks.get(check.id)
         if before is None:
-            bad = check.status in ("fail", "error")
+            bad = check.status in (Status.FAIL, Status.ERROR)
             out.note("check " + check.id, None, check.status, worse=bad, check=check.id,
                      **({"message": check.message} if bad else {}))
         elif before.status != check.status:
@@ -113,11 +113,11 @@ def added_host(new: HostResult) -> HostDiff:
     """A host the earlier run did not have: its status, and each check that does not pass
     with its message (a new failure says why wherever it appears)."""
     out = HostDiff(new.name)
-    out.note("status", None, new.status, worse=new.status != "pass",  # as for the verdict
+    out.note("status", None, new.status, worse=new.status != Status.PASS,  # as for the verdict
              **error_message(new))
     if new.error is None:
         for check in new.checks:
-            if check.status in ("fail", "error"):
+            if check.status in (Status.FAIL, Status.ERROR):
                 out.note("check " + check.id, None, check.status, worse=True, check=check.id,
                          message=check.message)
     return out
@@ -138,7 +138,7 @@ def diff_runs(old: RunResult, new: RunResult) -> dict[str, Any]:
     added = [h.name for h in new.hosts if h.name not in old_hosts]
     removed = [h.name for h in old.hosts if h.name not in new_hosts]
     worse = any(h["worse"] for h in hosts) or any(
-        new_hosts[name].status != "pass" for name in added)
+        new_hosts[name].status != Status.PASS for name in added)
     return {"old": old.started_at, "new": new.started_at, "hosts": hosts, "added": added,
             "removed": removed, "worse": worse}
 

@@ -65,9 +65,9 @@ def drift_groups(run: RunResult) -> list[dict[str, Any]]:
             check = next((c for c in host.checks if c.id == BUILD_CHECK_ID), None)
             if check is None or "expected" not in check.details:
                 continue
-            if check.status == "pass":
+            if check.status == Status.PASS:
                 expected[expected_label(check)].append(host.name)
-            elif check.status == "fail":
+            elif check.status == Status.FAIL:
                 off.append({"host": host.name, "expected": expected_label(check),
                             "message": check.message})
         statuses = Counter(h.status for h in members)
