@@ -16,12 +16,9 @@ from fleetcheck.input_error import InputError
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
-    from fleetcheck.results import CheckResult
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-CHECK_ID = "build-expected"
-TITLE = "Expected build (version, commit, same build)"
 MIN_COMMIT_DIGITS = 7
 HEX = re.compile(r"^[0-9a-f]+$")
 PLAYBOOK_KEYS = ("version", "commit", "same_build")
@@ -57,15 +54,6 @@ class BuildExpectation:
 
     def is_set(self) -> bool:
         return bool(self.version or self.commit or (self.same_build and self.same_build.value))
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in PLAYBOOK_KEYS:
-            item = getattr(self, name)
-            if item is not None:
-                out[name] = {"value": item.value if name == "same_build" else str(item.value),
-                             "source": item.source}
-        return out
 
 
 def parse_specifier(text: Any, source: str, where: str | None, field: str) -> VersionSpec:
@@ -232,19 +220,6 @@ def commit_matches(prefix: str, found: str) -> tuple[bool, str | None]:
             return True, "the build records %d digits; they agree" % len(found)
         return True, None
     return False, None
-
-
-# Reading expectations back from results: the words for what a host was expected to run
-# (terminal, HTML, diff).
-
-def expected_label(check: CheckResult) -> str:
-    """What a host was expected to run, in the words of its build-expected check."""
-    expected = check.details.get("expected") or {}
-    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
-             if name in expected]
-    if (expected.get("same_build") or {}).get("value"):
-        parts.append("same build as its group")
-    return ", ".join(parts)
 
 
 def names(hosts: list[str], shown: int = 10) -> str:

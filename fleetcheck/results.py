@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from fleetcheck.atomic_file import write_atomically
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.build_details import BuildDetails
 from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, ErrorKind, Status, worst
 
 SCHEMA_VERSION = 1
@@ -22,7 +24,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     file: str | None
     line: int | None
@@ -45,27 +47,40 @@ class Evidence:
 NOT_RUN = "not_run"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
+    """A verdict. Like every result it is a value, never changed once made (the results
+    writer reuses a result's encoded JSON while it is the same object): a changed verdict
+    is a new one (dataclasses.replace). `details` are build-expected's typed details, or
+    for the other checks the JSON object they record."""
+
     id: str
     title: str
     status: Status
     message: str
-    evidence: list[Evidence] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    evidence: Sequence[Evidence] = ()
+    details: dict[str, Any] | BuildDetails = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "evidence", tuple(self.evidence))
 
     @property
     def not_run(self) -> bool:
-        return bool(self.details.get(NOT_RUN))
+        return isinstance(self.details, dict) and bool(self.details.get(NOT_RUN))
+
+    def details_dict(self) -> dict[str, Any]:
+        """The details as the results file holds them."""
+        return self.details.as_dict() if isinstance(self.details, BuildDetails) else self.details
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostError:
     kind: str
     message: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class VllmInfo:
     version: str | None = None
     metadata_version: str | None = None
@@ -79,23 +94,28 @@ class VllmInfo:
     other_installs: list[dict[str, Any]] | None = None  # more vllm installs seen, not checked
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostResult:
     name: str
     address: str
-    groups: list[str]
+    groups: Sequence[str]
     status: Status
     error: HostError | None = None
     duration_s: float = 0.0
     vllm: VllmInfo | None = None
-    checks: list[CheckResult] = field(default_factory=list)
+    checks: Sequence[CheckResult] = ()
     smoke: dict[str, Any] | None = None
     analysis: str | None = None  # how the fix analysis was obtained, when shared or not
     # fleetcheck's own bugs that did not stop this host's checks (the shared analysis
     # failing on the controller): the host is judged, and its status is at least error
-    internal_errors: list[HostError] = field(default_factory=list)
+    internal_errors: Sequence[HostError] = ()
     # what each running server serves (checks/served.py summaries); None: not looked at
     served: list[dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        for name in ("groups", "checks", "internal_errors"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -105,14 +125,14 @@ class HostResult:
         return (info.version, info.commit, info.record_sha256)
 
 
-def status_with(host: HostResult, checks: list[CheckResult]) -> Status:
+def status_with(host: HostResult, checks: Sequence[CheckResult]) -> Status:
     """The host's status once its checks change (a fleet check added or settled): its
     error and its recorded fleetcheck bugs still count."""
     return host_status(checks, host.error, host.internal_errors)
 
 
-def host_status(checks: list[CheckResult], error: HostError | None,
-                internal_errors: list[HostError] | None = None) -> Status:
+def host_status(checks: Sequence[CheckResult], error: HostError | None,
+                internal_errors: Sequence[HostError] | None = None) -> Status:
     """The host's worst check; `error` when it has none, or when fleetcheck itself failed
     beside its checks (a bug is never a pass)."""
     if error is not None:
@@ -190,7 +210,7 @@ def evidence_dict(item: Evidence) -> dict[str, Any]:
 def host_dict(host: HostResult) -> dict[str, Any]:
     """A host as JSON data; written by hand because dataclasses.asdict deep-copies every
     value, which cost more than the SSH work per host at fleet scale."""
-    return {"name": host.name, "address": host.address, "groups": host.groups,
+    return {"name": host.name, "address": host.address, "groups": list(host.groups),
             "status": host.status,
             "error": {"kind": host.error.kind, "message": host.error.message}
             if host.error else None,
@@ -198,7 +218,7 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "vllm": vars(host.vllm).copy() if host.vllm else None,
             "checks": [{"id": c.id, "title": c.title, "status": c.status, "message": c.message,
                         "evidence": [evidence_dict(e) for e in c.evidence],
-                        "details": c.details} for c in host.checks],
+                        "details": c.details_dict()} for c in host.checks],
             "smoke": host.smoke, "analysis": host.analysis,
             "internal_errors": [{"kind": e.kind, "message": e.message}
                                 for e in host.internal_errors],
@@ -242,10 +262,12 @@ def dump_json(run: RunResult, path: str) -> None:
 
 
 def _check_from(data: dict[str, Any]) -> CheckResult:
+    details = data.get("details", {})
     return CheckResult(id=data["id"], title=data.get("title", data["id"]),
                        status=Status(data["status"]), message=data.get("message", ""),
                        evidence=[Evidence(**e) for e in data.get("evidence", [])],
-                       details=data.get("details", {}))
+                       details=BuildDetails.from_dict(details)
+                       if data["id"] == BUILD_CHECK_ID and "expected" in details else details)
 
 
 def _host_from(data: dict[str, Any]) -> HostResult:

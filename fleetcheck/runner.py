@@ -104,12 +104,10 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
 
 
 def host_error(exc: TransportError) -> HostError:
-    error = HostError(kind=exc.kind, message=exc.message)
     where = cut_answer_field(exc.received) if exc.received else None
-    if where:
-        error.message += "; the answer was cut inside the field %s" % printable(
-            where.encode("utf-8"), 200)
-    return error
+    cut = "; the answer was cut inside the field %s" % printable(where.encode("utf-8"), 200) \
+        if where else ""
+    return HostError(kind=exc.kind, message=exc.message + cut)
 
 
 def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,

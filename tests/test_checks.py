@@ -250,7 +250,7 @@ def test_a_record_mismatch_says_what_differs_then_what_to_do_then_the_scope():
         "install does not match RECORD: 1 file missing, 1 file with a different size, "
         "2 files with a different sha256. Reinstall vllm. Scope: " + scope), result.message
     passed = check_record(facts_of(record_facts()).integrity)
-    assert passed.status == "pass" and passed.evidence == [], passed.evidence
+    assert passed.status == "pass" and passed.evidence == (), passed.evidence
 
 
 @pytest.mark.parametrize("touching, elsewhere, words", [

@@ -215,7 +215,7 @@ def test_same_build_names_the_majority_and_the_host_that_differs():
     hosts = [host("a", recorded("0.33.0"), same, "r1"), host("b", recorded("0.33.0"), same, "r1"),
              host("c", recorded("0.33.0"), same, "r2"),
              host("other", recorded("0.20.1"), expect("==0.20.1", same=True), "r3")]
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.status for h in hosts] == ["pass", "pass", "fail", "pass"]
     assert hosts[2].checks[0].message.endswith(
         "same_build: not the majority build of the hosts expected on version >=0.33 (differs "
@@ -225,14 +225,14 @@ def test_same_build_names_the_majority_and_the_host_that_differs():
             "0.33.0 @ 4ba787ec9, RECORD sha256 r1; differs in RECORD sha256; hosts off it: c"
             ) in evidence(hosts[2].checks[0])
     assert "(differing: c)" in hosts[0].checks[0].message
-    assert hosts[0].checks[0].details["same_build"]["differing"] == ["c"]
+    assert hosts[0].checks[0].details.same_build.differing == ("c",)
 
 
 def test_same_build_tie_names_no_odd_one_out_and_fails_no_host():
     same = expect(same=True)
     hosts = [host("a", recorded("0.33.0"), same, "r1"), host("b", recorded("0.20.1"), same, "r2")]
     assert hosts[0].checks[0].status == "skip"  # only same_build: decided after all hosts
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.checks[0].status for h in hosts] == ["error", "error"]
     message = hosts[0].checks[0].message
     assert "2 builds among the fleet, none the majority, so no host can be named the odd one " \
@@ -247,13 +247,13 @@ def test_a_host_off_the_expected_version_is_not_counted_for_same_build():
     same = expect("==0.33.0", same=True)
     hosts = [host("gpu01", recorded("0.33.0"), same, "r1"),
              host("gpu02", recorded("0.20.1"), same, "r2")]
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.checks[0].status for h in hosts] == ["pass", "fail"]
     assert hosts[1].checks[0].message == "off the expected build: version 0.20.1 is not ==0.33.0"
     assert "not compared with the other hosts (this host is off the expected version)" in \
         evidence(hosts[1].checks[0])
     assert "same build as the majority" in hosts[0].checks[0].message
-    assert hosts[0].checks[0].details["same_build"]["hosts"] == 1
+    assert hosts[0].checks[0].details.same_build.hosts == 1
 
 
 def test_an_expectation_no_host_holds_is_a_warning():

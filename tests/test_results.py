@@ -11,9 +11,11 @@ from dataclasses import replace
 
 import pytest
 
+from fleetcheck.build_details import BuildDetails, ExpectedValue, FoundBuild, SameBuild
 from fleetcheck.results import (NOT_RUN, SCHEMA_VERSION, CheckResult, Evidence, HostError,
                                 HostResult, RunResult, VllmInfo, dump_json, host_status,
                                 load_json, merge_runs)
+from fleetcheck.status import Status
 from results_factory import make_run
 
 
@@ -34,9 +36,13 @@ def run_of(*hosts: HostResult, complete: bool = True, started: str = "2026-01-01
 
 def test_a_run_survives_its_json_file_unchanged(tmp_path):
     run = make_run(30)  # unreachable, failing and passing hosts, hostile strings
-    run.hosts[2].checks[0].evidence.append(Evidence("vllm/a.py", None, "no line", "read"))
-    run.hosts[3].analysis = "shared with gpu000.dc1"
-    run.hosts[4].vllm.other_installs = [{"site_packages": "/usr/lib/python3/dist-packages"}]
+    two = run.hosts[2]
+    read = replace(two.checks[0], evidence=(*two.checks[0].evidence,
+                                            Evidence("vllm/a.py", None, "no line", "read")))
+    run.hosts[2] = replace(two, checks=(read, *two.checks[1:]))
+    run.hosts[3] = replace(run.hosts[3], analysis="shared with gpu000.dc1")
+    run.hosts[4] = replace(run.hosts[4], vllm=replace(run.hosts[4].vllm, other_installs=[
+        {"site_packages": "/usr/lib/python3/dist-packages"}]))
     run.not_finished = ["gpu999"]
     path = str(tmp_path / "out" / "results.json")
     dump_json(run, path)
@@ -105,7 +111,7 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
     assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1,
                                        "not_run": 0}}
     never = host("d", "unreachable", HostError("unreachable", "refused"))
-    never.checks[0].details[NOT_RUN] = True  # as the check plan marks a host never judged
+    never = replace(never, checks=[replace(never.checks[0], details={NOT_RUN: True})])
     assert run_of(*hosts, never).summary()["checks"]["c"] == {
         "pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1, "not_run": 1}
     assert summary["ready"] is False
@@ -166,3 +172,37 @@ def test_evidence_says_where_it_was_found_the_same_way_everywhere():
     assert Evidence(None, None, "version: expected ==0.33.0").as_line() == \
         "version: expected ==0.33.0"
     assert Evidence("vllm/a.py", 0, "t").location() == "vllm/a.py:0: "
+
+
+def test_results_are_values_a_change_is_a_new_result():
+    """The results writer reuses a host's encoded line while the host is the same object:
+    a result that could change in place would be written stale."""
+    one = host("a", "pass")
+    with pytest.raises(AttributeError):
+        one.status = "fail"
+    with pytest.raises(AttributeError):
+        one.checks[0].message = "changed"
+    with pytest.raises(AttributeError):
+        one.checks.append(check("fail"))  # the sequences are tuples
+    assert one.checks[0].status is Status.PASS and one.groups == ()
+
+
+def test_build_expected_details_are_typed_and_survive_the_json_file(tmp_path):
+    details = BuildDetails(found=FoundBuild("0.33.0", "vllm/_version.py", "4ba787ec9",
+                                            "vllm/_version.py"),
+                           version=ExpectedValue("==0.33.0", "--expect-version"),
+                           same_build_expected=ExpectedValue(True, "playbook expect:"),
+                           version_ok=True, matched=("version 0.33.0 matches ==0.33.0",),
+                           same_build=SameBuild(compared=True, group="the fleet", hosts=2,
+                                                differing=("b",), majority="x", ok=True))
+    built = CheckResult("build-expected", "Expected build", "pass", "ok", details=details)
+    dump_json(run_of(replace(host("a", "pass"), checks=[built])), str(tmp_path / "r.json"))
+    written = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"][0]["checks"][0]
+    assert list(written["details"]) == ["expected", "found", "problems", "matched",
+                                        "version_ok", "same_build"]
+    assert written["details"]["same_build"] == {"group": "the fleet", "hosts": 2,
+                                                "differing": ["b"], "majority": "x",
+                                                "compared": True, "ok": True}
+    loaded = load_json(str(tmp_path / "r.json")).hosts[0].checks[0]
+    assert loaded.details == details and loaded.details.label() == \
+        "version ==0.33.0, same build as its group"

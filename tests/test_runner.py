@@ -43,7 +43,7 @@ def test_assemble_keeps_inventory_order_with_containers_and_placeholders(tmp_pat
     waiting = run.hosts[0]
     assert (waiting.status, waiting.error) == ("error", HostError("interrupted",
                                                                    "run interrupted"))
-    assert waiting.groups == ["g"] and [c.id for c in waiting.checks] == FIXES + INTEGRITY
+    assert waiting.groups == ("g",) and [c.id for c in waiting.checks] == FIXES + INTEGRITY
     # the next checkpoint reuses the very placeholder (the writer encodes it once) and
     # drops it once the host is done
     done["a"] = [result("a")]
@@ -74,7 +74,7 @@ def test_a_failed_host_is_a_value_with_its_reason_on_every_check(tmp_path):
     failed = failed_host(host, "gpu1", PLAYBOOK, options(tmp_path), None,
                          HostError("unreachable", "gpu1:22: connection refused"), 0.0)
     assert (failed.status, failed.address, failed.groups) == ("unreachable", "10.0.0.1",
-                                                              ["dc1"])
+                                                              ("dc1",))
     assert failed.checks[0].message == "not run: unreachable (gpu1:22: connection refused)"
     assert failed_host(host, "gpu1", PLAYBOOK, options(tmp_path), None,
                        HostError("auth", "refused"), 0.0).status == "error"

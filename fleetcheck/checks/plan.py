@@ -24,12 +24,12 @@ from fleetcheck.checks.integrity import judge_integrity_check
 from fleetcheck.checks.served import SERVED_ID, SERVED_TITLE, apply_served, drafter_checks
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.drafter_expectations import DrafterExpectation
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
-from fleetcheck.expectations import TITLE as BUILD_TITLE
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.build_details import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
-from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, status_with
+from fleetcheck.results import NOT_RUN, CheckResult, HostResult, RunResult, VllmInfo, status_with
 from fleetcheck.smoke_settings import SmokeSettings
 from fleetcheck.status import Status
 
@@ -168,30 +168,20 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
     """Checks that need every host: same_build within each expected group, the served
     config across each group (with the expected drafter), acceptance against the fleet
     median. A bug in one comparison costs only its verdicts, as an `error` check on the
-    hosts it concerns. Results are replaced, never changed in place (the results writer
-    reuses what it encoded)."""
-    run.hosts = [replace(host, checks=[replace(c, details=dict(c.details),
-                                               evidence=list(c.evidence))
-                                       for c in host.checks])
-                 if any(c.id == BUILD_CHECK_ID for c in host.checks) else host
-                 for host in run.hosts]
+    hosts it concerns. The hosts they judge become new results."""
     try:
-        apply_same_build(run.hosts)
+        run.hosts = apply_same_build(run.hosts)
     except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
         problem = internal_error(exc, "comparing the fleet's builds").message
-        for host in run.hosts:
-            for check in host.checks:
-                if check.id == BUILD_CHECK_ID and host.error is None:
-                    check.status, check.message = Status.ERROR, problem
-            host.status = status_with(host, host.checks)
+        run.hosts = [with_build_error(host, problem) for host in run.hosts]
     try:  # served-config across each group; a bug here costs only these verdicts
         run.hosts = apply_served(run.hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
         failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.ERROR,
                              message=problem)
-        run.hosts = [replace(h, checks=h.checks + [failed],
-                             status=status_with(h, h.checks + [failed]))
+        run.hosts = [replace(h, checks=(*h.checks, failed),
+                             status=status_with(h, (*h.checks, failed)))
                      for h in run.hosts]
     measured = [index for index, host in enumerate(run.hosts)
                 if host.error is None and any(c.id == SMOKE_CHECK_ID for c in host.checks)]
@@ -215,5 +205,14 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
         if problem is not None:
             verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status=Status.ERROR,
                                   message=problem)
-        checks = host.checks + [verdict]  # a new result: the results writer's cache
+        checks = (*host.checks, verdict)
         run.hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
+
+
+def with_build_error(host: HostResult, problem: str) -> HostResult:
+    """The host with its build-expected verdict an `error` for `problem` (a fleetcheck bug)."""
+    if host.error is not None or not any(c.id == BUILD_CHECK_ID for c in host.checks):
+        return host
+    checks = [replace(c, status=Status.ERROR, message=problem) if c.id == BUILD_CHECK_ID else c
+              for c in host.checks]
+    return replace(host, checks=checks, status=status_with(host, checks))

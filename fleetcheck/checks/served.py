@@ -114,10 +114,12 @@ class Verdict:
         self.items.append((status, text))
         self.evidence.extend(e for e in evidence if e is not None)
 
-    def result(self, check_id: str, passed: str) -> CheckResult:
+    def result(self, check_id: str, passed: str,
+               recorded: dict[str, Any] | None = None) -> CheckResult:
+        """The check; `recorded`: more details beside its aspects."""
         if not self.items:
             return CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
-                               message=passed)
+                               message=passed, details=dict(recorded or {}))
         statuses = [s for s, _ in self.items]
         status = Status.SKIP if set(statuses) == {Status.SKIP} else worst(statuses)
         shown = [t for s, t in self.items if s == status] if status != Status.PASS else \
@@ -127,7 +129,7 @@ class Verdict:
                                                            if len(shown) > 6 else ""),
                            evidence=self.evidence,
                            details={"aspects": [{"status": s, "text": t}
-                                                for s, t in self.items]})
+                                                for s, t in self.items], **(recorded or {})})
 
 
 def file_evidence(model: ModelPlace, key: str, value: Any) -> Evidence:
@@ -677,11 +679,9 @@ def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
     for server in servers:
         for note in server.get("notes") or []:
             verdict.add(Status.WARN, "pid %s: %s" % (server.get("pid"), note))
-    check = verdict.result(SERVED_ID, "")
-    check.details.update(details)
     if expectation is not None:
-        check.details["expected"] = expectation.as_dict()
-    return check
+        details = {**details, "expected": expectation.as_dict()}
+    return verdict.result(SERVED_ID, "", details)
 
 
 def describe(key: tuple[Any, ...]) -> str:

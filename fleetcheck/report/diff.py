@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
 from fleetcheck.report.served import served_drafters
 from fleetcheck.results import CheckResult, HostResult, RunResult
 from fleetcheck.status import Status, worse
@@ -35,6 +35,14 @@ def integrity_counts(host: HostResult) -> dict[str, Any]:
             return {k: check.details.get(k) for k in ("missing", "size", "hash", "unreadable")
                     if check.details.get(k)}
     return {}
+
+
+def aspects(check: CheckResult, move: str) -> tuple[str, ...]:
+    """What build-expected found off the expected build (`off`), or matched (`onto`)."""
+    details = build_details(check)
+    if details is None:
+        return ()
+    return details.problems if move == "off" else details.matched
 
 
 def expected_build_move(before: CheckResult | None, after: CheckResult | None) -> str | None:
@@ -89,8 +97,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                 expected_label(after) or "-")
         out.note("expected build", "off" if move == "onto" else "on",
                  "on" if move == "onto" else "off", worse=move == "off", moved=moved,
-                 message="; ".join(after.details.get("problems" if move == "off" else "matched")
-                                   or [after.message]))
+                 message="; ".join(aspects(after, move) or [after.message]))
     drafters_before, drafters_after = served_drafters(old), served_drafters(new)
     if drafters_before != drafters_after and not new.error:
         out.note("served drafters", ", ".join(drafters_before) or None,
