@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
@@ -476,8 +476,7 @@ def load_results(paths: list[str]) -> RunResult:
         return runs[0]
     from fleetcheck.checks.build import expectation_warnings
     merged = merge_runs(runs, paths)
-    merged.warnings = expectation_warnings(merged.hosts)  # about the hosts of every file
-    return merged
+    return replace(merged, warnings=expectation_warnings(merged.hosts))  # every file's hosts
 
 
 def command_report(args: argparse.Namespace) -> int:

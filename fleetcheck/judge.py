@@ -176,11 +176,9 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     hosts = [Host(name=a.name, address=a.name) for a in collected]
     expected = resolve(hosts, playbook.expect, cli, "facts")
     drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, "facts")
-    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
-                    playbook=playbook.source, fleetcheck_version=__version__)
     plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
-    run.hosts = [judge_answer(answer, plan, expected) for answer in collected]
-    run.complete = True
-    run.finished_at = now_iso()
-    finish_run(run, playbook, drafters)
-    return run
+    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
+                    playbook=playbook.source, fleetcheck_version=__version__,
+                    hosts=[judge_answer(answer, plan, expected) for answer in collected],
+                    complete=True, finished_at=now_iso())
+    return finish_run(run, playbook, drafters)

@@ -142,21 +142,27 @@ def host_status(checks: Sequence[CheckResult], error: HostError | None,
     return worst([c.status for c in checks] + ([Status.ERROR] if internal_errors else []))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
+    """A run, or the run so far (a checkpoint): a value like its hosts."""
+
     started_at: str
     inventory: str
     playbook: str
     finished_at: str | None = None
     complete: bool = False
-    hosts: list[HostResult] = field(default_factory=list)
+    hosts: Sequence[HostResult] = ()
     fleetcheck_version: str = ""
     schema_version: int = SCHEMA_VERSION
-    not_finished: list[str] = field(default_factory=list)
+    not_finished: Sequence[str] = ()
     duration_s: float = 0.0
     # what the whole run tells apart from any host (an expected build no host holds):
     # computed once, when the run ends (checks.plan.finish_run), and read back from its file
-    warnings: list[str] = field(default_factory=list)
+    warnings: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("hosts", "not_finished", "warnings"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def check_titles(self) -> dict[str, str]:
         """Every check id of the run with its title, in the order hosts first name them:
@@ -180,7 +186,7 @@ class RunResult:
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
                 all(host.status in READY for host in self.hosts),
-                "warnings": self.warnings}
+                "warnings": list(self.warnings)}
 
     def exit_code(self) -> int:
         """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was
@@ -197,7 +203,7 @@ class RunResult:
                 "started_at": self.started_at, "finished_at": self.finished_at,
                 "duration_s": self.duration_s, "inventory": self.inventory,
                 "playbook": self.playbook, "fleetcheck_version": self.fleetcheck_version,
-                "summary": self.summary(), "not_finished": self.not_finished}
+                "summary": self.summary(), "not_finished": list(self.not_finished)}
 
 
 def evidence_dict(item: Evidence) -> dict[str, Any]:
@@ -230,8 +236,8 @@ class ResultsWriter:
     always atomically: a temporary file in the same directory, then a rename, so a reader,
     a Ctrl-C or a kill -9 at any moment finds the previous whole file or the new one.
     Each host's JSON line is encoded once and reused while that host's result is the same
-    object (so a result must be replaced, never changed in place, once written), and a
-    checkpoint costs little more than writing the bytes."""
+    object (results are frozen: a changed host is a new object), and a checkpoint costs
+    little more than writing the bytes."""
 
     def __init__(self, path: str):
         self.path = path
@@ -322,12 +328,10 @@ def merge_runs(runs: list[RunResult], names: list[str]) -> RunResult:
         for host in run.hosts:
             hosts.pop(host.name, None)
             hosts[host.name] = host
-    merged = RunResult(started_at=min(r.started_at for r in runs),
-                       inventory=" + ".join(names), playbook=runs[0].playbook,
-                       finished_at=max((r.finished_at or "") for r in runs) or None,
-                       complete=all(r.complete for r in runs),
-                       fleetcheck_version=runs[0].fleetcheck_version,
-                       not_finished=[n for r in runs for n in r.not_finished],
-                       duration_s=max(r.duration_s for r in runs))
-    merged.hosts = list(hosts.values())
-    return merged
+    return RunResult(started_at=min(r.started_at for r in runs),
+                     inventory=" + ".join(names), playbook=runs[0].playbook,
+                     finished_at=max((r.finished_at or "") for r in runs) or None,
+                     complete=all(r.complete for r in runs),
+                     fleetcheck_version=runs[0].fleetcheck_version,
+                     not_finished=[n for r in runs for n in r.not_finished],
+                     duration_s=max(r.duration_s for r in runs), hosts=list(hosts.values()))

@@ -188,13 +188,13 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
     unfinished host's entry from one call to the next (so the results writer encodes it
     once)."""
     placeholders = {} if placeholders is None else placeholders
-    run.hosts = []
-    run.not_finished = []
+    results: list[HostResult] = []
+    not_finished: list[str] = []
     for host in hosts:
         if host.name in done:
-            run.hosts.extend(done[host.name])
+            results.extend(done[host.name])
             continue
-        run.not_finished.append(host.name)
+        not_finished.append(host.name)
         entry = placeholders.get(host.name)
         if entry is None:
             entry = placeholders[host.name] = HostResult(
@@ -202,10 +202,9 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
                 error=HostError(kind="interrupted", message=reason),
                 checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                   options).not_run(reason))
-        run.hosts.append(entry)
-    run.finished_at = now_iso()
-    run.duration_s = round(time.monotonic() - started, 3)
-    return run
+        results.append(entry)
+    return replace(run, hosts=results, not_finished=not_finished, finished_at=now_iso(),
+                   duration_s=round(time.monotonic() - started, 3))
 
 
 def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
@@ -254,6 +253,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     placeholders: dict[str, HostResult] = {}
     registry = Registry(options.settings)
     cancel = threading.Event()
+    complete = False  # every host finished (no Ctrl-C)
     cpu_at_start = time.process_time()  # the budget counts this run's CPU, not start-up's
     spent = 0.0  # this thread's CPU seconds in checkpoints
     last_cost = 0.0
@@ -262,7 +262,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     def write_checkpoint() -> None:
         nonlocal spent, last_cost, last_written
         began = time.thread_time()
-        checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options, started,
+        checkpoint(assemble(run, hosts, done, playbook, options, started,
                             "not finished when this file was written", placeholders))
         last_cost = time.thread_time() - began
         spent += last_cost
@@ -324,13 +324,12 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             elif checkpoint_due(not pending):
                 write_checkpoint()
                 report(unreported)
-        run.complete = True
+        complete = True
     except KeyboardInterrupt:
         cancel.set()
     finally:
-        pool.shutdown(wait=run.complete, cancel_futures=True)
+        pool.shutdown(wait=complete, cancel_futures=True)
     report(unreported)
-    assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
-             "this host finished")
-    finish_run(run, playbook, options.drafters)
-    return run
+    run = assemble(replace(run, complete=complete), hosts, done, playbook, options, started,
+                   "run interrupted (Ctrl-C) before this host finished")
+    return finish_run(run, playbook, options.drafters)

@@ -49,12 +49,9 @@ def make_host(i: int, broken_every: int = 9) -> HostResult:
 
 def make_run(hosts: int, hostile: bool = True, broken_every: int = 9) -> RunResult:
     """`broken_every`: one host in that many misses the fixes (2: half the fleet)."""
-    run = RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
-                    playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
-                    complete=True, fleetcheck_version="0.1.0", duration_s=9.0)
-    run.hosts = [make_host(i, broken_every) for i in range(hosts)]
+    results = [make_host(i, broken_every) for i in range(hosts)]
     if hostile:
-        host = run.hosts[1]
+        host = results[1]
         hostile_check = replace(host.checks[0], message=HOSTILE_MESSAGE,
                                 evidence=[Evidence(HOSTILE_PATH, 3, "x = 1  # <b>bold</b>")])
         served = [{"pid": 7, "port": 8000, "serving": True, "served_names": [HOSTILE_SERVED],
@@ -63,6 +60,8 @@ def make_run(hosts: int, hostile: bool = True, broken_every: int = 9) -> RunResu
                    "num_speculative_tokens": 15,
                    "env": {"VLLM_USE_V2_MODEL_RUNNER": HOSTILE_SERVED},
                    "notes": [HOSTILE_MESSAGE]}]
-        run.hosts[1] = replace(host, vllm=replace(host.vllm, version=HOSTILE_VERSION),
-                               checks=(hostile_check, *host.checks[1:]), served=served)
-    return run
+        results[1] = replace(host, vllm=replace(host.vllm, version=HOSTILE_VERSION),
+                             checks=(hostile_check, *host.checks[1:]), served=served)
+    return RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
+                     playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
+                     complete=True, fleetcheck_version="0.1.0", duration_s=9.0, hosts=results)

@@ -201,7 +201,7 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
 
 def test_report_merges_runs_from_several_controllers(tmp_path):
     a, b = make_run(10, hostile=False), make_run(20, hostile=False)
-    b.hosts = b.hosts[10:]
+    b = replace(b, hosts=b.hosts[10:])
     dump_json(a, str(tmp_path / "a.json"))
     dump_json(b, str(tmp_path / "b.json"))
     proc = fleetcheck("report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json",
@@ -314,11 +314,13 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     failing = [i for i, h in enumerate(run.hosts) if h.checks[0].status == "fail"]
     assert len(failing) >= 8
     same = Evidence("vllm/v1/worker/gpu_model_runner.py", 4965, "layer_ids = x")
+    hosts = list(run.hosts)
     for i in failing:
         found = same if i != failing[-1] else Evidence(same.file, 4999, same.text)
-        host = run.hosts[i]
-        run.hosts[i] = replace(host, checks=(replace(host.checks[0], message="one layer off",
-                                                     evidence=[found]), *host.checks[1:]))
+        hosts[i] = replace(hosts[i], checks=(replace(hosts[i].checks[0], evidence=[found],
+                                                     message="one layer off"),
+                                             *hosts[i].checks[1:]))
+    run = replace(run, hosts=hosts)
     broken = [run.hosts[i] for i in failing]
     out = io.StringIO()
     render_summary(run, stream=out)
@@ -362,7 +364,7 @@ def test_one_finding_under_every_check_of_a_host_is_said_once():
     partly = replace(partly, status="error", checks=[
         replace(c, status="error", message="cannot read it", evidence=())
         for c in partly.checks[:2]] + list(partly.checks[2:]))
-    run.hosts[:2] = [bare, partly]
+    run = replace(run, hosts=(bare, partly, *run.hosts[2:]))
     out = io.StringIO()
     render_summary(run, stream=out)
     text = out.getvalue()
@@ -390,8 +392,8 @@ def test_a_host_with_no_install_and_an_expected_build_reads_as_what_it_is():
                                              [Evidence(None, None,
                                                        "version: expected ==0.33.0")])])
     other = run.hosts[1]
-    run.hosts[:2] = [bare, replace(other, checks=(*other.checks, CheckResult(
-        "build-expected", "Expected build", "pass", "ok")))]
+    run = replace(run, hosts=[bare, replace(other, checks=(*other.checks, CheckResult(
+        "build-expected", "Expected build", "pass", "ok")))])
     out = io.StringIO()
     render_summary(run, stream=out)
     text = out.getvalue()
@@ -408,7 +410,8 @@ def test_html_never_prints_none_for_what_a_host_did_not_have(tmp_path):
     from fleetcheck.results import VllmInfo
 
     run = make_run(3, hostile=False)
-    run.hosts[0] = replace(run.hosts[0], vllm=VllmInfo(python="/opt/env/bin/python"))
+    run = replace(run, hosts=(replace(run.hosts[0], vllm=VllmInfo(python="/opt/env/bin/python")),
+                              *run.hosts[1:]))
     path = tmp_path / "report.html"
     render_html(run, str(path))
     html = path.read_text()

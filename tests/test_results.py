@@ -36,14 +36,15 @@ def run_of(*hosts: HostResult, complete: bool = True, started: str = "2026-01-01
 
 def test_a_run_survives_its_json_file_unchanged(tmp_path):
     run = make_run(30)  # unreachable, failing and passing hosts, hostile strings
-    two = run.hosts[2]
+    hosts = list(run.hosts)
+    two = hosts[2]
     read = replace(two.checks[0], evidence=(*two.checks[0].evidence,
                                             Evidence("vllm/a.py", None, "no line", "read")))
-    run.hosts[2] = replace(two, checks=(read, *two.checks[1:]))
-    run.hosts[3] = replace(run.hosts[3], analysis="shared with gpu000.dc1")
-    run.hosts[4] = replace(run.hosts[4], vllm=replace(run.hosts[4].vllm, other_installs=[
+    hosts[2] = replace(two, checks=(read, *two.checks[1:]))
+    hosts[3] = replace(hosts[3], analysis="shared with gpu000.dc1")
+    hosts[4] = replace(hosts[4], vllm=replace(hosts[4].vllm, other_installs=[
         {"site_packages": "/usr/lib/python3/dist-packages"}]))
-    run.not_finished = ["gpu999"]
+    run = replace(run, hosts=hosts, not_finished=["gpu999"])
     path = str(tmp_path / "out" / "results.json")
     dump_json(run, path)
     loaded = load_json(path)
@@ -121,19 +122,18 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
 
 
 def test_merge_keeps_every_host_once_in_order_with_its_later_result():
-    first = run_of(host("a", "fail"), host("b", "pass"), started="2026-01-01T00:00:05",
-                   finished="2026-01-01T00:02:00")
-    first.duration_s, first.not_finished = 10.0, []
-    second = run_of(host("c", "pass"), host("a", "pass"), complete=False,
-                    started="2026-01-01T00:00:01", finished="2026-01-01T00:01:00")
-    second.duration_s, second.not_finished = 20.0, ["d"]
+    first = replace(run_of(host("a", "fail"), host("b", "pass"), started="2026-01-01T00:00:05",
+                           finished="2026-01-01T00:02:00"), duration_s=10.0)
+    second = replace(run_of(host("c", "pass"), host("a", "pass"), complete=False,
+                            started="2026-01-01T00:00:01", finished="2026-01-01T00:01:00"),
+                     duration_s=20.0, not_finished=["d"])
     merged = merge_runs([first, second], ["dc1.json", "dc2.json"])
     assert [(h.name, h.status) for h in merged.hosts] == [("b", "pass"), ("c", "pass"),
                                                           ("a", "pass")]
     assert merged.inventory == "dc1.json + dc2.json"
     assert (merged.started_at, merged.finished_at) == ("2026-01-01T00:00:01",
                                                        "2026-01-01T00:02:00")
-    assert merged.complete is False and merged.not_finished == ["d"]
+    assert merged.complete is False and merged.not_finished == ("d",)
     assert merged.duration_s == 20.0 and merged.exit_code() == 3
 
 
@@ -147,8 +147,8 @@ def test_the_writer_reuses_a_hosts_line_only_while_it_is_the_same_object(tmp_pat
     run = run_of(host("a", "pass"))
     writer = ResultsWriter(str(tmp_path / "r.json"))
     writer.write(run)
-    run.hosts = [replace(run.hosts[0], status="fail", checks=[check("fail")])]
-    writer.write(run)
+    writer.write(replace(run, hosts=[replace(run.hosts[0], status="fail",
+                                             checks=[check("fail")])]))
     assert load_json(str(tmp_path / "r.json")).hosts[0].status == "fail"
 
 
@@ -162,7 +162,7 @@ def test_vllm_info_and_errors_round_trip_as_json_objects(tmp_path):
     data = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"][0]
     assert data["error"] == {"kind": "protocol", "message": "answer is not the probe's JSON"}
     assert data["vllm"]["found_by"] == "running server (port 8000)"
-    assert load_json(str(tmp_path / "r.json")).hosts == [broken]
+    assert load_json(str(tmp_path / "r.json")).hosts == (broken,)
 
 
 def test_evidence_says_where_it_was_found_the_same_way_everywhere():

@@ -36,10 +36,10 @@ def test_assemble_keeps_inventory_order_with_containers_and_placeholders(tmp_pat
     run = RunResult(started_at="t", inventory="i", playbook="p")
     done = {"box": [result("box/web"), result("box/worker")]}
     placeholders: dict[str, HostResult] = {}
-    assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
-             placeholders)
+    run = assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
+                   placeholders)
     assert [h.name for h in run.hosts] == ["a", "box/web", "box/worker", "c"]
-    assert run.not_finished == ["a", "c"] and run.finished_at
+    assert run.not_finished == ("a", "c") and run.finished_at
     waiting = run.hosts[0]
     assert (waiting.status, waiting.error) == ("error", HostError("interrupted",
                                                                    "run interrupted"))
@@ -47,10 +47,10 @@ def test_assemble_keeps_inventory_order_with_containers_and_placeholders(tmp_pat
     # the next checkpoint reuses the very placeholder (the writer encodes it once) and
     # drops it once the host is done
     done["a"] = [result("a")]
-    assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
-             placeholders)
+    run = assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
+                   placeholders)
     assert run.hosts[-1] is placeholders["c"] and run.hosts[0] is done["a"][0]
-    assert run.not_finished == ["c"]
+    assert run.not_finished == ("c",)
 
 
 def test_a_placeholder_lists_the_smoke_and_build_checks_the_host_would_have_had(tmp_path):

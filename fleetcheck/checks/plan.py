@@ -155,46 +155,46 @@ class CheckPlan:
 
 
 def finish_run(run: RunResult, playbook: Playbook,
-               drafters: dict[str, DrafterExpectation] | None = None) -> None:
+               drafters: dict[str, DrafterExpectation] | None = None) -> RunResult:
     """A run's end: the checks that need every host (only when every host is in), then
     the run's warnings, computed once from its final results and stored with them."""
     if run.complete:
-        add_fleet_checks(run, playbook, drafters)
-    run.warnings = expectation_warnings(run.hosts)
+        run = add_fleet_checks(run, playbook, drafters)
+    return replace(run, warnings=expectation_warnings(run.hosts))
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook,
-                     drafters: dict[str, DrafterExpectation] | None = None) -> None:
+                     drafters: dict[str, DrafterExpectation] | None = None) -> RunResult:
     """Checks that need every host: same_build within each expected group, the served
     config across each group (with the expected drafter), acceptance against the fleet
     median. A bug in one comparison costs only its verdicts, as an `error` check on the
-    hosts it concerns. The hosts they judge become new results."""
+    hosts it concerns. The hosts they judge become new results, in a new run."""
+    hosts = list(run.hosts)
     try:
-        run.hosts = apply_same_build(run.hosts)
+        hosts = apply_same_build(hosts)
     except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
         problem = internal_error(exc, "comparing the fleet's builds").message
-        run.hosts = [with_build_error(host, problem) for host in run.hosts]
+        hosts = [with_build_error(host, problem) for host in hosts]
     try:  # served-config across each group; a bug here costs only these verdicts
-        run.hosts = apply_served(run.hosts, drafters)
+        hosts = apply_served(hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
         failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.ERROR,
                              message=problem)
-        run.hosts = [replace(h, checks=(*h.checks, failed),
-                             status=status_with(h, (*h.checks, failed)))
-                     for h in run.hosts]
-    measured = [index for index, host in enumerate(run.hosts)
+        hosts = [replace(h, checks=(*h.checks, failed),
+                         status=status_with(h, (*h.checks, failed))) for h in hosts]
+    measured = [index for index, host in enumerate(hosts)
                 if host.error is None and any(c.id == SMOKE_CHECK_ID for c in host.checks)]
     if not measured:
-        return
-    numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
+        return replace(run, hosts=hosts)
+    numbers = {h.name: h.smoke for h in hosts if h.smoke}
     broken = None  # why the fleet comparison failed for every host, if it did
     try:
-        verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
+        verdicts = fleet_checks(hosts, numbers, playbook.smoke)
     except Exception as exc:
         verdicts, broken = {}, internal_error(exc, "comparing the fleet's acceptance").message
     for index in measured:
-        host = run.hosts[index]
+        host = hosts[index]
         problem = broken
         if problem is None:
             try:
@@ -206,7 +206,8 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status=Status.ERROR,
                                   message=problem)
         checks = (*host.checks, verdict)
-        run.hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
+        hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
+    return replace(run, hosts=hosts)
 
 
 def with_build_error(host: HostResult, problem: str) -> HostResult:
