@@ -194,20 +194,49 @@ def environ_of(pid):
     return env, None
 
 
+def expanded(path, env):
+    """os.path.expandvars(os.path.expanduser(path)) as huggingface_hub applies it to
+    HF_HOME and HF_HUB_CACHE, but in the server's environment, not the probe's: `~` is
+    the server's HOME, `$NAME` one of its reported variables (others stay as written,
+    as expandvars leaves unknown ones)."""
+    if path.startswith("~"):
+        user, slash, rest = path[1:].partition("/")
+        home = None
+        if not user:
+            home = env.get("HOME") or os.path.expanduser("~")
+        else:
+            try:
+                import pwd
+                home = pwd.getpwnam(user).pw_dir
+            except (ImportError, KeyError):
+                home = None
+        if home:
+            path = home.rstrip("/") + "/" + rest if slash else home
+    if "$" in path:
+        import re
+
+        def value(match):
+            name = match.group(1) or match.group(2)
+            return env.get(name, match.group(0))
+        path = re.sub(r"\$(?:(\w+)|\{([^}]*)\})", value, path)
+    return path
+
+
 def hub_cache(env, download_dir=None):
     """(the hub cache directory, how it was chosen), as huggingface_hub's constants do:
     HF_HUB_CACHE, else the older HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; vLLM's
-    --download-dir overrides them all."""
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, `~` and `$VAR`
+    expanded in the server's environment; vLLM's --download-dir overrides them all."""
     if download_dir:
         return download_dir, "--download-dir"
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if env.get(name):
-            return env[name], name
+            return expanded(env[name], env), name
     if env.get("HF_HOME"):
-        return os.path.join(env["HF_HOME"], "hub"), "HF_HOME"
+        return os.path.join(expanded(env["HF_HOME"], env), "hub"), "HF_HOME"
     if env.get("XDG_CACHE_HOME"):
-        return os.path.join(env["XDG_CACHE_HOME"], "huggingface", "hub"), "XDG_CACHE_HOME"
+        return (os.path.join(expanded(env["XDG_CACHE_HOME"], env), "huggingface", "hub"),
+                "XDG_CACHE_HOME")
     home = env.get("HOME") or os.path.expanduser("~")
     return os.path.join(home, ".cache", "huggingface", "hub"), "~/.cache/huggingface/hub"
 
