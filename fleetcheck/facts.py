@@ -286,8 +286,18 @@ class ImportCheck:
 
 
 @facts_class
+class Leftovers:
+    """uv's .tmpXXXXXX directories in the package directories RECORD names (paths relative
+    to site-packages): how many, the first few, and how many directories were listed."""
+    tmp_count: int = fact(required=True)
+    tmp_dirs: list[str] = fact(required=True)
+    dirs_listed: int = fact(required=True)
+
+
+@facts_class
 class Integrity:
     record: Record | None
+    leftovers: Leftovers | None
     editable: Editable | None
     in_progress: InProgress
     changed_at: ChangedAt

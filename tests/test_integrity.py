@@ -62,6 +62,8 @@ def broken_fleet_run(tmp_path_factory, real_venvs):
     rewrite(path, text.replace(b"def use_dflash(self)", b"def use_dflasx(self)", 1))
     site = copy("stash-left", "0.20.1")
     os.makedirs(os.path.join(site, "~llm", "v1"))
+    site = copy("uv-tmp-left", "0.20.1")  # a killed uv install, deep in the package
+    os.mkdir(os.path.join(site, "vllm/vllm_flash_attn/.tmpAbC123"))
     site = copy("two-dist-infos")
     shutil.copytree(os.path.join(site, "vllm-0.33.0.dist-info"),
                     os.path.join(site, "vllm-0.20.1.dist-info"), copy_function=shutil.copy)
@@ -144,6 +146,17 @@ def test_stash_left_by_killed_install(broken_fleet_run):
     check = broken_fleet_run.check("stash-left", "install-leftovers")
     assert check["status"] == "fail"
     assert check["evidence"][0]["file"].endswith("/site-packages/~llm")
+
+
+def test_uv_tmp_dir_deep_in_the_package_is_found_over_ssh(broken_fleet_run):
+    check = broken_fleet_run.check("uv-tmp-left", "install-leftovers")
+    assert check["status"] == "fail", check
+    files = [e["file"] for e in check["evidence"]]
+    assert len(files) == 1 and files[0].startswith(ENV + "/lib/") and \
+        files[0].endswith("/site-packages/vllm/vllm_flash_attn/.tmpAbC123"), check
+    clean = broken_fleet_run.check("clean-old", "install-leftovers")
+    assert clean["status"] == "pass" and "package directories RECORD names files in" in \
+        clean["message"], clean
 
 
 def test_two_dist_infos(broken_fleet_run):

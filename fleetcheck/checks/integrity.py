@@ -128,24 +128,34 @@ def check_record(integrity: Integrity) -> CheckResult:
 
 
 def check_leftovers(facts: Facts) -> CheckResult:
+    """pip's stash and uv's temporary directories at the top of site-packages, and uv's
+    inside the package directories RECORD names (where uv writes, so where a killed
+    `uv pip install` leaves them: vllm/vllm_flash_attn/.tmpXXXXXX)."""
     install = facts.install
     site = install.site_packages or "site-packages"
     stashes = install.stash_dirs
-    tmps = install.tmp_dirs
+    inside = facts.integrity.leftovers if facts.integrity is not None else None
+    tmps = install.tmp_dirs + (inside.tmp_dirs if inside is not None else [])
+    unlisted = inside.tmp_count - len(inside.tmp_dirs) if inside is not None else 0
+    looked = "its top level and the %s RECORD names files in" % counted(
+        inside.dirs_listed, "package directory", "package directories") \
+        if inside is not None else "its top level (RECORD unread: not the package directories)"
     if stashes or tmps:
         said = []
         if stashes:
             said.append("pip's stash of a replaced package (%s)" % ", ".join(stashes))
         if tmps:
-            said.append("uv's temporary directories (%s)" % ", ".join(tmps))
+            said.append("uv's temporary directories (%s%s)" % (
+                ", ".join(tmps), " and %d more" % unlisted if unlisted else ""))
         return result("install-leftovers", "fail",
-                      "%s still in site-packages: an install was killed while replacing "
-                      "vllm. Reinstall vllm, then remove them." % " and ".join(said),
+                      "%s left in %s: an install was killed while writing vllm. Reinstall "
+                      "vllm, then remove them." % (" and ".join(said), site),
                       [Evidence("%s/%s" % (site, s), None,
                                 "left behind by an interrupted pip install") for s in stashes]
                       + [Evidence("%s/%s" % (site, t), None,
                                   "left behind by an interrupted uv install") for t in tmps])
-    return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s" % site)
+    return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s (%s)"
+                  % (site, looked))
 
 
 def check_metadata(facts: Facts) -> CheckResult:
