@@ -18,7 +18,7 @@ from fleetcheck.text import byte_size, counted
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import Facts, Integrity, Process, Record, Server
+    from fleetcheck.facts import Facts, Integrity, Process, Record, Server, VersionMisfit
 
 MAX_EVIDENCE = 12
 KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu|neuron|"
@@ -158,6 +158,24 @@ def check_leftovers(facts: Facts) -> CheckResult:
                   % (site, looked))
 
 
+# what a build writes in each field of _version.py, and a misfit's type in words
+WRITTEN_AS = {"version": "a version string", "commit_id": "a commit string",
+              "version_tuple": "a tuple of integers and strings"}
+TYPE_WORDS = {"list": "a list", "tuple": "a tuple", "int": "a number", "float": "a number",
+              "complex": "a number", "bool": "true or false", "bytes": "bytes",
+              "str": "a string", "ellipsis": "an ellipsis"}
+
+
+def misfit_text(misfit: VersionMisfit) -> str:
+    """'__version__ = [0, 33] is a list, not a version string: suspect build'."""
+    if misfit.field == "version_tuple" and misfit.type in ("tuple", "list"):
+        what = "holds items other than integers and strings"
+    else:
+        what = "is %s, not %s" % (TYPE_WORDS.get(misfit.type, "a " + misfit.type),
+                                  WRITTEN_AS.get(misfit.field, "what a build writes there"))
+    return "%s = %s %s: suspect build" % (misfit.name, misfit.value, what)
+
+
 def check_metadata(facts: Facts) -> CheckResult:
     install = facts.install
     dists = install.dist_infos
@@ -178,26 +196,31 @@ def check_metadata(facts: Facts) -> CheckResult:
         for error in dist.errors:
             problems.append(Evidence(dist.path, None, error))
     vpath = version_file.path
+    lines = version_file.lines
     if vpath and not version_file.exists:
         problems.append(Evidence(vpath, None, "missing: version and commit unknown, suspect build"))
     elif version_file.error:
         problems.append(Evidence(vpath, None, "unreadable: %s" % version_file.error))
     elif vpath:
+        problems += [Evidence(vpath, m.line, misfit_text(m)) for m in version_file.misfits]
         version = version_file.version
         if version is None:
-            problems.append(Evidence(vpath, None, "assigns no __version__: suspect build"))
-        elif not isinstance(version, str) or version.strip().lower() in ("", "dev", "unknown"):
-            problems.append(Evidence(vpath, None, "__version__ is %r: suspect build" % (version,)))
+            if not any(m.field == "version" for m in version_file.misfits):
+                problems.append(Evidence(vpath, None, "assigns no __version__: suspect build"))
+        elif version.strip().lower() in ("", "dev", "unknown"):
+            problems.append(Evidence(vpath, lines.get("version"),
+                                     "__version__ is %r: suspect build" % version))
         elif dists and dists[0].version and not versions_agree(dists[0].version, version):
-            problems.append(Evidence(vpath, None, "__version__ %s but METADATA says %s"
+            problems.append(Evidence(vpath, lines.get("version"),
+                                     "__version__ %s but METADATA says %s"
                                      % (version, dists[0].version)))
     vcs = vcs_commit(dists[0]) if dists else None
     commit_id = version_file.commit_id
-    commit = bare_commit(commit_id) if isinstance(commit_id, str) and commit_id else None
+    commit = bare_commit(commit_id) if commit_id else None
     if isinstance(vcs, str) and commit is not None and not vcs.startswith(commit):
         # the field as the file writes it (g-prefixed): the evidence quotes _version.py
-        problems.append(Evidence(vpath, None, "__commit_id__ %s but direct_url.json says "
-                                 "commit %s" % (commit_id, vcs)))
+        problems.append(Evidence(vpath, lines.get("commit_id"), "__commit_id__ %s but "
+                                 "direct_url.json says commit %s" % (commit_id, vcs)))
     if problems:
         return result("install-metadata", "fail",
                       "the install's metadata does not hold together (%s)"

@@ -66,11 +66,10 @@ def commit_of(facts: Facts) -> tuple[str | None, str | None]:
     if isinstance(sha, str) and sha:
         return sha, "direct_url.json"
     commit_id = facts.version_file.commit_id
-    if isinstance(commit_id, str) and commit_id:
+    if commit_id:
         return bare_commit(commit_id), "_version.py"
     for version in (facts.version_file.version, dist.version if dist else None):
-        # _version.py's value is any literal the file assigns: only a string holds a commit
-        match = DEV_COMMIT.search(version) if isinstance(version, str) else None
+        match = DEV_COMMIT.search(version) if version else None
         if match:
             return match.group(1), "version"
     return None, None
@@ -80,9 +79,8 @@ def vllm_info(facts: Facts) -> VllmInfo:
     dist = primary_dist_info(facts)
     install = facts.install
     commit, source = commit_of(facts)
-    version = facts.version_file.version
     others = install.other_installs
-    return VllmInfo(version=version if isinstance(version, str) else None,
+    return VllmInfo(version=facts.version_file.version,
                     metadata_version=dist.version if dist else None,
                     commit=commit, commit_source=source, install=install_kind(dist),
                     site_packages=install.site_packages,
