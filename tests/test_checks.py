@@ -63,6 +63,31 @@ def test_commit_sources_in_order_of_trust():
     assert commit_of(facts_of(facts)) == ("3cfc8f8b7", "version")
 
 
+@pytest.mark.parametrize("top, leftovers, status, words", [
+    ([], {"tmp_count": 0, "tmp_dirs": [], "dirs_listed": 591}, "pass",
+     "no pip stash (~llm) or uv .tmp dir in /site (its top level and the 591 directories "
+     "RECORD names files in)"),
+    ([], None, "pass", "its top level (RECORD unread: not the package directories)"),
+    ([".tmpA1b2C3"], {"tmp_count": 22, "tmp_dirs": ["vllm/ops/.tmp%02d" % i for i in range(20)],
+                      "dirs_listed": 5}, "fail",
+     "uv's temporary directories (.tmpA1b2C3, vllm/ops/.tmp00, vllm/ops/.tmp01, "),
+    ([], {"tmp_count": 22, "tmp_dirs": ["vllm/ops/.tmp%02d" % i for i in range(20)],
+          "dirs_listed": 5}, "fail", "vllm/ops/.tmp19 and 2 more) left in /site: an install "
+                                     "was killed while writing vllm"),
+])
+def test_leftovers_at_the_top_and_inside_the_package(top, leftovers, status, words):
+    """uv's .tmp dirs found inside the package count as those at the top do; the message
+    says how far it looked, and how many it found beyond those listed."""
+    from fleetcheck.checks.integrity import check_leftovers
+    facts = facts_of({"install": {"site_packages": "/site", "tmp_dirs": top, "stash_dirs": []},
+                      "integrity": {"leftovers": leftovers}})
+    result = check_leftovers(facts)
+    assert result.status == status and words in result.message, result.message
+    if status == "fail":
+        assert [e.file for e in result.evidence] == ["/site/" + t for t in
+                                                     top + leftovers["tmp_dirs"]][:12]
+
+
 @pytest.mark.parametrize("version, fixed_in, expected", [
     ("0.33.0", "0.22.0", "fixed"), ("0.20.1", "0.22.0", "not fixed"),
     ("0.22.0", "0.22.0", "fixed"), ("0.1.dev16016+g3cfc8f8b7", "0.22.0", None),

@@ -138,7 +138,7 @@ def check_leftovers(facts: Facts) -> CheckResult:
     tmps = install.tmp_dirs + (inside.tmp_dirs if inside is not None else [])
     unlisted = inside.tmp_count - len(inside.tmp_dirs) if inside is not None else 0
     looked = "its top level and the %s RECORD names files in" % counted(
-        inside.dirs_listed, "package directory", "package directories") \
+        inside.dirs_listed, "directory", "directories") \
         if inside is not None else "its top level (RECORD unread: not the package directories)"
     if stashes or tmps:
         said = []
