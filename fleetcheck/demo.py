@@ -28,7 +28,7 @@ DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")
 
 
-class Install(NamedTuple):
+class DemoInstall(NamedTuple):
     """The synthetic install a demo host serves."""
     version: str
     files: dict[str, str]
@@ -42,8 +42,8 @@ class Expected(NamedTuple):
     why: str
 
 
-INSTALLS = {"gpu-healthy": Install("0.33.0", FIXED, "g4ba787ec9"),
-            "gpu-stale": Install("0.20.1", UNFIXED, "g132765e35")}
+INSTALLS = {"gpu-healthy": DemoInstall("0.33.0", FIXED, "g4ba787ec9"),
+            "gpu-stale": DemoInstall("0.20.1", UNFIXED, "g132765e35")}
 EXPECTED = {"gpu-healthy": Expected("pass", "pass", "its vLLM 0.33.0 has the three fixes"),
             "gpu-stale": Expected("fail", "fail", "its vLLM 0.20.1 lacks the three fixes"),
             "gpu-down": Expected("unreachable", None, "nothing listens on its port")}
@@ -66,7 +66,7 @@ def stop_as_ctrl_c(signum: int, frame: object) -> None:
 
 
 def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
-             installs: dict[str, Install] | None = None) -> int:
+             installs: dict[str, DemoInstall] | None = None) -> int:
     """`run_fleetcheck` is the command line's entry point (passed in, so the demo does not
     import the command line that starts it). 0 when every host came out as EXPECTED, else
     1. `installs`: what the healthy and the stale host serve (INSTALLS unless given: a
@@ -127,10 +127,9 @@ def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: s
         print("demo: NOT as expected; what differed (host, expected, got):\n%s\nreport: %s"
               % ("\n".join("  " + str(d) for d in differences), report), file=sys.stderr)
     else:
+        saw = "\n".join("  " + seen(name, found[name], fix_ids) for name in hosts)
         print("demo: every host came out as it should (fleetcheck run exit code %d: a check "
-              "failed, on gpu-stale):\n%s\nreport: %s"
-              % (code, "\n".join("  " + seen(name, found[name], fix_ids) for name in hosts), report),
-              file=sys.stderr)
+              "failed, on gpu-stale):\n%s\nreport: %s" % (code, saw, report), file=sys.stderr)
     command = "fleetcheck run %s --known-hosts %s" % (os.path.abspath(inventory), known_hosts)
     if keep:
         print("\nThe demo fleet stays up until Ctrl-C. Its inventory: %s\nTry:\n  %s\n"

@@ -52,7 +52,8 @@ def demo_with_stale_host_serving(files: dict[str, str], version: str, tmp_path, 
     import fleetcheck.demo as demo
     from fleetcheck.cli import main
     monkeypatch.chdir(tmp_path)
-    installs = dict(demo.INSTALLS, **{"gpu-stale": demo.Install(version, files, "g132765e35")})
+    installs = dict(demo.INSTALLS,
+                    **{"gpu-stale": demo.DemoInstall(version, files, "g132765e35")})
     code = demo.run_demo(main, installs=installs)
     err = capsys.readouterr().err
     assert "came out as it should" not in err and "lacks the three fixes" not in err, err

@@ -12,8 +12,7 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.integrity import misfit_text
-from fleetcheck.checks.version import commit_of, primary_dist_info
+from fleetcheck.checks.version import commit_of, misfit_text, primary_dist_info
 from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
                                      found_version, names, version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with

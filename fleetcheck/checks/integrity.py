@@ -12,13 +12,13 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.version import bare_commit, no_install_reason, vcs_commit
+from fleetcheck.checks.version import bare_commit, misfit_text, no_install_reason, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import Facts, Integrity, Process, Record, Server, VersionMisfit
+    from fleetcheck.facts import Facts, Integrity, Process, Record, Server
 
 MAX_EVIDENCE = 12
 KNOWN_LOCAL_SUFFIX = re.compile(r"^(precompiled|cu\d+|cpu|rocm[\d.]*|xpu|tpu|hpu|neuron|"
@@ -156,24 +156,6 @@ def check_leftovers(facts: Facts) -> CheckResult:
                                   "left behind by an interrupted uv install") for t in tmps])
     return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s (%s)"
                   % (site, looked))
-
-
-# what a build writes in each field of _version.py, and a misfit's type in words
-WRITTEN_AS = {"version": "a version string", "commit_id": "a commit string",
-              "version_tuple": "a tuple of integers and strings"}
-TYPE_WORDS = {"list": "a list", "tuple": "a tuple", "int": "a number", "float": "a number",
-              "complex": "a number", "bool": "true or false", "bytes": "bytes",
-              "str": "a string", "ellipsis": "an ellipsis"}
-
-
-def misfit_text(misfit: VersionMisfit) -> str:
-    """'__version__ = [0, 33] is a list, not a version string: suspect build'."""
-    if misfit.field == "version_tuple" and misfit.type in ("tuple", "list"):
-        what = "holds items other than integers and strings"
-    else:
-        what = "is %s, not %s" % (TYPE_WORDS.get(misfit.type, "a " + misfit.type),
-                                  WRITTEN_AS.get(misfit.field, "what a build writes there"))
-    return "%s = %s %s: suspect build" % (misfit.name, misfit.value, what)
 
 
 def check_metadata(facts: Facts) -> CheckResult:
