@@ -84,6 +84,16 @@ examples:
   fleetcheck run hosts.ini --smoke"""
 
 
+DEMO_EPILOG = """exit codes:
+  0    every host came out as it should: gpu-healthy passes the three fix checks,
+       gpu-stale fails each of them, gpu-down is unreachable, and `fleetcheck run`
+       exits 1 (a check failed); what each host came out as is printed
+  1    something differed: each difference is printed as host, check (or status),
+       expected, got
+  130  interrupted (Ctrl-C) before the comparison; the fleet is stopped
+With --keep, the Ctrl-C that stops the fleet after the comparison exits 0 or 1 as above."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fleetcheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version="fleetcheck " + __version__)
@@ -187,9 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the whole flow on a generated loopback fleet",
                           description="Start three real sshd hosts on loopback (a healthy "
-                                      "install, one missing the fixes, one down), check them "
-                                      "into reports/demo/ and say whether each came out as "
-                                      "it should (exit 0) or not (exit 1).")
+                                      "install, one missing the fixes, one down),\ncheck them "
+                                      "into reports/demo/ and compare what each came out as "
+                                      "with what it should.",
+                          epilog=DEMO_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--keep", action="store_true",
                       help="keep the demo fleet up after the run, its inventory printed, to "
                            "try commands on; Ctrl-C stops it")

@@ -2,10 +2,10 @@
 
 Starts real sshd hosts on loopback (one healthy install, one missing the fixes, one
 unreachable) serving synthetic install trees, runs the check, writes reports/demo/
-(results, report, the inventory the run read), says whether each host came out as it
-should, and cleans up; `--keep` leaves the fleet up until Ctrl-C, to try commands on.
-Without root or sshd it says what to install and runs the same trees with
-`connection: local`.
+(results, report, the inventory the run read), compares what each host came out as with
+what it should (the host's status and each fix check's), and cleans up; `--keep` leaves
+the fleet up until Ctrl-C, to try commands on. Without root or sshd it says what to
+install and runs the same trees with `connection: local`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import yaml
 
@@ -29,28 +29,62 @@ DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")
 
 
-# what each demo host must come out as: the demo checks fleetcheck, not only shows it
-EXPECTED = {"gpu-healthy": (Status.PASS, "its vLLM 0.33.0 has the three fixes"),
-            "gpu-stale": (Status.FAIL, "its vLLM 0.20.1 lacks the three fixes"),
-            "gpu-down": (Status.UNREACHABLE, "nothing listens on its port")}
+class DemoInstall(NamedTuple):
+    """The synthetic install a demo host serves."""
+    version: str
+    files: dict[str, str]
+    commit: str
+
+
+class Expected(NamedTuple):
+    """What a demo host must come out as: the demo checks fleetcheck, not only shows it."""
+    status: Status
+    fixes: Status | None  # the status of every fix check; None: the host has no checks
+    why: str
+
+
+INSTALLS = {"gpu-healthy": DemoInstall("0.33.0", FIXED, "g4ba787ec9"),
+            "gpu-stale": DemoInstall("0.20.1", UNFIXED, "g132765e35")}
+EXPECTED = {"gpu-healthy": Expected(Status.PASS, Status.PASS,
+                                   "its vLLM 0.33.0 has the three fixes"),
+            "gpu-stale": Expected(Status.FAIL, Status.FAIL,
+                                  "its vLLM 0.20.1 lacks the three fixes"),
+            "gpu-down": Expected(Status.UNREACHABLE, None, "nothing listens on its port")}
+EXPECTED_RUN_CODE = 1  # `fleetcheck run`'s: a check failed (on gpu-stale)
+
+
+class Difference(NamedTuple):
+    """One way the demo's run did not come out as EXPECTED."""
+    host: str
+    what: str  # "status", a fix check's id, or "exit code"
+    expected: str
+    got: str
+
+    def __str__(self) -> str:
+        return "%s %s: expected %s, got %s" % (self.host, self.what, self.expected, self.got)
 
 
 def stop_as_ctrl_c(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False) -> int:
+def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
+             installs: dict[str, DemoInstall] | None = None) -> int:
     """`run_fleetcheck` is the command line's entry point (passed in, so the demo does not
-    import the command line that starts it). 0 when every host came out as it should.
+    import the command line that starts it). 0 when every host came out as EXPECTED, else
+    1. `installs`: what the healthy and the stale host serve (INSTALLS unless given: a
+    test gives other trees to see the demo catch a host that is not what it expects).
     SIGTERM and SIGHUP stop it as Ctrl-C does: its sshd hosts and files never outlive it."""
+    installs = installs or INSTALLS
     previous = {sig: signal.signal(sig, stop_as_ctrl_c) for sig in (signal.SIGTERM,
                                                                     signal.SIGHUP)}
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
     try:
         healthy = os.path.join(workdir, "healthy-env")
         stale = os.path.join(workdir, "stale-env")
-        write_install(healthy, "0.33.0", FIXED, commit="g4ba787ec9")
-        write_install(stale, "0.20.1", UNFIXED, commit="g132765e35")
+        for venv, name in ((healthy, "gpu-healthy"), (stale, "gpu-stale")):
+            install = installs[name]
+            write_install(venv, install.version, install.files, commit=install.commit)
         missing = missing_requirements()
         if missing:
             print("fleetcheck demo: real sshd hosts need: %s" % "; ".join(missing))
@@ -88,15 +122,17 @@ def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: s
         yaml.safe_dump({"all": {"children": {"demo": {"hosts": hosts}}}}, handle, sort_keys=False)
     code = run_fleetcheck(["run", inventory, "--known-hosts", known_hosts, "--timeout", "20",
                            "--json", results, "--html", os.path.join(REPORT_DIR, "report.html")])
-    wrong = unexpected(results, hosts)
     report = os.path.abspath(os.path.join(REPORT_DIR, "report.html"))
-    if wrong:
-        print("demo: NOT as expected (exit code %d): %s; report: %s"
-              % (code, "; ".join(wrong), report), file=sys.stderr)
+    found = read_hosts(results)
+    fix_ids = fix_check_ids()
+    differences = compare(found, list(hosts), fix_ids, code)
+    if differences:
+        print("demo: NOT as expected; what differed (host, expected, got):\n%s\nreport: %s"
+              % ("\n".join("  " + str(d) for d in differences), report), file=sys.stderr)
     else:
-        print("demo: every host came out as it should (exit code %d): %s; report: %s"
-              % (code, "; ".join("%s %s (%s)" % (name, EXPECTED[name][0], EXPECTED[name][1])
-                                 for name in hosts), report), file=sys.stderr)
+        saw = "\n".join("  " + seen(name, found[name], fix_ids) for name in hosts)
+        print("demo: every host came out as it should (fleetcheck run exit code %d: a check "
+              "failed, on gpu-stale):\n%s\nreport: %s" % (code, saw, report), file=sys.stderr)
     command = "fleetcheck run %s --known-hosts %s" % (os.path.abspath(inventory), known_hosts)
     if keep:
         print("\nThe demo fleet stays up until Ctrl-C. Its inventory: %s\nTry:\n  %s\n"
@@ -113,16 +149,59 @@ def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: s
               "`fleetcheck examples --copy DIR` gives example inventories to start yours "
               "from; `fleetcheck run hosts.ini` checks your own (Ansible) inventory.",
               file=sys.stderr)
-    return 1 if wrong else 0
+    return 1 if differences else 0
 
 
-def unexpected(results: str, hosts: dict) -> list[str]:
-    """Each demo host that did not come out as EXPECTED, in words."""
+def fix_check_ids() -> list[str]:
+    """The fix checks of the playbook the demo runs (the packaged one)."""
+    from fleetcheck.playbook import load_playbook
+    return [check.id for check in load_playbook().checks]
+
+
+def read_hosts(results: str) -> dict[str, dict] | str:
+    """Each host of the results by name, or why there are none."""
     try:
         with open(results, encoding="utf-8") as handle:
-            found = {h["name"]: h["status"] for h in json.load(handle)["hosts"]}
+            return {host["name"]: host for host in json.load(handle)["hosts"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return ["no results to compare (%s)" % exc]
-    return ["%s is %s, expected %s (%s)" % (name, found.get(name, "missing"), EXPECTED[name][0],
-                                           EXPECTED[name][1])
-            for name in hosts if found.get(name) != EXPECTED[name][0]]
+        return "%s (%s)" % (results, exc)
+
+
+def compare(found: dict[str, dict] | str, names: list[str], fix_ids: list[str],
+            run_code: int) -> list[Difference]:
+    """Every way the run differs from EXPECTED: `fleetcheck run`'s exit code, each host's
+    status, and each fix check's status (a host that fails for another reason while its
+    fixes pass is not the stale host the demo promises)."""
+    differences = []
+    if run_code != EXPECTED_RUN_CODE:
+        differences.append(Difference("fleetcheck run", "exit code", str(EXPECTED_RUN_CODE),
+                                      str(run_code)))
+    if isinstance(found, str):
+        return differences + [Difference("results", "file", "the run's results",
+                                         "none readable: " + found)]
+    for name in names:
+        expected = EXPECTED[name]
+        host = found.get(name)
+        if host is None:
+            differences.append(Difference(name, "status", expected.status,
+                                          "no such host in the results"))
+            continue
+        if host.get("status") != expected.status:
+            differences.append(Difference(name, "status", expected.status,
+                                          str(host.get("status"))))
+        if expected.fixes is None:
+            continue
+        statuses = {check.get("id"): check.get("status") for check in host.get("checks") or []}
+        for check_id in fix_ids:
+            got = statuses.get(check_id, "no such check")
+            if got != expected.fixes:
+                differences.append(Difference(name, check_id, expected.fixes, str(got)))
+    return differences
+
+
+def seen(name: str, host: dict, fix_ids: list[str]) -> str:
+    """What a host came out as, read from its results, and why that is right."""
+    statuses = {check.get("id"): check.get("status") for check in host.get("checks") or []}
+    fixes = "" if EXPECTED[name].fixes is None else "; " + ", ".join(
+        "%s %s" % (check_id, statuses.get(check_id)) for check_id in fix_ids)
+    return "%s: %s%s (%s)" % (name, host.get("status"), fixes, EXPECTED[name].why)

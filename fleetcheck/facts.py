@@ -115,15 +115,28 @@ class Install:
 
 
 @facts_class
+class VersionMisfit:
+    """A _version.py assignment whose value is not what a build writes there (a list as
+    __version__, a number as __commit_id__): install-metadata names it."""
+    field: str = fact(required=True)  # version, version_tuple or commit_id
+    name: str = fact(required=True)  # as the file spells it: __version__, version, ...
+    line: int = fact(required=True)
+    type: str = fact(required=True)  # the value's Python type: list, int, bytes, ...
+    value: str = fact(required=True)  # its repr, cut short
+
+
+@facts_class
 class VersionFile:
-    """vllm/_version.py; its values as the file assigns them (any literal): the checks
-    judge odd ones."""
+    """vllm/_version.py: the values a build writes, each with the line it is on; a value
+    of another type is a misfit, never the value."""
     path: str | None
     exists: bool | None
     error: str | None
-    version: Any
-    version_tuple: Any
-    commit_id: Any
+    version: str | None
+    version_tuple: list[Any] | None
+    commit_id: str | None
+    lines: dict[str, int]  # field -> the line its value (or misfit) was read from
+    misfits: list[VersionMisfit]
 
 
 @facts_class
@@ -286,8 +299,18 @@ class ImportCheck:
 
 
 @facts_class
+class Leftovers:
+    """uv's .tmpXXXXXX directories in the package directories RECORD names (paths relative
+    to site-packages): how many, the first few, and how many directories were listed."""
+    tmp_count: int = fact(required=True)
+    tmp_dirs: list[str] = fact(required=True)
+    dirs_listed: int = fact(required=True)
+
+
+@facts_class
 class Integrity:
     record: Record | None
+    leftovers: Leftovers | None
     editable: Editable | None
     in_progress: InProgress
     changed_at: ChangedAt

@@ -63,6 +63,31 @@ def test_commit_sources_in_order_of_trust():
     assert commit_of(facts_of(facts)) == ("3cfc8f8b7", "version")
 
 
+@pytest.mark.parametrize("top, leftovers, status, words", [
+    ([], {"tmp_count": 0, "tmp_dirs": [], "dirs_listed": 591}, "pass",
+     "no pip stash (~llm) or uv .tmp dir in /site (its top level and the 591 directories "
+     "RECORD names files in)"),
+    ([], None, "pass", "its top level (RECORD unread: not the package directories)"),
+    ([".tmpA1b2C3"], {"tmp_count": 22, "tmp_dirs": ["vllm/ops/.tmp%02d" % i for i in range(20)],
+                      "dirs_listed": 5}, "fail",
+     "uv's temporary directories (.tmpA1b2C3, vllm/ops/.tmp00, vllm/ops/.tmp01, "),
+    ([], {"tmp_count": 22, "tmp_dirs": ["vllm/ops/.tmp%02d" % i for i in range(20)],
+          "dirs_listed": 5}, "fail", "vllm/ops/.tmp19 and 2 more) left in /site: an install "
+                                     "was killed while writing vllm"),
+])
+def test_leftovers_at_the_top_and_inside_the_package(top, leftovers, status, words):
+    """uv's .tmp dirs found inside the package count as those at the top do; the message
+    says how far it looked, and how many it found beyond those listed."""
+    from fleetcheck.checks.integrity import check_leftovers
+    facts = facts_of({"install": {"site_packages": "/site", "tmp_dirs": top, "stash_dirs": []},
+                      "integrity": {"leftovers": leftovers}})
+    result = check_leftovers(facts)
+    assert result.status == status and words in result.message, result.message
+    if status == "fail":
+        assert [e.file for e in result.evidence] == ["/site/" + t for t in
+                                                     top + leftovers["tmp_dirs"]][:12]
+
+
 @pytest.mark.parametrize("version, fixed_in, expected", [
     ("0.33.0", "0.22.0", "fixed"), ("0.20.1", "0.22.0", "not fixed"),
     ("0.22.0", "0.22.0", "fixed"), ("0.1.dev16016+g3cfc8f8b7", "0.22.0", None),
@@ -183,19 +208,52 @@ def test_the_import_check_counts_in_words(modules, torch_installed, words):
     assert result.status == "pass" and result.message == words, result.message
 
 
-def test_a_version_file_that_assigns_no_string_is_judged_not_a_crash():
-    """_version.py may assign any literal; a tuple holds no commit, and install-metadata
-    names it instead of the host ending as a fleetcheck bug."""
+MISFITS = [
+    ({"field": "version", "name": "__version__", "line": 3, "type": "list",
+      "value": "[0, 33]"}, "__version__ = [0, 33] is a list, not a version string"),
+    ({"field": "version", "name": "version", "line": 1, "type": "int", "value": "33"},
+     "version = 33 is a number, not a version string"),
+    ({"field": "version", "name": "__version__", "line": 2, "type": "tuple",
+      "value": "(0, 33, 0)"}, "__version__ = (0, 33, 0) is a tuple, not a version string"),
+    ({"field": "commit_id", "name": "__commit_id__", "line": 5, "type": "bytes",
+      "value": "b'g4ba787ec9'"}, "__commit_id__ = b'g4ba787ec9' is bytes, not a commit string"),
+    ({"field": "version_tuple", "name": "__version_tuple__", "line": 4, "type": "tuple",
+      "value": "(0, 33, 1.5)"},
+     "__version_tuple__ = (0, 33, 1.5) holds items other than integers and strings"),
+]
+
+
+@pytest.mark.parametrize("misfit, words", MISFITS)
+def test_a_version_file_value_no_build_writes_fails_install_metadata(misfit, words):
+    """_version.py may assign any literal; one no build writes (a list or a number as the
+    version) fails install-metadata with the file, line and value, and never stands in
+    for the version or the commit anywhere else."""
     from fleetcheck.checks.integrity import check_metadata
-    from fleetcheck.checks.version import commit_of
     facts = copy.deepcopy(recorded("0.33.0"))
-    facts["version_file"].update(version=[0, 33], commit_id=None)
+    field = misfit["field"]
+    facts["version_file"].update({field: None, "misfits": [misfit],
+                                  "lines": {field: misfit["line"]}})
     facts["install"]["dist_infos"][0].pop("direct_url", None)
-    facts["install"]["dist_infos"][0]["version"] = "0.33.0"
-    assert commit_of(facts_of(facts)) == (None, None)
     result = check_metadata(facts_of(facts))
     assert result.status == "fail", result
-    assert "suspect build" in " ".join(e.text for e in result.evidence), result
+    hits = [e for e in result.evidence if e.text == words + ": suspect build"]
+    assert [(e.file, e.line) for e in hits] == [(facts["version_file"]["path"],
+                                                 misfit["line"])], result.evidence
+    assert "assigns no __version__" not in " ".join(e.text for e in result.evidence)
+    if field == "version":
+        assert vllm_info(facts_of(facts)).version is None
+    if field == "commit_id":
+        assert commit_of(facts_of(facts)) == (None, None)
+
+
+def test_a_version_that_is_no_string_is_a_protocol_error_at_the_seam():
+    """The probe sends a misfit, never the value: an answer carrying a list as the version
+    did not come from this probe, and the decoder names the field."""
+    from fleetcheck.facts_decoder import FactsError, decode_facts
+    facts = copy.deepcopy(recorded("0.33.0"))
+    facts["version_file"]["version"] = [0, 33]
+    with pytest.raises(FactsError, match=r"field version_file\.version: expected a string"):
+        decode_facts(facts)
 
 
 def test_a_check_the_probe_sent_nothing_for_says_so_not_that_vllm_is_missing():

@@ -20,6 +20,16 @@ def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
                           text=True, cwd=cwd, timeout=120)
 
 
+DEMO_SAW = [
+    "demo: every host came out as it should (fleetcheck run exit code 1: a check failed, "
+    "on gpu-stale):",
+    "  gpu-healthy: pass; dflash-layer-offset pass, dflash-swa pass, dflash-cache-drop pass "
+    "(its vLLM 0.33.0 has the three fixes)",
+    "  gpu-stale: fail; dflash-layer-offset fail, dflash-swa fail, dflash-cache-drop fail "
+    "(its vLLM 0.20.1 lacks the three fixes)",
+    "  gpu-down: unreachable (nothing listens on its port)"]
+
+
 def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
     proc = fleetcheck("demo", cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -27,7 +37,70 @@ def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
     status = {h["name"]: h["status"] for h in results["hosts"]}
     assert status == {"gpu-healthy": "pass", "gpu-stale": "fail", "gpu-down": "unreachable"}
     assert (tmp_path / "reports" / "demo" / "report.html").exists()
-    assert "report.html" in proc.stderr
+    lines = proc.stderr.splitlines()
+    at = lines.index(DEMO_SAW[0])
+    assert lines[at:at + len(DEMO_SAW)] == DEMO_SAW, proc.stderr
+    assert lines[at + len(DEMO_SAW)].startswith("report: ") and \
+        lines[at + len(DEMO_SAW)].endswith("reports/demo/report.html")
+    assert "NOT as expected" not in proc.stderr
+
+
+def demo_with_stale_host_serving(files: dict[str, str], version: str, tmp_path, monkeypatch,
+                                 capsys) -> tuple[int, list[str]]:
+    """The real demo (real sshd hosts, the real check), its stale host serving another
+    tree: (exit code, the lines after 'what differed')."""
+    import fleetcheck.demo as demo
+    from fleetcheck.cli import main
+    monkeypatch.chdir(tmp_path)
+    installs = dict(demo.INSTALLS,
+                    **{"gpu-stale": demo.DemoInstall(version, files, "g132765e35")})
+    code = demo.run_demo(main, installs=installs)
+    err = capsys.readouterr().err
+    assert "came out as it should" not in err and "lacks the three fixes" not in err, err
+    lines = err.splitlines()
+    at = lines.index("demo: NOT as expected; what differed (host, expected, got):")
+    end = next(i for i in range(at, len(lines)) if lines[i].startswith("report: "))
+    return code, lines[at + 1:end]
+
+
+def test_demo_says_which_fix_check_differed_when_the_stale_host_still_fails(
+        tmp_path, monkeypatch, capsys):
+    """The stale host has the +1 fix: it still fails (two fixes missing) and the run still
+    exits 1, but its dflash-layer-offset passes, so the demo is not as it promises."""
+    from fleetcheck.lab.synthetic import UNFIXED
+    runner = "vllm/v1/worker/gpu_model_runner.py"
+    code, differed = demo_with_stale_host_serving(dict(UNFIXED, **{runner: FIXED[runner]}),
+                                                  "0.20.1", tmp_path, monkeypatch, capsys)
+    assert code == 1
+    assert differed == ["  gpu-stale dflash-layer-offset: expected fail, got pass"]
+
+
+def test_demo_never_says_the_stale_host_fails_when_it_passes(tmp_path, monkeypatch, capsys):
+    code, differed = demo_with_stale_host_serving(FIXED, "0.33.0", tmp_path, monkeypatch,
+                                                  capsys)
+    assert code == 1
+    assert differed == ["  fleetcheck run exit code: expected 1, got 3",
+                        "  gpu-stale status: expected fail, got pass",
+                        "  gpu-stale dflash-layer-offset: expected fail, got pass",
+                        "  gpu-stale dflash-swa: expected fail, got pass",
+                        "  gpu-stale dflash-cache-drop: expected fail, got pass"]
+
+
+def test_demo_without_results_says_so_and_fails():
+    """A run that wrote no results (a bad option, a crash) is a difference, never a pass."""
+    from fleetcheck.demo import compare
+    differed = compare("reports/demo/results.json (no such file)", ["gpu-healthy"],
+                       ["dflash-swa"], 2)
+    assert [str(d) for d in differed] == [
+        "fleetcheck run exit code: expected 1, got 2",
+        "results file: expected the run's results, got none readable: "
+        "reports/demo/results.json (no such file)"]
+
+
+def test_demo_help_documents_its_exit_codes(tmp_path):
+    text = fleetcheck("demo", "--help", cwd=str(tmp_path)).stdout
+    assert "exit codes:\n  0    every host came out as it should" in text
+    assert "\n  1    something differed: each difference is printed as host" in text
 
 
 def test_default_outputs_go_to_reports_timestamp(tmp_path):

@@ -125,7 +125,8 @@ def test_the_demo_checks_itself_keeps_its_inventory_and_says_what_to_try_next(in
     demo = installed_fleetcheck(installed, tmp_path, "demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "demo: every host came out as it should" in demo.stderr
-    assert "gpu-stale fail (its vLLM 0.20.1 lacks the three fixes)" in demo.stderr
+    assert "  gpu-stale: fail; dflash-layer-offset fail, dflash-swa fail, dflash-cache-drop " \
+        "fail (its vLLM 0.20.1 lacks the three fixes)\n" in demo.stderr
     assert "Next: `fleetcheck demo --keep`" in demo.stderr
     ran = json.loads((tmp_path / "reports" / "demo" / "results.json").read_text())
     assert os.path.isfile(os.path.join(str(tmp_path), ran["inventory"]))

@@ -14,6 +14,12 @@ from probe_helpers import linked_copy, site_packages
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
 INTEGRITY = ("install-record", "install-leftovers", "install-metadata", "install-in-progress")
 
+# where a killed `uv pip install` leaves its temporary directory: beside the file it was
+# overwriting, in any package directory (both directories are in the 0.20.1 and 0.33.0
+# wheels' RECORD)
+UV_TMP_AT_DEPTH = ["vllm/model_executor/layers/fused_moe/.tmpXyZ789",
+                   "vllm/vllm_flash_attn/.tmpAbC123"]
+
 
 def fake_server(tmp_path, name: str) -> tuple[str, str]:
     """A real process whose command line is what vLLM's `vllm` console script runs
@@ -135,11 +141,55 @@ def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
     no_false_alarm(run, "uv")
 
     copy = linked_copy(venv, str(tmp_path / "uv-interrupted"))
-    os.mkdir(os.path.join(site_packages(copy), ".tmpA1b2C3"))
+    left_site = site_packages(copy)
+    found = [".tmpA1b2C3"] + UV_TMP_AT_DEPTH
+    for rel in found:
+        os.mkdir(os.path.join(left_site, rel))
     left = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
                                                               "venv": copy}}}})
     check = left.check("uv", "install-leftovers")
-    assert check["status"] == "fail" and ".tmpA1b2C3" in check["message"], check
+    assert check["status"] == "fail", check
+    assert [e["file"] for e in check["evidence"]] == [os.path.join(left_site, rel)
+                                                      for rel in found], check
+    for rel in found:
+        assert rel in check["message"], check["message"]
+
+
+
+def test_uv_leftovers_cost_what_record_names_not_what_the_disk_holds(tmp_path, real_venvs,
+                                                                    monkeypatch):
+    """install-leftovers lists each directory RECORD names files in, once, and walks
+    nothing: 400 untracked directories (each hiding a .tmp dir) add no listing, and the
+    listings stay a fraction of the stat calls install-record makes (one per row)."""
+    from fleetcheck.probe import integrity
+    venv = linked_copy(real_venvs["0.33.0"], str(tmp_path / "env"))
+    site = site_packages(venv)
+    rows = integrity.record_rows(os.path.join(site, "vllm-0.33.0.dist-info"))
+    package_dirs = {rel.rpartition("/")[0] for rel, _, _, _ in rows} - {""}
+    package_dirs = {d for d in package_dirs if not d.startswith("../") and
+                    os.path.basename(d) != "__pycache__"}
+    listed: list[str] = []
+    listdir = os.listdir
+
+    def counted_listdir(path: str) -> list[str]:
+        listed.append(path)
+        return listdir(path)
+
+    monkeypatch.setattr(integrity.os, "listdir", counted_listdir)
+    clean = integrity.uv_leftovers(site, rows)
+    assert clean == {"tmp_count": 0, "tmp_dirs": [], "dirs_listed": len(package_dirs)}
+    assert sorted(listed) == sorted(os.path.join(site, d) for d in package_dirs)
+    assert len(listed) * 10 < len(rows), (len(listed), len(rows))
+    for index in range(400):
+        os.makedirs(os.path.join(site, "vllm", "untracked%d" % index, "deeper",
+                                 ".tmpQ%05d" % index))
+    for rel in UV_TMP_AT_DEPTH:
+        os.mkdir(os.path.join(site, rel))
+    listed.clear()
+    left = integrity.uv_leftovers(site, rows)
+    assert left == {"tmp_count": 2, "tmp_dirs": UV_TMP_AT_DEPTH,
+                    "dirs_listed": len(package_dirs)}
+    assert len(listed) == len(package_dirs)
 
 
 def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(

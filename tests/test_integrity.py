@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 
@@ -37,6 +38,17 @@ def wait_for_process(argv0: str, timeout: float = 10.0) -> None:
     raise AssertionError("dummy process %s did not start" % argv0)
 
 
+def version_not_text(site: str) -> None:
+    """vllm 0.20.1's own _version.py with a list as the version and bytes as the commit
+    (lines 21 and 24 of the file the wheel ships)."""
+    path = os.path.join(site, "vllm/_version.py")
+    text = open(path).read()
+    assert text.splitlines()[20] == "__version__ = version = '0.20.1'"
+    text = text.replace("__version__ = version = '0.20.1'", "__version__ = version = [0, 20, 1]")
+    text = text.replace("commit_id = 'g132765e35'", "commit_id = b'g132765e35'")
+    rewrite(path, text.encode())
+
+
 @pytest.fixture(scope="module")
 def broken_fleet_run(tmp_path_factory, real_venvs):
     """One run over a fleet with one breakage per host (and clean hosts)."""
@@ -62,6 +74,10 @@ def broken_fleet_run(tmp_path_factory, real_venvs):
     rewrite(path, text.replace(b"def use_dflash(self)", b"def use_dflasx(self)", 1))
     site = copy("stash-left", "0.20.1")
     os.makedirs(os.path.join(site, "~llm", "v1"))
+    site = copy("version-not-text", "0.20.1")  # hand-edited: no build writes these
+    version_not_text(site)
+    site = copy("uv-tmp-left", "0.20.1")  # a killed uv install, deep in the package
+    os.mkdir(os.path.join(site, "vllm/vllm_flash_attn/.tmpAbC123"))
     site = copy("two-dist-infos")
     shutil.copytree(os.path.join(site, "vllm-0.33.0.dist-info"),
                     os.path.join(site, "vllm-0.20.1.dist-info"), copy_function=shutil.copy)
@@ -144,6 +160,51 @@ def test_stash_left_by_killed_install(broken_fleet_run):
     check = broken_fleet_run.check("stash-left", "install-leftovers")
     assert check["status"] == "fail"
     assert check["evidence"][0]["file"].endswith("/site-packages/~llm")
+
+
+def test_a_version_file_assigning_a_list_fails_install_metadata_over_ssh(broken_fleet_run):
+    """Judged, with file, line and value; never passed, never a host error, and never
+    reported as the host's version or commit."""
+    run = broken_fleet_run
+    check = run.check("version-not-text", "install-metadata")
+    assert check["status"] == "fail", check
+    found = [(e["file"].endswith("/site-packages/vllm/_version.py"), e["line"], e["text"])
+             for e in check["evidence"]]
+    assert found == [
+        (True, 21, "__version__ = [0, 20, 1] is a list, not a version string: suspect build"),
+        (True, 24, "__commit_id__ = b'g132765e35' is bytes, not a commit string: "
+                   "suspect build")], check
+    host = run.host("version-not-text")
+    assert host["status"] == "fail" and host["error"] is None, host
+    assert host["vllm"]["version"] is None and host["vllm"]["commit"] is None, host["vllm"]
+    assert run.check("version-not-text", "dflash-layer-offset")["status"] == "fail"
+
+
+def test_expect_version_names_a_version_file_value_that_is_no_string(tmp_path, real_venvs):
+    """With no METADATA to fall back on, build-expected says what _version.py assigns."""
+    venv = linked_copy(real_venvs["0.20.1"], str(tmp_path / "env"))
+    site = site_packages(venv)
+    version_not_text(site)
+    os.unlink(os.path.join(site, "vllm-0.20.1.dist-info/METADATA"))
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": {"edited": {"connection": "local",
+                                                                 "venv": venv}}}},
+                         "--expect-version", ">=0.20")
+    check = run.check("edited", "build-expected")
+    assert check["status"] == "fail", check
+    assert "this build records no version (vllm/_version.py line 21: __version__ = " \
+        "[0, 20, 1] is a list, not a version string: suspect build)" in check["message"], check
+
+
+def test_uv_tmp_dir_deep_in_the_package_is_found_over_ssh(broken_fleet_run):
+    check = broken_fleet_run.check("uv-tmp-left", "install-leftovers")
+    assert check["status"] == "fail", check
+    files = [e["file"] for e in check["evidence"]]
+    assert len(files) == 1 and files[0].startswith(ENV + "/lib/") and \
+        files[0].endswith("/site-packages/vllm/vllm_flash_attn/.tmpAbC123"), check
+    clean = broken_fleet_run.check("clean-old", "install-leftovers")
+    listed = re.search(r"its top level and the (\d+) directories RECORD names files in",
+                       clean["message"])
+    assert clean["status"] == "pass" and listed and int(listed.group(1)) > 100, clean
 
 
 def test_two_dist_infos(broken_fleet_run):

@@ -349,34 +349,58 @@ def test_probe_json_falls_back_to_the_json_package(monkeypatch):
     "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    VERSION_TUPLE = tuple\n"
     "__version__ = '1.0'\n__version_tuple__ = [1, -0, -2.5]\n__commit_id__ = f'{1}'\n",
     "__version__ = os.environ['X']\n__commit_id__ = ('a', ('b',))\n",
+    "__version__ = [0, 33]\n__version__ = '0.33.0'\n__commit_id__ = 4\n__version_tuple__ = True\n",
+    "__version__ = b'0.33.0'\n__version_tuple__ = (0, 1j)\ncommit_id = 1e999\n",
+    "__version__: str = '1.0'\ncommit_id: str\n__commit_id__ = -3\n",
     "__version__ = = 1\n",
 ])
 def test_version_file_read_as_ast_literal_eval_reads_it(tmp_path, source):
     """_version.py is parsed with _ast and a small literal evaluator (the ast module costs
-    every host ~10 ms to import): the same facts as ast.literal_eval gives."""
+    every host ~10 ms to import): the same values as ast.literal_eval gives, where they
+    are what a build writes (text; a tuple of numbers and strings), and every other
+    literal a misfit with its line and repr, never a value."""
     import ast
     from fleetcheck.probe.install import VERSION_NAMES, read_version_file
     path = tmp_path / "_version.py"
     path.write_text(source)
     facts = read_version_file(str(path))
     expected = {"version": None, "version_tuple": None, "commit_id": None}
+    misfits = []
+    taken = set()
     try:
         tree = ast.parse(source)
     except SyntaxError:
         assert facts["error"] and facts["version"] is None
         return
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        elif isinstance(node, ast.Assign):
+            targets = node.targets
+        else:
+            continue
+        try:
+            value = ast.literal_eval(node.value)
+        except ValueError:
+            continue
+        for target in targets:
+            field = VERSION_NAMES.get(getattr(target, "id", None))
+            if field is None or value is None or field in taken:
                 continue
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id in VERSION_NAMES:
-                    field = VERSION_NAMES[target.id]
-                    if expected[field] is None:
-                        expected[field] = list(value) if isinstance(value, tuple) else value
+            taken.add(field)
+            if field == "version_tuple":
+                fits = type(value) in (tuple, list) and all(type(i) in (int, str) for i in value)
+            else:
+                fits = type(value) is str
+            if fits:
+                expected[field] = list(value) if isinstance(value, tuple) else value
+            else:
+                misfits.append({"field": field, "name": target.id, "line": node.lineno,
+                                "type": type(value).__name__, "value": repr(value)})
     assert {k: facts[k] for k in expected} == expected and facts["error"] is None
+    assert facts["misfits"] == misfits
+    from fleetcheck.probe import jsonlite
+    jsonlite.dumps(facts)  # whatever the file assigns, the facts cross the wire
 
 
 @pytest.mark.parametrize("name", ["vllm-0.33.0.dist-info", "VLLM-0.1.DIST-INFO", "vllm-.dist-info",

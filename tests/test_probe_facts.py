@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from fleetcheck.facts import DistInfo, Install, Record, VersionFile
+from fleetcheck.facts import DistInfo, Install, Leftovers, Record, VersionFile
 from fleetcheck.facts_decoder import decode
 from probe_helpers import assert_holds
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "probe")
-FAMILIES = ("install", "dist_info", "version_file", "record", "servers")
+FAMILIES = ("install", "dist_info", "version_file", "record", "servers", "leftovers")
 
 
 def cases() -> list[Any]:
@@ -109,7 +109,8 @@ def test_every_family_has_three_cases_or_more():
 # where each fact family's facts land in the probe's answer (facts.py): the other
 # calls are the probe's internals (RECORD rows, a command line's port), never sent
 LANDS_AS = {"install.locate_install": Install, "install.read_dist_info": DistInfo,
-            "install.read_version_file": VersionFile, "integrity.verify_record": Record}
+            "install.read_version_file": VersionFile, "integrity.verify_record": Record,
+            "integrity.uv_leftovers": Leftovers}
 
 
 def fact_cases() -> list[Any]:

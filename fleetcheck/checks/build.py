@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from fleetcheck.build_details import (CHECK_ID, TITLE, BuildDetails, ExpectedValue, FoundBuild,
                                       SameBuild, build_details)
-from fleetcheck.checks.version import commit_of, primary_dist_info
+from fleetcheck.checks.version import commit_of, misfit_text, primary_dist_info
 from fleetcheck.expectations import (BuildExpectation, commit_matches, found_version, names,
                                      version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
 from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import Facts
+    from fleetcheck.facts import Facts, VersionFile
 
 NO_COMMIT = "this build records no commit"
 
@@ -42,8 +42,7 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
     version_file = facts.version_file
     metadata_file = os.path.basename(dist.path) + "/METADATA" if dist else "METADATA"
     candidates = [(dist.version if dist else None, metadata_file),
-                  (version_file.version if isinstance(version_file.version, str)
-                   else None, "vllm/_version.py")]
+                  (version_file.version, "vllm/_version.py")]
     version, version_text, version_source = found_version(candidates)
     commit, commit_source = commit_of(facts)
     commit_file = commit_evidence_file(commit_source, facts)
@@ -65,7 +64,8 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
             ok, why = False, "no vllm install found"
         elif version is None:
             ok, why = False, ("%r is not a PEP 440 version" % version_text if version_text
-                              else "this build records no version")
+                              else "this build records no version" +
+                              misfit_note(version_file, "version"))
         else:
             ok, why = version_matches(spec.value, version)
         short = "version %s %s %s%s" % (version_text or "none", "matches" if ok else "is not",
@@ -80,7 +80,8 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
             ok, why = False, "no vllm install found"
         elif commit is None:
             ok, why = False, (NO_COMMIT + " (no vcs_info in direct_url.json, no "
-                              "__commit_id__ in vllm/_version.py, no +g<sha> in the version)")
+                              "__commit_id__ in vllm/_version.py, no +g<sha> in the version)"
+                              + misfit_note(version_file, "commit_id"))
         else:
             ok, why = commit_matches(prefix.value, commit)
         where = commit_file or ("the version's +g<sha>" if commit_source == "version"
@@ -95,6 +96,14 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
             prefix.value, prefix.source, commit or "none",
             " (from %s)" % where if where else ": " + (why or ""))))
     return verdict(details, evidence)
+
+
+def misfit_note(version_file: VersionFile, field: str) -> str:
+    """Why _version.py gave no value: what it assigns instead, if it assigns anything."""
+    for misfit in version_file.misfits:
+        if misfit.field == field:
+            return " (vllm/_version.py line %d: %s)" % (misfit.line, misfit_text(misfit))
+    return ""
 
 
 def verdict(details: BuildDetails, evidence: list[Evidence]) -> CheckResult:

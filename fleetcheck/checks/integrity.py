@@ -12,7 +12,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.checks.version import bare_commit, no_install_reason, vcs_commit
+from fleetcheck.checks.version import bare_commit, misfit_text, no_install_reason, vcs_commit
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
 from fleetcheck.versions import pep440
@@ -130,25 +130,34 @@ def check_record(integrity: Integrity) -> CheckResult:
 
 
 def check_leftovers(facts: Facts) -> CheckResult:
+    """pip's stash and uv's temporary directories at the top of site-packages, and uv's
+    inside the package directories RECORD names (where uv writes, so where a killed
+    `uv pip install` leaves them: vllm/vllm_flash_attn/.tmpXXXXXX)."""
     install = facts.install
     site = install.site_packages or "site-packages"
     stashes = install.stash_dirs
-    tmps = install.tmp_dirs
+    inside = facts.integrity.leftovers if facts.integrity is not None else None
+    tmps = install.tmp_dirs + (inside.tmp_dirs if inside is not None else [])
+    unlisted = inside.tmp_count - len(inside.tmp_dirs) if inside is not None else 0
+    looked = "its top level and the %s RECORD names files in" % counted(
+        inside.dirs_listed, "directory", "directories") \
+        if inside is not None else "its top level (RECORD unread: not the package directories)"
     if stashes or tmps:
         said = []
         if stashes:
             said.append("pip's stash of a replaced package (%s)" % ", ".join(stashes))
         if tmps:
-            said.append("uv's temporary directories (%s)" % ", ".join(tmps))
+            said.append("uv's temporary directories (%s%s)" % (
+                ", ".join(tmps), " and %d more" % unlisted if unlisted else ""))
         return result("install-leftovers", Status.FAIL,
-                      "%s still in site-packages: an install was killed while replacing "
-                      "vllm. Reinstall vllm, then remove them." % " and ".join(said),
+                      "%s left in %s: an install was killed while writing vllm. Reinstall "
+                      "vllm, then remove them." % (" and ".join(said), site),
                       [Evidence("%s/%s" % (site, s), None,
                                 "left behind by an interrupted pip install") for s in stashes]
                       + [Evidence("%s/%s" % (site, t), None,
                                   "left behind by an interrupted uv install") for t in tmps])
     return result("install-leftovers", Status.PASS,
-                  "no pip stash (~llm) or uv .tmp dir in %s" % site)
+                  "no pip stash (~llm) or uv .tmp dir in %s (%s)" % (site, looked))
 
 
 def check_metadata(facts: Facts) -> CheckResult:
@@ -171,26 +180,31 @@ def check_metadata(facts: Facts) -> CheckResult:
         for error in dist.errors:
             problems.append(Evidence(dist.path, None, error))
     vpath = version_file.path
+    lines = version_file.lines
     if vpath and not version_file.exists:
         problems.append(Evidence(vpath, None, "missing: version and commit unknown, suspect build"))
     elif version_file.error:
         problems.append(Evidence(vpath, None, "unreadable: %s" % version_file.error))
     elif vpath:
+        problems += [Evidence(vpath, m.line, misfit_text(m)) for m in version_file.misfits]
         version = version_file.version
         if version is None:
-            problems.append(Evidence(vpath, None, "assigns no __version__: suspect build"))
-        elif not isinstance(version, str) or version.strip().lower() in ("", "dev", "unknown"):
-            problems.append(Evidence(vpath, None, "__version__ is %r: suspect build" % (version,)))
+            if not any(m.field == "version" for m in version_file.misfits):
+                problems.append(Evidence(vpath, None, "assigns no __version__: suspect build"))
+        elif version.strip().lower() in ("", "dev", "unknown"):
+            problems.append(Evidence(vpath, lines.get("version"),
+                                     "__version__ is %r: suspect build" % version))
         elif dists and dists[0].version and not versions_agree(dists[0].version, version):
-            problems.append(Evidence(vpath, None, "__version__ %s but METADATA says %s"
+            problems.append(Evidence(vpath, lines.get("version"),
+                                     "__version__ %s but METADATA says %s"
                                      % (version, dists[0].version)))
     vcs = vcs_commit(dists[0]) if dists else None
     commit_id = version_file.commit_id
-    commit = bare_commit(commit_id) if isinstance(commit_id, str) and commit_id else None
+    commit = bare_commit(commit_id) if commit_id else None
     if isinstance(vcs, str) and commit is not None and not vcs.startswith(commit):
         # the field as the file writes it (g-prefixed): the evidence quotes _version.py
-        problems.append(Evidence(vpath, None, "__commit_id__ %s but direct_url.json says "
-                                 "commit %s" % (commit_id, vcs)))
+        problems.append(Evidence(vpath, lines.get("commit_id"), "__commit_id__ %s but "
+                                 "direct_url.json says commit %s" % (commit_id, vcs)))
     if problems:
         return result("install-metadata", Status.FAIL,
                       "the install's metadata does not hold together (%s)"

