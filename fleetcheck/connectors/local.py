@@ -15,6 +15,9 @@ from typing import Any, Optional
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
+from fleetcheck.variables import Variable
+
+VARIABLES: tuple[Variable, ...] = ()  # this machine: nothing to say how to reach it
 
 
 class PipeStreams:
