@@ -16,6 +16,7 @@ from fleet_helpers import ROOT, run_fleetcheck
 from fleetcheck.connectors import declarations
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import load_inventory
+from fleetcheck.variables import Declarations, Variable
 from test_containers import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
                              release_storage, system_site_by_uv)
 
@@ -230,7 +231,33 @@ def test_kubectl_settings_are_read_with_ansibles_names_and_precedence(tmp_path):
                             "ansible_kubectl_namespace": "serving"}}}})
     (host,) = load(path)
     assert host.connection == "kubectl"
-    assert host.settings == {"kubectl_namespace": "serving", "kubectl_kubeconfig": "~/.kube/lab",
+    assert host.settings == {"kubectl_namespace": "serving",
+                             "kubectl_kubeconfig": os.path.expanduser("~/.kube/lab"),
                              "kubectl_extra_args": ["--request-timeout", "5s", "-v", "2"],
                              "kubectl_validate_certs": False,
                              "kubectl_local_env_vars": {"HTTPS_PROXY": "http://p:3128"}}
+
+
+def test_the_packaged_kubectl_example_loads():
+    hosts = {h.name: h for h in load(os.path.join(ROOT, "fleetcheck", "examples",
+                                                  "k8s-kubectl.yaml"))}
+    assert set(hosts) == {"vllm-qwen-deployment-vllm-7d9c5b6f4-x2k8p", "qwen-predictor",
+                          "ms-qwen-llm-d-modelservice-decode-0",
+                          "ms-qwen-llm-d-modelservice-prefill-0"}
+    assert {h.connection for h in hosts.values()} == {"kubectl"}
+    kserve = hosts["qwen-predictor"]
+    assert kserve.venv == "/kserve-workspace/prod_venv" and kserve.settings == {
+        "kubectl_context": "prod-us-east", "kubectl_namespace": "kserve-test",
+        "kubectl_container": "kserve-container",
+        "kubectl_pod": "qwen-predictor-00001-deployment-6b7c8d9f5-q7w2e"}
+    assert "kubectl_container" not in hosts["ms-qwen-llm-d-modelservice-decode-0"].settings
+
+
+def test_a_name_two_connections_declare_for_different_settings_is_refused(tmp_path):
+    builtin = declarations()
+    clash = Declarations(builtin.connections + ("mine",), builtin.variables + (
+        Variable("mine_pod", ("ansible_kubectl_pod",)),))
+    path = write(tmp_path, {"all": {"hosts": {"web-0": {}}}})
+    with pytest.raises(InputError, match="field 'ansible_kubectl_pod': is declared twice, for "
+                                         "settings kubectl_pod and mine_pod"):
+        load_inventory(path, declarations=clash)

@@ -41,7 +41,7 @@ def kubeconfig(value: Any) -> str:
     if isinstance(value, dict):
         raise ValueError("an inline kubeconfig mapping is not supported: give the path of "
                          "a kubeconfig file")
-    return text(value)
+    return os.path.expanduser(text(value))  # kubectl itself takes `~` literally
 
 
 def argument_list(value: Any) -> list[str]:

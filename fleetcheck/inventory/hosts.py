@@ -164,8 +164,9 @@ class VariableTable:
             for name in spellings(variable):
                 known = self.by_name.setdefault(name, variable)
                 if known is not variable and known != variable:
-                    raise ValueError("inventory variable %s is declared for both %s and %s"
-                                     % (name, known.setting, variable.setting))
+                    raise InputError("the connections' declarations", None, name,
+                                     "is declared twice, for settings %s and %s"
+                                     % (known.setting, variable.setting))
         self.own_names = sorted({n for v in self.by_name.values() for n in v.names
                                  if not n.startswith("ansible_")})
         self.ansible_names = sorted(n for n in self.by_name if n.startswith("ansible_"))
