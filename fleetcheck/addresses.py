@@ -1,9 +1,9 @@
 """Addresses as Ansible and OpenSSH write them: `host:port` entries, and ProxyJump routes
 (`none`, or a comma-separated list of `[user@]host[:port]` and `ssh://[user@]host[:port]`
-hops, visited in order). Shared by the inventory and the ssh connector, which import
-neither each other.
+hops, visited in order). Shared by the inventory and the ssh connector, which do not
+import each other.
 
-Parsed where a route is read (the inventory, ssh_config), so a route that cannot be
+Parsed where a route is read (the inventory's proxy_jump, ssh_config), so a route that cannot be
 followed exactly is refused before any host is contacted: a second bastion dropped or a
 port misread would quietly change which machines a connection passes through.
 """

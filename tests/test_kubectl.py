@@ -132,7 +132,8 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
                                "ansible_kubectl_container": "vlm"},
              "sidecars-0": {}, "twins-0": {},
              "no-kubectl": {"ansible_kubectl_pod": "web-0",
-                            "kubectl_command": "/nonexistent/kubectl"}}
+                            "kubectl_command": "/nonexistent/kubectl"},
+             "engine-container": {"ansible_kubectl_pod": "web-0", "container": "vllm"}}
     run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "kubectl"},
                                             "hosts": hosts}}, env=env)
     assert run.code == 3, run.stdout[-2000:]
@@ -150,6 +151,7 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
     assert "none of its containers (proxy, metrics) runs a vLLM server" in said["sidecars-0"]
     assert "containers a, b run vLLM servers; set ansible_kubectl_container" in said["twins-0"]
     assert "/nonexistent/kubectl not found on this machine" in said["no-kubectl"]
+    assert "in a pod, set ansible_kubectl_container" in said["engine-container"]
     for name in hosts:
         assert name in run.html and name in run.stdout
 

@@ -195,6 +195,10 @@ class KubectlConnector(Connector):
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
+        if host.container:  # the engine wrapper would look for docker inside the pod
+            raise TransportError("container", "host %s: `container` names a container of an "
+                                 "engine on a box; in a pod, set ansible_kubectl_container"
+                                 % host.name)
         command = host.settings.get("kubectl_command") or "kubectl"
         kubectl = shutil.which(os.path.expanduser(command))
         if kubectl is None:

@@ -33,12 +33,12 @@ if "invoke" not in sys.modules:
 else:
     import paramiko
 
+from fleetcheck.addresses import Route, parse_route
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
-
 from fleetcheck.input_error import InputError
-from fleetcheck.addresses import Route, parse_route
+
 
 def key_fingerprint(key: paramiko.PKey) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
