@@ -17,24 +17,23 @@ from fleetcheck.connectors import declarations
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import load_inventory
 from fleetcheck.variables import Declarations, Variable
-from test_containers import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
-                             release_storage, system_site_by_uv)
+from test_containers import assert_official_image_install, boxes  # noqa: F401 (a fixture)
 
 STANDIN = os.path.join(ROOT, "tests", "kubectl_standin")
 SCRIPT = os.path.join(ROOT, "inventories", "kubectl_pods.py")
 USER = "system:serviceaccount:ci:fleetcheck"
 PODS = {
     "lab": {
-        "ml/web-0": {"containers": {"proxy": "kc-proxy", "vllm": "kc-vllm"},
+        "ml/web-0": {"containers": {"proxy": "sidecar", "vllm": "vllm"},
                      "labels": {"app": "vllm", "tier": "serve"}},
-        "ml/solo-7f9c": {"containers": {"vllm": "kc-vllm"}, "labels": {"app": "vllm"}},
-        "ml/sidecars-0": {"containers": {"proxy": "kc-proxy", "metrics": "kc-proxy"},
+        "ml/solo-7f9c": {"containers": {"vllm": "vllm"}, "labels": {"app": "vllm"}},
+        "ml/sidecars-0": {"containers": {"proxy": "sidecar", "metrics": "sidecar"},
                           "labels": {"app": "router"}},
-        "ml/twins-0": {"containers": {"a": "kc-vllm", "b": "kc-vllm"}},
-        "ml/locked-0": {"containers": {"vllm": "kc-vllm"}, "forbidden": True},
-        "batch/web-0": {"containers": {"vllm": "kc-vllm"}, "labels": {"app": "vllm"}},
+        "ml/twins-0": {"containers": {"a": "vllm", "b": "vllm"}},
+        "ml/locked-0": {"containers": {"vllm": "vllm"}, "forbidden": True},
+        "batch/web-0": {"containers": {"vllm": "vllm"}, "labels": {"app": "vllm"}},
     },
-    "prod": {"serving/gpu-pod": {"containers": {"vllm": "kc-vllm"}}},
+    "prod": {"serving/gpu-pod": {"containers": {"vllm": "vllm"}}},
 }
 
 
@@ -51,32 +50,17 @@ def kubeconfig(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """The stand-in's pods over two real Podman containers: one serving vLLM, one a
-    sidecar without it; the environment that puts the stand-in first on PATH."""
+def cluster(boxes, tmp_path_factory):
+    """The stand-in's pods over test_containers' real Podman containers (`vllm` serving
+    vLLM, `sidecar` without it), and the environment that puts the stand-in first on
+    PATH."""
+    _, env, _ = boxes
     work = tmp_path_factory.mktemp("kubectl")
-    conf = work / "storage.conf"
-    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
-                    % (work / "graph", work / "run"))
-    env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(conf))
-    site = system_site_by_uv(env)
-    server = work / "bin" / "vllm"
-    server.parent.mkdir()
-    server.write_text("import time\ntime.sleep(100000)\n")
-    common = ["run", "-d", *RUN_FLAGS, *mounts(site)]
-    podman(env, *common, "--name", "kc-vllm", ROOTFS, "/usr/bin/python3", str(server), "serve",
-           "/models/qwen", "--port", "8000")
-    podman(env, *common, "--name", "kc-proxy", ROOTFS, "/usr/bin/python3", "-c",
-           "import time; time.sleep(100000)")
     pods = work / "pods.json"
     pods.write_text(json.dumps(PODS))
-    env.update(PATH=STANDIN + os.pathsep + env["PATH"], KUBECTL_STANDIN_PODS=str(pods),
+    env = dict(env, PATH=STANDIN + os.pathsep + env["PATH"], KUBECTL_STANDIN_PODS=str(pods),
                KUBECONFIG=kubeconfig(work / "kubeconfig"))
-    try:
-        yield work, env
-    finally:
-        podman(env, "rm", "-f", "-t", "0", "kc-vllm", "kc-proxy", check=False)
-        release_storage(work / "graph")
+    return work, env
 
 
 def calls(log) -> list[list[str]]:

@@ -189,9 +189,6 @@ class KubectlSession(Session):
 class KubectlConnector(Connector):
     connection = "kubectl"
 
-    def __init__(self, settings: Any = None):
-        self.settings = settings
-
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()

@@ -131,9 +131,6 @@ class LocalSession(Session):
 class LocalConnector(Connector):
     connection = "local"
 
-    def __init__(self, settings: Any = None):
-        self.settings = settings
-
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()

@@ -35,9 +35,6 @@ class JournalSession(Session):
 class JournalConnector(Connector):
     connection = "journal"
 
-    def __init__(self, settings: Any = None):
-        self.settings = settings
-
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
