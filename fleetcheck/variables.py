@@ -47,11 +47,8 @@ def port(value: Any) -> int:
 
 
 def positive_seconds(value: Any) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
-        except ValueError:
-            pass
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
+        value = float(value)  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
     if not is_number(value) or value <= 0:
         raise ValueError("must be a positive number of seconds")
     return float(value)
