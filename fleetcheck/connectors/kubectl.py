@@ -123,9 +123,8 @@ class KubectlSession(Session):
 
     def exec_line(self, container: str | None, command: str) -> str:
         inside = "printf %s >&2; %s" % (shlex.quote(INSIDE.decode()[:-1] + "\\n"), command)
-        return self.kubectl_line("exec", "-i", self.pod, *(["-c", container] if container
-                                                             else []),
-                                 "--", "sh", "-c", inside)
+        chosen = ["-c", container] if container else []
+        return self.kubectl_line("exec", "-i", self.pod, *chosen, "--", "sh", "-c", inside)
 
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
             answer: Answerer | None = None) -> CommandResult:
@@ -151,11 +150,12 @@ class KubectlSession(Session):
         if len(serving) == 1:
             self.container = serving[0]
             return
+        if serving:
+            problem = "containers %s run vLLM servers" % ", ".join(serving)
+        else:
+            problem = "none of its containers (%s) runs a vLLM server" % ", ".join(names)
         raise TransportError("container", "%s: %s; set ansible_kubectl_container to the one "
-                             "to check" % (self.where(), "containers %s run vLLM servers"
-                                           % ", ".join(serving) if serving else
-                                           "none of its containers (%s) runs a vLLM server"
-                                           % ", ".join(names)))
+                             "to check" % (self.where(), problem))
 
     def containers(self, cancel: threading.Event | None) -> list[str]:
         result = self.local.run(self.kubectl_line("get", "pod", self.pod, "-o", "json"), b"",
