@@ -17,7 +17,8 @@ from fleetcheck.connectors import declarations
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import load_inventory
 from fleetcheck.variables import Declarations, Variable
-from test_containers import assert_official_image_install, boxes  # noqa: F401 (a fixture)
+from podman_installs import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
+                             private_storage, release_storage, system_site_by_uv)
 
 STANDIN = os.path.join(ROOT, "tests", "kubectl_standin")
 SCRIPT = os.path.join(ROOT, "inventories", "kubectl_pods.py")
@@ -50,17 +51,30 @@ def kubeconfig(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(boxes, tmp_path_factory):
-    """The stand-in's pods over test_containers' real Podman containers (`vllm` serving
-    vLLM, `sidecar` without it), and the environment that puts the stand-in first on
-    PATH."""
-    _, env, _ = boxes
+def cluster(tmp_path_factory):
+    """The stand-in's pods over two real Podman containers (`vllm`, whose command is
+    `vllm serve`, and `sidecar`, without vLLM) in a storage of this module's own, and the
+    environment that puts the stand-in first on PATH."""
     work = tmp_path_factory.mktemp("kubectl")
+    env, _ = private_storage(work)
+    server = work / "bin" / "vllm"
+    server.parent.mkdir()
+    server.write_text("import time\ntime.sleep(100000)\n")
+    commands = {"vllm": [str(server), "serve", "/models/qwen", "--port", "8000"],
+                "sidecar": ["-c", "import time; time.sleep(100000)"]}
+    site = system_site_by_uv(env)
+    for name, command in commands.items():
+        podman(env, "run", "-d", *RUN_FLAGS, *mounts(site), "--name", name, ROOTFS,
+               "/usr/bin/python3", *command)
     pods = work / "pods.json"
     pods.write_text(json.dumps(PODS))
-    env = dict(env, PATH=STANDIN + os.pathsep + env["PATH"], KUBECTL_STANDIN_PODS=str(pods),
-               KUBECONFIG=kubeconfig(work / "kubeconfig"))
-    return work, env
+    try:
+        yield work, dict(env, PATH=STANDIN + os.pathsep + env["PATH"],
+                         KUBECTL_STANDIN_PODS=str(pods),
+                         KUBECONFIG=kubeconfig(work / "kubeconfig"))
+    finally:
+        podman(env, "rm", "-f", "-t", "0", *commands, check=False)
+        release_storage(work / "graph")
 
 
 def calls(log) -> list[list[str]]:
