@@ -24,6 +24,7 @@ import yaml  # noqa: E402
 from fleetcheck.lab.wheels import real_install  # noqa: E402
 from results_file import write_section  # noqa: E402
 from fleetcheck.cli import Checkpoints  # noqa: E402
+from fleetcheck.connectors import declarations  # noqa: E402
 from fleetcheck.inventory import load_inventory  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.results import ResultsWriter  # noqa: E402
@@ -50,7 +51,7 @@ def start_fleet(count: int, workdir: str) -> tuple[LoopbackFleet, str]:
 
 
 def measure(fleet: LoopbackFleet, inventory: str, parallel: int) -> dict:
-    hosts = load_inventory(inventory)
+    hosts = load_inventory(inventory, declarations=declarations())
     playbook = load_playbook(None)
     options = RunOptions(settings=SshSettings(known_hosts=KnownHosts(fleet.known_hosts)),
                          parallel=parallel, timeout=120.0, smoke=False)

@@ -353,7 +353,9 @@ def command_run(args: argparse.Namespace) -> int:
     if not sources:
         raise InputError("fleetcheck run", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
-    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override})
+    from fleetcheck.connectors import declarations
+    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override},
+                               declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
     playbook = tuned_playbook(args)

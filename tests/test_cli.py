@@ -269,7 +269,7 @@ def test_a_bad_route_port_or_url_exits_2_before_any_host_is_contacted(
     ("broken.yaml", "all:\n  hosts:\n   - x\n  : y\n", "broken.yaml: not valid YAML: line 4, "
                                                       "column 3: did not find expected key"),
     ("typo.yaml", "all:\n  hosts:\n    a: {connection: lokal}\n",
-     "typo.yaml: host 'a': field 'connection': must be one of local, ssh, got 'lokal'"),
+     "typo.yaml: host 'a': field 'connection': must be one of kubectl, local, ssh, got 'lokal'"),
 ])
 def test_bad_files_are_named_with_what_is_wrong_in_words(tmp_path, name, content, message):
     """What the user gave is named, with the problem in words: no Python reprs, no

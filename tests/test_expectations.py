@@ -16,6 +16,7 @@ from fleetcheck.input_error import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)
+from fleetcheck.connectors import declarations
 from fleetcheck.inventory import load_inventory
 from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import drift_groups
@@ -33,7 +34,7 @@ def parse_inventory(data: dict, name: str) -> list:
     path = os.path.join(directory, name)
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(data, handle)
-    return load_inventory(path)
+    return load_inventory(path, declarations=declarations())
 
 
 def dev_facts() -> dict:

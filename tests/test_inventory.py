@@ -11,9 +11,17 @@ import pytest
 import yaml
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import JumpHop, apply_limit, load_inventory
+from fleetcheck import inventory
+from fleetcheck.connectors import declarations
+from fleetcheck.inventory import JumpHop, apply_limit
 from fleetcheck.inventory.hostnames import expand_host_pattern
 from fleetcheck.smoke_settings import check_override
+
+
+def load_inventory(source, **options):
+    """The inventory with every connection's declared variables, as the CLI reads it."""
+    return inventory.load_inventory(source, declarations=declarations(), **options)
+
 
 NESTED = {
     "all": {

@@ -14,13 +14,23 @@ import sys
 import pytest
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import host_from_vars, read_inventory
-from fleetcheck.inventory.hosts import VAR_ALIASES
+from fleetcheck import inventory
+from fleetcheck.connectors import declarations
+from fleetcheck.inventory.hosts import variable_table
 from fleetcheck.inventory.model import Setting, Site
 from fleetcheck.inventory.sources import load_sources
 from probe_helpers import ini_inventory, write
 from ansible_oracle import (ansible_inventory, oracle, oracle_hosts, oracle_members,
                             our_hostvars, our_members)
+
+
+def read_inventory(sources, **options):
+    """The inventory with every connection's declared variables, as the CLI reads it."""
+    return inventory.read_inventory(sources, declarations=declarations(), **options)
+
+
+def host_from_vars(name, merged, groups):
+    return inventory.host_from_vars(name, merged, groups, declarations=declarations())
 
 
 def executable(path, text: str) -> str:
@@ -221,10 +231,12 @@ def test_unrelated_variables_are_ignored_and_typos_refused(tmp_path):
 
 
 def test_every_fleetcheck_name_is_accepted_with_the_prefix():
-    for name, canonical in VAR_ALIASES.items():
+    by_name = variable_table(declarations()).by_name
+    for name, variable in by_name.items():
         if not name.startswith(("ansible_", "fleetcheck_")):
-            assert VAR_ALIASES["fleetcheck_" + name] == canonical
-    assert VAR_ALIASES["fleetcheck_expect_version"] == "expect_version"
+            assert by_name["fleetcheck_" + name] is variable
+    assert by_name["fleetcheck_expect_version"].setting == "expect_version"
+    assert by_name["fleetcheck_container_user"].setting == "container_user"
 
 
 def test_ini_values_are_typed_as_ansible_types_them(tmp_path):

@@ -18,6 +18,14 @@ from typing import Any
 from fleetcheck.text import printable
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         Target, TransportError)
+from fleetcheck.variables import Variable, one_of
+
+# the inventory variables the wrapper reads, whatever the box's connection
+VARIABLES = (
+    Variable("container", ("container",), common_word=True, not_typos=("containers",)),
+    Variable("container_engine", ("container_engine",), one_of(("docker", "podman"))),
+    Variable("container_user", ("container_user",)),
+)
 
 # written to stderr by the command inside the container before anything else: its absence
 # means the engine never ran the command, and stderr is the engine's own message
