@@ -2,9 +2,9 @@
 the same module, in a `vllm.*` module it imports (any import form, aliases, re-exports),
 or as a method of a class; the class a receiver is an instance of; the value of a named
 constant. The dataflow asks a Scope (one function's view of the tree) and never looks
-names up itself, so what a name means is decided in one place. Only the function a flow reaches is cut out of its file and
-parsed (a 250 KB runner file holds hundreds), so following a helper costs what it covers.
-Files are read through the finders' shared cache, so a build's analysis ships them."""
+names up itself, so what a name means is decided in one place. Only the function a flow
+reaches is cut out of its file and parsed (a 250 KB runner file holds hundreds), so
+following a helper costs what it covers. Files are read through the finders' shared cache, so a build's analysis ships them."""
 
 import ast
 import re

@@ -17,6 +17,7 @@ no DFlash path. Steps of evidence are (file, line, step, text).
 
 import ast
 import re
+from collections import namedtuple
 
 from fleetcheck.probe import conditions
 from fleetcheck.probe.codebase import FunctionRef, Scope, callee_name, dotted_name
@@ -157,7 +158,7 @@ class Flow(object):
         """A read of a named key/attribute/method the question looks for, or None."""
         raise NotImplementedError
 
-    def named_call(self, node, name):
+    def named_call(self, call):
         """A call the question reads by its name alone (`spec.use_eagle()`), or None."""
         return None
 
@@ -174,19 +175,22 @@ class Flow(object):
         return self.unknown(node, "%s is not assigned in %s()" % (node.id, self.fn.name))
 
     def arithmetic(self, node, left, op, right, right_node, left_node):
+        """`left op right`: by default what either side holds."""
         return left | right
 
     def unary(self, node, value):
+        """`-x`, `not x`: by default what x holds."""
         return value
 
     def tuple_of(self, node, items):
+        """A tuple display, item by item."""
         return frozenset([Items(items)])
 
     def read_with_default(self, found, args):
         """`.get(key, default)` of a key the question reads."""
         return found
 
-    def numeric_call(self, node, func, args):
+    def numeric_call(self, call):
         """A builtin of numbers (`int(i)`, `max(ids)`), or None."""
         return None
 
@@ -231,7 +235,7 @@ class Flow(object):
     def leaving(self, node, value):
         """A value returned (or yielded) by the function."""
 
-    def at_call(self, node, name, args, keywords, opaque):
+    def at_call(self, call):
         """Every call evaluated, before its value is known."""
 
     def default_value(self, node):
@@ -422,9 +426,9 @@ class Flow(object):
 
     def eval_Yield(self, node, env):
         """A generator's elements are what it returns."""
-        value = self.eval(node.value, env) if node.value is not None else EMPTY
-        self.leaving(node, as_collection(value))
-        self.returns |= as_collection(value)
+        value = as_collection(self.eval(node.value, env)) if node.value is not None else EMPTY
+        self.leaving(node, value)
+        self.returns |= value
         return EMPTY
 
     def eval_YieldFrom(self, node, env):
@@ -592,10 +596,10 @@ class Flow(object):
                 spread.append((keyword.value, value))
         opaque = self.spread_keywords(node, spread, keywords)
         call = CallSite(node, callee_name(node.func), args, keywords, opaque, env)
-        self.at_call(node, call.name, args, keywords, opaque)
+        self.at_call(call)
         for kind in (self.getattr_call, self.get_call, self.partial_built, self.dict_call,
-                     self.named_call_of, self.pass_through_call, self.map_call,
-                     self.numeric_call_of, self.observer_call, self.log_call,
+                     self.named_call, self.pass_through_call, self.map_call,
+                     self.numeric_call, self.observer_call, self.log_call,
                      self.dict_filled, self.collection_filled, self.lambda_call,
                      self.partial_call):
             value = kind(call)
@@ -655,9 +659,6 @@ class Flow(object):
             return frozenset(keyed(b.items + tuple(call.keywords.items())) for b in bases)
         return None
 
-    def named_call_of(self, call):
-        return self.named_call(call.node, call.name)
-
     def pass_through_call(self, call):
         """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged."""
         func, args = call.node.func, call.args
@@ -682,12 +683,6 @@ class Flow(object):
         for atom in lambdas:
             out |= as_collection(self.apply_lambda(atom.index, elements, call.node))
         return frozenset(out)
-
-    def numeric_call_of(self, call):
-        func = call.node.func
-        if isinstance(func, ast.Name) and call.args:
-            return self.numeric_call(call.node, func, call.args)
-        return None
 
     def observer_call(self, call):
         func = call.node.func
@@ -957,18 +952,9 @@ class Flow(object):
         return self.spare(node, ref, list(extra) + list(unmatched.values()))
 
 
-class CallSite(object):
-    """One call being evaluated: its node, callee name, argument values and env."""
-
-    __slots__ = ("node", "name", "args", "keywords", "opaque", "env")
-
-    def __init__(self, node, name, args, keywords, opaque, env):
-        self.node = node
-        self.name = name
-        self.args = args
-        self.keywords = keywords
-        self.opaque = opaque
-        self.env = env
+# one call being evaluated: its node, callee name, argument values (`opaque`: those of
+# `**` spreads that may hold any keyword) and the env it is evaluated in
+CallSite = namedtuple("CallSite", ["node", "name", "args", "keywords", "opaque", "env"])
 
 
 def unpacked(value, count):

@@ -89,9 +89,11 @@ class OffsetFlow(Flow):
                              "constant at %s:%d" % (self.fn.rel, self.line(node)))
         return EMPTY
 
-    def numeric_call(self, node, func, args):
+    def numeric_call(self, call):
         """int(i), max(ids): an id itself; sum(ids) is none of them."""
-        if func.id not in SAME_VALUE or not any(carries_ids(v) for v in args):
+        node, func, args = call.node, call.node.func, call.args
+        if not (isinstance(func, ast.Name) and args and func.id in SAME_VALUE and
+                any(carries_ids(v) for v in args)):
             return None
         if func.id == "sum":
             return self.lose(args[0], node, "ids summed at %s:%d" % (self.fn.rel,

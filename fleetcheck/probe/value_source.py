@@ -53,9 +53,10 @@ class SourceFlow(Flow):
             return frozenset([Source(label, self.step(node, "source"))])
         return None
 
-    def named_call(self, node, name):
-        if name in self.a.sources:
-            return frozenset([Source(self.a.sources[name], self.step(node, "source"))])
+    def named_call(self, call):
+        if call.name in self.a.sources:
+            return frozenset([Source(self.a.sources[call.name],
+                                     self.step(call.node, "source"))])
         return None
 
     def free_name(self, node):
@@ -72,7 +73,8 @@ class SourceFlow(Flow):
     def unbound_attribute(self, node, name, base):
         """A class constant, or a config field's declared default."""
         if name and name.startswith("self."):
-            return self.deferred_constant(node, "%s is set outside %s()" % (name, self.fn.name))
+            return self.deferred_constant(node, "%s is set outside %s()"
+                                          % (name, self.fn.name))
         return self.deferred_constant(node, "attribute .%s" % node.attr)
 
     def deferred_constant(self, node, why):
@@ -103,9 +105,10 @@ class SourceFlow(Flow):
     def not_followed(self, ref, node, args, keywords, why):
         return self.unknown(node, "%s() not followed (%s)" % (ref.name, why))
 
-    def at_call(self, node, name, args, keywords, opaque):
+    def at_call(self, call):
+        node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
         for capture in self.captures:
-            if name != capture.call:
+            if call.name != capture.call:
                 continue
             step = self.step(node, "call")
             if capture.keyword not in keywords and opaque:
