@@ -334,6 +334,40 @@ class Flow(object):
         self.control.pop()
         return merge(body, other)
 
+    def exec_Match(self, node, env):
+        """`match` is an if/elif chain: on the method, a case that cannot match "dflash"
+        is not a DFlash path, nor is any case after one that must; on anything else every
+        case is a path. With no catch-all, no case matching is a path too."""
+        subject = self.eval(node.subject, env)
+        on_method = conditions.is_method(node.subject)
+        self.control.append(sources_in(subject))
+        outcomes = []
+        caught = False
+        for case in node.cases:
+            inner = dict(env)
+            for name in conditions.pattern_names(case.pattern):
+                self.assign(ast.Name(id=name, ctx=ast.Store()), subject, inner, node)
+            decided = None
+            if caught:
+                decided = False
+            elif on_method:
+                decided = conditions.case_truth(case.pattern, self.strings)
+                if case.guard is not None:
+                    decided = conditions.both([decided, self.truth(case.guard, inner)], True)
+            if case.guard is not None:
+                self.eval(case.guard, inner)
+            if decided is not False:
+                outcomes.append(self.exec_block(case.body, inner))
+            caught = caught or decided is True
+        if not caught and not any(conditions.irrefutable(c.pattern) and c.guard is None
+                                  for c in node.cases):
+            outcomes.append(env)
+        self.control.pop()
+        result = None
+        for outcome in outcomes:
+            result = merge(result, outcome)
+        return result
+
     def exec_loop(self, node, env):
         """Twice through the body, so a value built in one pass reaches the next."""
         current = dict(env)
@@ -373,13 +407,6 @@ class Flow(object):
         return result
 
     exec_TryStar = exec_Try
-
-    def exec_Match(self, node, env):
-        self.eval(node.subject, env)
-        result = dict(env)
-        for case in node.cases:
-            result = merge(result, self.exec_block(case.body, dict(env)))
-        return result
 
     def assign(self, target, value, env, node):
         value = self.with_control(value)
