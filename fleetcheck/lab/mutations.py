@@ -93,6 +93,23 @@ def guarded(test_v1: str, test_v2: str, shifted_first: bool = True) -> dict:
             V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", test_v2)))}
 
 
+def matched(cases_v1: list[tuple[str, bool]], subject_v1: str = "self.speculative_config.method",
+            subject_v2: str = "spec_config.method") -> dict:
+    """PR #40898's form written as a `match` on the method, on both runners: each case
+    (pattern, shifted) returns the ids shifted or plain."""
+    def block(indent: str, subject: str) -> str:
+        inner = indent + "    "
+        text = indent + "if layer_ids and isinstance(layer_ids, (list, tuple)):\n" + \
+            inner + "match %s:\n" % subject
+        for pattern, shifted in cases_v1:
+            text += inner + "    case %s:\n" % pattern + inner + "        return %s\n" % (
+                "tuple(layer_id + 1 for layer_id in layer_ids)" if shifted else
+                "tuple(layer_ids)")
+        return text
+    return {RUNNER: ((V1_READ, V1_PLAIN), (V1_RETURN, block("        ", subject_v1))),
+            V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", subject_v2)))}
+
+
 def bound_test(test: str) -> dict:
     """PR #40898's form with the V1 runner's test bound to a name first."""
     read = "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
@@ -136,6 +153,16 @@ def offset_cases() -> list[Mutation]:
     case("pr40898-form", ok, "PR #40898: shift on return when method == \"dflash\"",
          guarded('self.speculative_config.method == "dflash"',
                  'spec_config.method == "dflash"'))
+    case("match-dflash-case", ok, "`match method:` with `case \"dflash\":` shifting",
+         matched([('"dflash"', True), ("_", False)]))
+    case("match-others-first", ok, "`match method:` whose other methods' case comes first",
+         matched([('"eagle" | "eagle3"', False), ("other", True)]))
+    case("match-no-catch-all", ok, "`match method:` with no catch-all: DFlash's case returns",
+         matched([('"eagle3"', False), ('"mtp" | "dflash"', True)]))
+    case("match-dflash-unshifted", bad, "`match method:` whose DFlash case is unshifted",
+         matched([('"dflash"', False), ("_", True)]))
+    case("match-falls-to-plain", bad, "`match method:` where DFlash reaches the plain catch-all",
+         matched([('"eagle3"', True), ("_", False)]))
     case("method-not-equal", ok, "method != \"dflash\" guards the unshifted branch",
          guarded('self.speculative_config.method != "dflash"',
                  'spec_config.method != "dflash"', shifted_first=False))
@@ -353,6 +380,13 @@ def offset_cases_020() -> list[Mutation]:
          returned("dflash", "tuple(layer_id + 1 for layer_id in layer_ids)"))
     case("eagle-shift-added", True, "a +1 added for EAGLE only",
          returned("eagle3", "tuple(i + 1 for i in layer_ids)"))
+    case("match-added", False, "PR #40898's form added as a `match` on the method",
+         {RUNNER: ((ret, ret.replace(
+             "            return tuple(layer_ids)\n",
+             "            match self.speculative_config.method:\n"
+             '                case "dflash":\n'
+             "                    return tuple(layer_id + 1 for layer_id in layer_ids)\n"
+             "            return tuple(layer_ids)\n")),)})
     return out
 
 
