@@ -1,4 +1,6 @@
-"""Command line: argument parsing and exit codes only.
+"""The command line, and the composition root: arguments, the run put together from the
+modules below it (inventory, playbook, expectations, runner, renderers), and exit codes, so
+no other module needs to know them all.
 
 Exit codes: 0 every host passes (warnings allowed); 1 a check failed; 2 bad input
 (inventory, playbook, options); 3 no failure, but a host was unreachable or errored, or
