@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "version, commit, each check, integrity findings, acceptance; every new "
                     "failure or error with its message. Exit 1 when anything got worse (a "
                     "gate: a host or check moved to fail or error, a new host not passing, "
-                    "acceptance down by more than 10%%), 0 otherwise, 2 on a file that is not "
+                    "acceptance down by more than 10%), 0 otherwise, 2 on a file that is not "
                     "results.",
         epilog="example: fleetcheck diff reports/before/results.json reports/after/results.json")
     diff.add_argument("old", help="results JSON of the earlier run (the baseline)")
