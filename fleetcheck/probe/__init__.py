@@ -2,6 +2,6 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("jsonlite", "files", "install", "servers", "served", "lexer", "source", "patterns",
+MODULES = ("jsonlite", "files", "install", "yaml_subset", "config_file_args", "servers", "served", "lexer", "source", "patterns",
            "codebase", "conditions", "dataflow", "signatures", "config_keys", "config_loader",
            "integrity", "shared_bytes", "smoke_load", "main")

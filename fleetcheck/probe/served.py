@@ -10,7 +10,8 @@ import os
 
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
-from fleetcheck.probe.servers import port_of, process_table, server_script
+from fleetcheck.probe.config_file_args import with_config_file
+from fleetcheck.probe.servers import port_of, process_cwd, process_table, server_script
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
 MAX_ENVIRON_BYTES = 1024 * 1024
@@ -194,20 +195,49 @@ def environ_of(pid):
     return env, None
 
 
+def expanded(path, env):
+    """os.path.expandvars(os.path.expanduser(path)) as huggingface_hub applies it to
+    HF_HOME and HF_HUB_CACHE, but in the server's environment, not the probe's: `~` is
+    the server's HOME, `$NAME` one of its reported variables (others stay as written,
+    as expandvars leaves unknown ones)."""
+    if path.startswith("~"):
+        user, slash, rest = path[1:].partition("/")
+        home = None
+        if not user:
+            home = env.get("HOME") or os.path.expanduser("~")
+        else:
+            try:
+                import pwd
+                home = pwd.getpwnam(user).pw_dir
+            except (ImportError, KeyError):
+                home = None
+        if home:
+            path = home.rstrip("/") + "/" + rest if slash else home
+    if "$" in path:
+        import re
+
+        def value(match):
+            name = match.group(1) or match.group(2)
+            return env.get(name, match.group(0))
+        path = re.sub(r"\$(?:(\w+)|\{([^}]*)\})", value, path)
+    return path
+
+
 def hub_cache(env, download_dir=None):
     """(the hub cache directory, how it was chosen), as huggingface_hub's constants do:
     HF_HUB_CACHE, else the older HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; vLLM's
-    --download-dir overrides them all."""
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, `~` and `$VAR`
+    expanded in the server's environment; vLLM's --download-dir overrides them all."""
     if download_dir:
         return download_dir, "--download-dir"
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if env.get(name):
-            return env[name], name
+            return expanded(env[name], env), name
     if env.get("HF_HOME"):
-        return os.path.join(env["HF_HOME"], "hub"), "HF_HOME"
+        return os.path.join(expanded(env["HF_HOME"], env), "hub"), "HF_HOME"
     if env.get("XDG_CACHE_HOME"):
-        return os.path.join(env["XDG_CACHE_HOME"], "huggingface", "hub"), "XDG_CACHE_HOME"
+        return (os.path.join(expanded(env["XDG_CACHE_HOME"], env), "huggingface", "hub"),
+                "XDG_CACHE_HOME")
     home = env.get("HOME") or os.path.expanduser("~")
     return os.path.join(home, ".cache", "huggingface", "hub"), "~/.cache/huggingface/hub"
 
@@ -295,13 +325,6 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
     return out
 
 
-def process_cwd(pid):
-    try:
-        return os.readlink("/proc/%d/cwd" % pid)
-    except OSError:
-        return None
-
-
 def http_witness(bind, port, timeout=1.0):
     """/v1/models and /version as the server reports itself: a second witness."""
     import http.client  # only when a server runs
@@ -331,6 +354,14 @@ def http_witness(bind, port, timeout=1.0):
     return out
 
 
+def from_file(entry, without, path):
+    """Say where a setting came from when the --config file gave it."""
+    for value, source in (("target", "target_from"), ("drafter", "spec_from")):
+        if entry.get(value) is not None and entry.get(value) != without.get(value) and \
+                entry.get(source):
+            entry[source] = "%s in --config %s" % (entry[source], path)
+
+
 def text_or_none(value):
     """What a server or a command line said, kept where the facts expect text: anything
     else (a number, an object from whatever answers on the port) reads as unknown, never
@@ -353,13 +384,18 @@ def served(plan):
     out = {"servers": [], "named": []}
     for pid, argv, index in serving_processes():
         entry = {"pid": pid}
-        entry.update(server_settings(argv, index))
+        cwd = process_cwd(pid)
+        parsed, config_error = with_config_file(pid, argv, cwd, index)
+        entry.update(server_settings(parsed, index))
+        if config_error:
+            entry["errors"].append(config_error)
+        elif parsed is not argv:
+            from_file(entry, server_settings(argv, index), argv[argv.index("--config") + 1])
         env, error = environ_of(pid)
         entry["env"] = env
         if error:
             entry["environ_error"] = error
-        cwd = process_cwd(pid)
-        entry["port"] = port_of(argv)
+        entry["port"] = port_of(parsed)
         entry["target_model"] = resolve_model(entry["target"], env, cwd,
                                               entry.get("download_dir"), entry.get("revision"))
         if entry.get("drafter"):

@@ -101,13 +101,31 @@ def without_userinfo(arg):
 
 
 def port_of(argv):
+    """The port argparse ends with: the last `--port` given (a --config file's comes
+    before the command line's own), else vLLM's default."""
+    port = 8000
     for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv) and argv[i + 1].isascii() and \
-                argv[i + 1].isdigit():
-            return int(argv[i + 1])
-        if arg.startswith("--port=") and arg[7:].isascii() and arg[7:].isdigit():
-            return int(arg[7:])
-    return 8000  # vLLM's default
+        value = argv[i + 1] if arg == "--port" and i + 1 < len(argv) else \
+            arg[7:] if arg.startswith("--port=") else None
+        if value is not None and value.isascii() and value.isdigit():
+            port = int(value)
+    return port
+
+
+def parsed_argv(pid, argv, index):
+    """argv with a `--config FILE`'s arguments where vLLM puts them; the reader (and
+    the json and re it needs) is loaded only for a server that has one."""
+    if "--config" not in argv:
+        return argv
+    from fleetcheck.probe.config_file_args import with_config_file
+    return with_config_file(pid, argv, process_cwd(pid), index)[0]
+
+
+def process_cwd(pid):
+    try:
+        return os.readlink("/proc/%d/cwd" % pid)
+    except OSError:
+        return None
 
 
 def started_at(pid):
@@ -170,7 +188,8 @@ def running_servers():
             sites = interpreter_site_dirs(interpreter or exe)
         servers.append({"pid": pid, "cmdline": shown_cmdline(argv), "exe": exe,
                         "interpreter": interpreter, "started_at": started_at(pid),
-                        "port": port_of(argv), "site_dirs": sites,
+                        "port": port_of(parsed_argv(pid, argv, index)),
+                        "site_dirs": sites,
                         "real_site_dirs": [os.path.realpath(p) for p in sites],
                         "site_from": how or "interpreter"})
     return {"servers": servers}
