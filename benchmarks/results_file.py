@@ -21,8 +21,8 @@ def provenance() -> list[str]:
                 platform.processor() or platform.machine(), os.cpu_count() or 0,
                 platform.python_version(), platform.platform(),
                 datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
-            "Command: `python3 benchmarks/%s %s`" % (os.path.basename(sys.argv[0]),
-                                                    " ".join(sys.argv[1:]))]
+            "Command: `%s`" % " ".join(["python3", "benchmarks/" + os.path.basename(sys.argv[0])]
+                                       + sys.argv[1:])]
 
 
 def write_section(name: str, lines: list[str]) -> None:

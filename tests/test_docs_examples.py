@@ -16,6 +16,7 @@ and the docs resolves.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -180,3 +181,20 @@ def test_relative_links_resolve(page: Path) -> None:
         if not (page.parent / path).exists():
             broken.append(target)
     assert not broken, "%s: links to nothing: %s" % (page.relative_to(ROOT), broken)
+
+
+def test_the_performance_page_shows_results_md_under_its_title() -> None:
+    """The docs site's hook puts the benchmarks' own file into the page, one heading level
+    down, so every section the benchmarks wrote is there and none outranks the title."""
+    spec = importlib.util.spec_from_file_location(
+        "mkdocs_results_hook", ROOT / "scripts" / "mkdocs_results_hook.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    shown = hook.on_page_markdown(page, None, {"config_file_path": str(ROOT / "mkdocs.yml")},
+                                  None)
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", results, re.M)
+    assert sections and all("\n### %s\n" % title in shown for title in sections)
+    assert re.findall(r"^# .+$", shown, re.M) == ["# Performance"]
+    assert "<!-- include:" not in shown
