@@ -4,11 +4,12 @@ cannot drift from the code.
 A runnable example is a fenced block right after an `<!-- example: exit N -->` comment:
 each of its lines (comments aside) is run with `sh` against the demo fleet (real sshd
 hosts on loopback: `gpu-healthy` with vLLM 0.33.0 and the three fixes, `gpu-stale` with
-0.20.1, `gpu-down` with nothing listening; `./ml-env` is the healthy install on this
-machine, for the probe run by hand), and must exit N. A block after
+0.20.1, `gpu-down` with nothing listening), and must exit N. A block after
 `<!-- example-file: NAME -->` is written to NAME in the examples' working directory (an
 inventory the commands read). The hosts are reached as a user reaches theirs: names
-translated by `~/.ssh/config`, keys in `~/.ssh/known_hosts`, the login key in `~/.ssh`.
+translated by `~/.ssh/config`, keys in `~/.ssh/known_hosts`, the login key in `~/.ssh`
+(for OpenSSH's own `ssh`, which takes `~` from the password database rather than $HOME,
+a wrapper on PATH names those three files).
 
 Also: the README stays a guide (at most 300 lines), and every relative link in the README
 and the docs resolves.
@@ -99,14 +100,8 @@ def test_pages_hold_runnable_examples() -> None:
     assert {"hosts.yaml", "hosts.ini"} <= set(example_files())
 
 
-@dataclass(frozen=True)
-class DemoFleet:
-    env: dict[str, str]  # HOME, PATH and caches of a user who keeps this fleet
-    local_install: Path  # the healthy install, also on this machine
-
-
 @pytest.fixture(scope="module")
-def demo_fleet(tmp_path_factory: pytest.TempPathFactory) -> DemoFleet:
+def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The demo fleet, and a HOME whose ~/.ssh reaches it by the names the docs use."""
     assert not missing_requirements(), missing_requirements()
     tmp = tmp_path_factory.mktemp("docs-examples")
@@ -132,26 +127,30 @@ def demo_fleet(tmp_path_factory: pytest.TempPathFactory) -> DemoFleet:
     wrapper = bin_dir / "fleetcheck"  # the tree under test, as the installed command
     wrapper.write_text('#!/bin/sh\nexec %s -m fleetcheck "$@"\n' % sys.executable)
     wrapper.chmod(0o755)
+    ssh_wrapper = bin_dir / "ssh"
+    ssh_wrapper.write_text('#!/bin/sh\nexec %s -F "$HOME/.ssh/config" -i "$HOME/.ssh/id_ed25519" '
+                           '-o UserKnownHostsFile="$HOME/.ssh/known_hosts" -o BatchMode=yes '
+                           '"$@"\n' % (shutil.which("ssh") or "/usr/bin/ssh"))
+    ssh_wrapper.chmod(0o755)
     env = dict(os.environ, HOME=str(home), XDG_CACHE_HOME=str(tmp / "cache"),
                PATH="%s:%s" % (bin_dir, os.environ.get("PATH", "")),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
                                                          os.environ.get("PYTHONPATH")])))
-    yield DemoFleet(env, Path(healthy))
+    yield env
     fleet.stop()
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if examples(p)],
                          ids=lambda p: str(p.relative_to(ROOT)))
-def test_examples_exit_as_documented(page: Path, demo_fleet: DemoFleet,
+def test_examples_exit_as_documented(page: Path, demo_env: dict[str, str],
                                      tmp_path: Path) -> None:
     """Each page's commands in order, in a directory of their own holding the example
     files (a later command may read what an earlier one wrote)."""
     for name, text in example_files().items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    (tmp_path / "ml-env").symlink_to(demo_fleet.local_install)
     for example in examples(page):
-        done = subprocess.run(["sh", "-c", example.command], cwd=tmp_path, env=demo_fleet.env,
+        done = subprocess.run(["sh", "-c", example.command], cwd=tmp_path, env=demo_env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == example.exit_code, (
             "%s: `%s` exited %d, the docs say %d\nstdout: %s\nstderr: %s"
