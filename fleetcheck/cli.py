@@ -1,4 +1,6 @@
-"""Command line: argument parsing and exit codes only.
+"""The command line, and the composition root: arguments, the run put together from the
+modules below it (inventory, playbook, expectations, runner, renderers), and exit codes, so
+no other module needs to know them all.
 
 Exit codes: 0 every host passes (warnings allowed); 1 a check failed; 2 bad input
 (inventory, playbook, options); 3 no failure, but a host was unreachable or errored, or
@@ -187,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "version, commit, each check, integrity findings, acceptance; every new "
                     "failure or error with its message. Exit 1 when anything got worse (a "
                     "gate: a host or check moved to fail or error, a new host not passing, "
-                    "acceptance down by more than 10%%), 0 otherwise, 2 on a file that is not "
+                    "acceptance down by more than 10%), 0 otherwise, 2 on a file that is not "
                     "results.",
         epilog="example: fleetcheck diff reports/before/results.json reports/after/results.json")
     diff.add_argument("old", help="results JSON of the earlier run (the baseline)")

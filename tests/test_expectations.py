@@ -292,15 +292,15 @@ def test_diff_reports_moves_onto_and_off_the_expected_build():
     assert result["worse"]
 
 
-def test_readme_canary_recipe_expects_two_builds():
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"),
-                  encoding="utf-8").read()
-    block = readme.split("# inventories/rollout.yaml\n", 1)[1].split("```", 1)[0]
+def test_documented_canary_recipe_expects_two_builds():
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "checks.md"),
+                encoding="utf-8").read()
+    block = page.split("<!-- example-file: rollout.yaml -->\n```yaml\n", 1)[1].split("```", 1)[0]
     import yaml
     hosts = parse_inventory(yaml.safe_load(block), "rollout.yaml")
     got = resolve(hosts, BuildExpectation(), CommandLine(same_build=True), "rollout.yaml")
-    assert len(hosts) == 64 and set(got) == {h.name for h in hosts}
-    canary = {name for name, e in got.items() if str(e.version.value) == "==" + DEV}
-    assert canary == {"gpu01.dc1", "gpu02.dc1"}
+    assert set(got) == {h.name for h in hosts} == {"gpu-healthy", "gpu-stale"}
+    canary = {name for name, e in got.items() if str(e.version.value) == "==0.33.0"}
+    assert canary == {"gpu-healthy"}
     assert {(str(e.version.value), e.commit.value) for e in got.values()} == {
-        ("==" + DEV, "3cfc8f8b7"), ("==0.33.0", "4ba787ec9")}
+        ("==0.33.0", "4ba787ec9"), ("==0.20.1", "132765e35")}

@@ -92,7 +92,7 @@ def test_a_bug_in_one_hosts_handling_is_that_hosts_internal_error(tmp_path, flee
 
 def test_a_bug_in_the_controllers_shared_analysis_is_an_internal_error_beside_verdicts(
         tmp_path, fleet):
-    """The controller's analysis of a lead's shipment raising is no longer silence: the
+    """The controller's analysis of a lead's shipment raising is never silence: the
     lead keeps the verdicts of its own analysis with the bug beside them (status error,
     exit 3), and the build's other host analyses its own files and says why."""
     env = str(tmp_path / "env")

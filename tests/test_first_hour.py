@@ -233,11 +233,11 @@ def test_run_help_has_exit_codes_and_examples_and_bad_numbers_say_why(installed,
     assert bad.returncode == 2
     assert "argument --timeout: 'abc' is not a number (seconds)" in bad.stderr
     assert "positive_float" not in bad.stderr
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "README.md")).read()
+    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "docs", "cli.md")).read()
     options = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", usage)) - {"--help"})
-    missing = [option for option in options if "`%s" % option not in readme]
-    assert missing == [], "options of run --help the README does not describe"
+    missing = [option for option in options if "`%s" % option not in page]
+    assert missing == [], "options of run --help docs/cli.md does not describe"
 
 
 def test_a_limit_matching_nothing_suggests_from_the_inventory(installed, tmp_path, boxes):
