@@ -14,6 +14,8 @@ from fleetcheck.input_error import InputError
 from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
 from fleetcheck.lab.synthetic import FIXED, write_install
 
+pytestmark = pytest.mark.unit
+
 
 def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fleetcheck", *args], capture_output=True,
@@ -30,6 +32,7 @@ DEMO_SAW = [
     "  gpu-down: unreachable (nothing listens on its port)"]
 
 
+@pytest.mark.sshd
 def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
     proc = fleetcheck("demo", cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr

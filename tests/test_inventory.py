@@ -15,6 +15,8 @@ from fleetcheck.inventory import JumpHop, apply_limit, load_inventory
 from fleetcheck.inventory.hostnames import expand_host_pattern
 from fleetcheck.smoke_settings import check_override
 
+pytestmark = pytest.mark.unit
+
 NESTED = {
     "all": {
         "vars": {"venv": "/root/ml-env", "ansible_user": "ops"},
@@ -50,6 +52,7 @@ def test_groups_vars_and_ranges(tmp_path):
     assert hosts["gpu01.dc1"].interpreter == "/opt/dc1-env/bin/python"
 
 
+@pytest.mark.ansible
 def test_matches_ansible_inventory(tmp_path):
     """ansible-inventory is the oracle for membership and merged vars."""
     path = write(tmp_path, NESTED)

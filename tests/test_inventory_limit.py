@@ -13,6 +13,8 @@ from fleetcheck.inventory.limit import split_host_pattern
 from fleetcheck.inventory import apply_limit, read_inventory
 from probe_helpers import ini_inventory
 
+pytestmark = pytest.mark.unit
+
 PATTERNS = [  # each shows one rule; every ansible-inventory call costs ~1 s of a CI core
     "dc1:dc2", "dc1,dc2", "all:!canary", "gpus:&canary", "dc1:!canary:&gpus", "!dc2", "&dc1",
     "~gpu0[13].*", "dc*", "*.dc1:!gpu05*", "node?", "ungrouped", "@retry",
@@ -27,6 +29,7 @@ def inventory(tmp_path_factory):
     return root, source
 
 
+@pytest.mark.ansible
 def test_limit_patterns_match_ansible(inventory, monkeypatch):
     root, source = inventory
     monkeypatch.chdir(root)  # @retry is relative, as on Ansible's command line

@@ -16,8 +16,12 @@ import urllib.request
 import drafter_trees
 import real_vllm
 from drafter_trees import ZLAB, variant
+import pytest
+
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+
+pytestmark = pytest.mark.unit
 
 DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
 TARGET = "org/tiny-target"
