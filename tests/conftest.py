@@ -1,6 +1,6 @@
-"""Fixtures: real vLLM wheels installed into cached venvs, real sshd hosts on loopback;
-and the lanes: which tests need nothing (the unit lane, `pytest -m unit`) and which need
-a service. (Running fleetcheck as a user does lives in fleet_helpers.py.)"""
+"""Fixtures: real vLLM wheels installed into cached venvs, real sshd hosts on loopback
+blocks of their own; and the lanes' hooks (lanes.py). (Running fleetcheck as a user does
+lives in fleet_helpers.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from fleet_helpers import ROOT, clean_env
 from fleetcheck.lab.wheels import real_install
 from fleetcheck.lab.testhosts import LoopbackFleet
+from lanes import (pytest_collection_modifyitems, pytest_runtest_logreport,  # noqa: F401
+                   pytest_sessionfinish, pytest_terminal_summary)
 from loopback_blocks import this_process
 
 # fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests
@@ -25,63 +27,6 @@ REAL_VERSIONS = ("0.20.1", "0.33.0")
 BLOCKS = this_process()
 # `fleetcheck demo`, started by tests in subprocesses, puts its hosts on this block
 os.environ["FLEETCHECK_LOOPBACK_BLOCK"] = str(BLOCKS.take())
-
-# What a test may need beyond this Python and its packages; a test in none of them is unit.
-NEEDS = ("sshd", "containers", "browser", "vllm_server", "downloads", "root", "ansible")
-# Fixtures that bring a need with them (directly or through the fixtures that use them).
-FIXTURE_NEEDS = {"fleet": "sshd", "fleet_factory": "sshd", "real_venvs": "downloads",
-                 "wheel": "downloads", "installed": "downloads", "browser": "browser"}
-SKIPPED: list[str] = []
-
-
-def needs_of(item: pytest.Item) -> dict[str, str]:
-    """Each need of the test, with what says so (a marker or a fixture)."""
-    found = {mark.name: "its marker" for mark in item.iter_markers() if mark.name in NEEDS}
-    for name in item.fixturenames:
-        if name in FIXTURE_NEEDS:
-            found.setdefault(FIXTURE_NEEDS[name], "fixture %s" % name)
-    return found
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Gives every test one lane: `unit` only when it (or its module) is marked unit and
-    neither its markers nor its fixtures need anything; `integration` otherwise, so a test
-    that says nothing about itself never lands in the fast lane. A module's unit mark is a
-    default its tests with needs override; a unit mark on the test itself beside a need is
-    a contradiction, refused. Needs found through fixtures become markers too (`-m sshd`)."""
-    lanes = {}
-    for item in items:
-        needs = needs_of(item)
-        if needs and any(mark.name == "unit" for mark in item.own_markers):
-            raise pytest.UsageError("%s is marked unit but needs %s" % (item.nodeid, ", ".join(
-                "%s (%s)" % pair for pair in sorted(needs.items()))))
-        declared = any(mark.name == "unit" for mark in item.iter_markers())
-        lanes[item] = (needs, "unit" if declared and not needs else "integration")
-    for item, (needs, lane) in lanes.items():
-        for node in item.listchain():
-            node.own_markers[:] = [mark for mark in node.own_markers if mark.name != "unit"]
-        item.add_marker(lane)
-        for need in needs:
-            item.add_marker(need)
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped:
-        SKIPPED.append(report.nodeid)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A skipped test is a failed run: every test runs where CI runs them, and a test
-    that cannot run on a contributor's machine says why by failing."""
-    if SKIPPED and exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if SKIPPED:
-        terminalreporter.write_line("%d test(s) skipped, which fails the run: %s" % (
-            len(SKIPPED), ", ".join(sorted(set(SKIPPED)))), red=True)
 
 
 @pytest.fixture(scope="session")
