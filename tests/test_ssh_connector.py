@@ -290,7 +290,8 @@ def test_a_refused_login_is_never_retried(tmp_path, loopback_address, client_key
     assert listener.accepted == 1
 
 
-def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(tmp_path, loopback_address, client_key):
+def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(
+        tmp_path, loopback_address, client_key):
     server = Server(login=True)
     listener = Listener(loopback_address, ssh_server(server))
     try:
