@@ -11,9 +11,8 @@ import subprocess
 import sys
 import zipfile
 
-import yaml
-
 import pytest
+import yaml
 
 from fleet_helpers import ROOT, clean_env, installed_fleetcheck as fleetcheck, ssh_hosts
 from probe_helpers import ENV, wait_listening

@@ -5,7 +5,6 @@ the inventory. (What a host is judged by is tests/test_check_plan.py's.)"""
 
 from __future__ import annotations
 
-
 import pytest
 
 from fleetcheck.connectors.base import TransportError

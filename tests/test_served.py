@@ -13,11 +13,11 @@ import shlex
 import time
 import urllib.request
 
+import pytest
+
 import drafter_trees
 import real_vllm
 from drafter_trees import ZLAB, variant
-import pytest
-
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 
