@@ -5,6 +5,7 @@ lives in fleet_helpers.py.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,17 @@ REAL_VERSIONS = ("0.20.1", "0.33.0")
 BLOCKS = this_process()
 # `fleetcheck demo`, started by tests in subprocesses, puts its hosts on this block
 os.environ["FLEETCHECK_LOOPBACK_BLOCK"] = str(BLOCKS.take())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
+    """As root, each xdist worker runs in a PID namespace of its own: a test that probes
+    this machine (connection: local, a box that sees the machine's processes) then finds
+    the servers its own worker started, never another worker's."""
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        for spec in specs:
+            if spec.popen and not spec.python:
+                spec.python = "unshare --pid --fork --mount-proc --kill-child " + sys.executable
 
 
 @pytest.fixture(scope="session")
