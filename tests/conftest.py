@@ -5,6 +5,7 @@ lives in fleet_helpers.py.)"""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,11 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
     if os.geteuid() == 0 and shutil.which("unshare"):
         for spec in specs:
             if spec.popen and not spec.python:
-                spec.python = "unshare --pid --fork --mount-proc --kill-child " + sys.executable
+                # sh is the namespace's init: it reaps the processes orphaned there, which
+                # the worker (its child) would otherwise keep as zombies
+                spec.python = shlex.join(["unshare", "--pid", "--fork", "--mount-proc",
+                                          "--kill-child", "/bin/sh", "-c", '"$@"; exit $?',
+                                          "worker-init", sys.executable])
 
 
 @pytest.fixture(scope="session")
