@@ -8,6 +8,7 @@ need_apt=()
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
 command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v ip >/dev/null || need_apt+=(iproute2)  # scripts/unit_lane.sh brings up loopback
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the report tests open reports in it
 command -v sudo >/dev/null || need_apt+=(sudo)  # the become tests run the probe through it
 command -v podman >/dev/null || need_apt+=(podman runc podman-docker)  # container tests

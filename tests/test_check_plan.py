@@ -18,6 +18,8 @@ from fleetcheck.smoke_settings import SmokeSettings
 from fleetcheck.wire_protocol import decode_answer
 from probe_helpers import facts_of, recorded
 
+pytestmark = pytest.mark.unit
+
 FIXES = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 INTEGRITY = ["install-record", "install-leftovers", "install-metadata", "install-import",
              "install-in-progress", "install-running"]

@@ -16,6 +16,8 @@ from fleetcheck.results import CheckResult, HostError, host_status
 
 from probe_helpers import facts_of, recorded
 
+pytestmark = pytest.mark.unit
+
 CHECKS = {c.id: c for c in load_playbook().checks}
 
 

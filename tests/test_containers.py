@@ -16,6 +16,8 @@ import pytest
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from install_builders import cached, uv_binary, wheel_path
 
+pytestmark = pytest.mark.containers
+
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
 RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
              "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000", "--rootfs"]

@@ -18,6 +18,8 @@ from fleetcheck.connectors import declarations
 from fleetcheck.inventory import load_inventory
 from fleetcheck.playbook import load_playbook
 
+pytestmark = pytest.mark.unit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -23,6 +23,8 @@ from fleetcheck.report.html import drift_groups
 from fleetcheck.results import HostResult, RunResult, host_status
 from probe_helpers import facts_of, recorded
 
+pytestmark = pytest.mark.unit
+
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
 

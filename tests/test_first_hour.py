@@ -24,13 +24,13 @@ HEALTHY_ENV = "/opt/ml-env-healthy"  # a second path on gpu02: its earlier, heal
 
 
 @pytest.fixture(scope="module")
-def boxes(tmp_path_factory):
+def boxes(tmp_path_factory, fleet_factory):
     """gpu01: 0.33.0 with the fixes; gpu02: 0.20.1 at ENV (and 0.33.0 at HEALTHY_ENV)."""
     tmp = tmp_path_factory.mktemp("first-hour")
     good, stale = str(tmp / "good"), str(tmp / "stale")
     write_install(good, "0.33.0", FIXED, commit="g4ba787ec9")
     write_install(stale, "0.20.1", UNFIXED, commit="g132765e35")
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=71)
+    fleet = fleet_factory(str(tmp / "fleet"))
     fleet.add("gpu01", mounts={ENV: good})
     fleet.add("gpu02", mounts={ENV: stale, HEALTHY_ENV: good})
     fleet.start()

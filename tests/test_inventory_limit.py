@@ -15,6 +15,7 @@ from fleetcheck.connectors import declarations
 from fleetcheck.inventory import apply_limit
 from probe_helpers import ini_inventory
 
+pytestmark = pytest.mark.unit
 
 def read_inventory(sources, **options):
     """The inventory with every connection's declared variables, as the CLI reads it."""
@@ -35,6 +36,7 @@ def inventory(tmp_path_factory):
     return root, source
 
 
+@pytest.mark.ansible
 def test_limit_patterns_match_ansible(inventory, monkeypatch):
     root, source = inventory
     monkeypatch.chdir(root)  # @retry is relative, as on Ansible's command line

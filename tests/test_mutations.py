@@ -16,6 +16,8 @@ from fleetcheck.lab.mutations import LAYER, RUNNER, V2, MutableRelease, corpus, 
 from fleetcheck.playbook import load_playbook
 from probe_helpers import findings
 
+pytestmark = pytest.mark.downloads
+
 CHECKS = {c.id: c for c in load_playbook().checks}
 BY_ID = {m.id: m for m in corpus()}
 

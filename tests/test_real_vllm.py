@@ -26,6 +26,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, STANDIN, wait_listening
 from fleetcheck.lab.testhosts import free_loopback_port
 
+pytestmark = pytest.mark.vllm_server
+
 LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)
 

@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
@@ -21,6 +20,8 @@ from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
 from probe_helpers import ENV
+
+pytestmark = pytest.mark.unit
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -34,6 +35,8 @@ def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Imported here: the tests that need no browser run where playwright is not installed."""
+    from playwright.sync_api import sync_playwright
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium",
                                               args=CHROMIUM_ARGS)

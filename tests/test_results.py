@@ -18,6 +18,8 @@ from fleetcheck.results import (NOT_RUN, SCHEMA_VERSION, CheckResult, Evidence, 
 from fleetcheck.status import Status
 from results_factory import make_run
 
+pytestmark = pytest.mark.unit
+
 
 def check(status: str, cid: str = "c") -> CheckResult:
     return CheckResult(id=cid, title=cid, status=status, message=status)

@@ -5,6 +5,7 @@ the inventory. (What a host is judged by is tests/test_check_plan.py's.)"""
 
 from __future__ import annotations
 
+import pytest
 
 from fleetcheck.connectors.base import TransportError
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings
@@ -14,6 +15,8 @@ from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, HostResult, RunResult
 from fleetcheck.runner import (RunOptions, assemble, failed_host, host_error, host_smoke,
                                smoke_planned)
+
+pytestmark = pytest.mark.unit
 
 FIXES = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 INTEGRITY = ["install-record", "install-leftovers", "install-metadata", "install-import",

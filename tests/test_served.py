@@ -13,11 +13,15 @@ import shlex
 import time
 import urllib.request
 
+import pytest
+
 import drafter_trees
 import real_vllm
 from drafter_trees import ZLAB, variant
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+
+pytestmark = pytest.mark.unit
 
 DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
 TARGET = "org/tiny-target"
