@@ -10,6 +10,8 @@ from fleetcheck.probe.dataflow_values import (EMPTY, NONINT, Deferred, Elem, Ids
                                               as_elements, carries_ids, flat, join, keyed,
                                               with_step)
 
+pytestmark = pytest.mark.unit
+
 STEP = ("vllm/a.py", 3, "read", "ids = cfg['target_layer_ids']")
 LATER = ("vllm/a.py", 4, "+1", "return [i + 1 for i in ids]")
 

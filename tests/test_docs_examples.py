@@ -25,11 +25,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
@@ -101,14 +104,15 @@ def test_pages_hold_runnable_examples() -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def demo_env(tmp_path_factory: pytest.TempPathFactory,
+             fleet_factory: Callable[[str], LoopbackFleet]) -> dict[str, str]:
     """The demo fleet, and a HOME whose ~/.ssh reaches it by the names the docs use."""
     assert not missing_requirements(), missing_requirements()
     tmp = tmp_path_factory.mktemp("docs-examples")
     healthy, stale = str(tmp / "healthy-env"), str(tmp / "stale-env")
     write_install(healthy, "0.33.0", FIXED, commit="g4ba787ec9")
     write_install(stale, "0.20.1", UNFIXED, commit="g132765e35")
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=140)
+    fleet = fleet_factory(str(tmp / "fleet"))
     good = fleet.add("gpu-healthy", mounts={VENV: healthy})
     bad = fleet.add("gpu-stale", mounts={VENV: stale})
     fleet.start()

@@ -8,6 +8,10 @@ from __future__ import annotations
 import ast
 import os
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = {"pass", "fail", "warn", "error", "skip", "unreachable"}
 ALLOWED = ("fleetcheck/status.py", "fleetcheck/probe/")
