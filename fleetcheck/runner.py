@@ -94,6 +94,9 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
             shared = None  # asking needs stdin kept open for the controller's reply
         with connector.open(host, deadline, cancel) as session:
             targets = connector.targets(host, session, deadline, cancel)
+            if not targets:  # a connector (a third party's) that found nothing to probe
+                raise TransportError("container", "the %s connection found nothing to "
+                                     "probe on this host" % host.connection)
             return [probe_target(host, target, playbook, signatures, options, smoke,
                                  deadline, cancel, shared) for target in targets]
     except TransportError as exc:

@@ -58,6 +58,8 @@ def boolean(value: Any) -> bool:
     """Ansible's boolean(): true/yes/on/1/t/y (any case), bools and 0/1."""
     if isinstance(value, bool):
         return value
+    if not isinstance(value, (str, int, float)):  # a list or mapping is no boolean
+        raise ValueError("must be a boolean (true/false, yes/no), got %r" % (value,))
     normalized = value.strip().lower() if isinstance(value, str) else value
     if normalized in BOOLEANS_TRUE or normalized in (1, 1.0):
         return True
@@ -113,6 +115,19 @@ class Variable:
     not_typos: tuple[str, ...] = ()
     refused: str | None = None
     fills: str | None = None
+
+    def __post_init__(self) -> None:
+        """A connector's declaration is code another package may write: a plain string
+        for names (a missing comma) would declare each letter, so it is refused here."""
+        if not isinstance(self.setting, str) or not self.setting:
+            raise TypeError("Variable: setting must be a non-empty string, got %r"
+                            % (self.setting,))
+        if not isinstance(self.names, tuple) or not self.names or not all(
+                isinstance(n, str) and n for n in self.names):
+            raise TypeError("Variable %r: names must be a non-empty tuple of names, got %r"
+                            % (self.setting, self.names))
+        if not callable(self.check):
+            raise TypeError("Variable %r: check must be callable" % self.setting)
 
 
 @dataclass(frozen=True)

@@ -126,3 +126,21 @@ def test_a_recorded_fleetcheck_bug_keeps_the_host_in_error_through_the_fleet_che
     run = add_fleet_checks(run, without_integrity())
     assert [h.status for h in run.hosts] == ["pass", "error"]
     assert run.exit_code() == 3
+
+
+def test_a_bug_computing_the_warnings_costs_only_the_warnings(monkeypatch):
+    """The run's end computes its warnings once; a fleetcheck bug there (forced here, as
+    no real input shows one) leaves every host's results and says what broke."""
+    import fleetcheck.checks.plan as plan
+    from fleetcheck.results import CheckResult, HostResult, RunResult
+
+    def broken(hosts):
+        raise KeyError("expected")
+    monkeypatch.setattr(plan, "expectation_warnings", broken)
+    host = HostResult(name="gpu1", address="gpu1", groups=[], status="pass",
+                      checks=[CheckResult("c", "c", "pass", "ok")])
+    run = RunResult(started_at="t", inventory="i", playbook="p", hosts=[host], complete=True)
+    done = plan.finish_run(run, load_playbook())
+    assert [h.name for h in done.hosts] == ["gpu1"] and done.hosts[0].status == "pass"
+    (warning,) = done.warnings
+    assert "KeyError" in warning and "computing the run's warnings" in warning

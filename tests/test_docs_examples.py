@@ -201,3 +201,13 @@ def test_the_performance_page_shows_results_md_under_its_title() -> None:
     assert sections and all("\n### %s\n" % title in shown for title in sections)
     assert re.findall(r"^# .+$", shown, re.M) == ["# Performance"]
     assert "<!-- include:" not in shown
+
+
+def test_the_architecture_page_has_one_row_per_module_and_no_other():
+    """docs/architecture.md's module table is the package: a module without a row, or a
+    row without a module, fails."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(fleetcheck/[^`]+\.py)` \|", text, re.M)
+    assert len(rows) == len(set(rows)), "a module has two rows"
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "fleetcheck").rglob("*.py")}
+    assert sorted(modules - set(rows)) == [] and sorted(set(rows) - modules) == []

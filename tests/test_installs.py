@@ -194,6 +194,11 @@ def test_uv_leftovers_cost_what_record_names_not_what_the_disk_holds(tmp_path, r
     assert left == {"tmp_count": 2, "tmp_dirs": UV_TMP_AT_DEPTH,
                     "dirs_listed": len(package_dirs)}
     assert len(listed) == len(package_dirs)
+    # a legacy data_files row names an absolute path: outside the install, never listed
+    listed.clear()
+    outside = rows + [("/usr/local/share/x/file", None, None, None)]
+    assert integrity.uv_leftovers(site, outside)["dirs_listed"] == len(package_dirs)
+    assert not [p for p in listed if p.startswith("/usr/local/share")]
 
 
 def test_server_of_another_install_fails_and_discovery_checks_the_servers_own(

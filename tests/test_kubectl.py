@@ -90,7 +90,9 @@ def test_an_inventory_for_ansibles_kubectl_connection_checks_the_pods(tmp_path, 
                          "hosts": {
                              # no container named: the pod's vLLM one, not its first (proxy)
                              "web-0": {},
-                             "solo": {"ansible_kubectl_pod": "solo-7f9c"},
+                             "solo": {"ansible_kubectl_pod": "solo-7f9c",
+                                      "ansible_kubectl_local_env_vars": {
+                                          "AWS_PROFILE": "eks-reader"}},
                              "pinned": {"ansible_kubectl_pod": "web-0",
                                         "ansible_kubectl_container": "vllm",
                                         "ansible_kubectl_namespace": "ml",
@@ -98,8 +100,13 @@ def test_an_inventory_for_ansibles_kubectl_connection_checks_the_pods(tmp_path, 
                              "prod-box": {"ansible_host": "gpu-pod",
                                           "ansible_kubectl_context": "prod",
                                           "ansible_kubectl_namespace": "serving"}}}}
-    run = run_fleetcheck(tmp_path, inventory, env=dict(env, KUBECTL_STANDIN_LOG=str(log)))
+    seen = tmp_path / "kubectl-env.log"
+    run = run_fleetcheck(tmp_path, inventory, env=dict(env, KUBECTL_STANDIN_LOG=str(log),
+                                                       KUBECTL_STANDIN_ENV_LOG=str(seen)))
     assert [h["name"] for h in run.results["hosts"]] == ["web-0", "solo", "pinned", "prod-box"]
+    # ansible_kubectl_local_env_vars reach kubectl's environment, never a command line
+    assert set(seen.read_text().split()) == {"eks-reader"}
+    assert "eks-reader" not in log.read_text()
     for name in ("web-0", "solo", "pinned", "prod-box"):
         assert_official_image_install(run, name)
     assert run.code == 0, run.stdout[-2000:]
@@ -131,7 +138,8 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
              "sidecars-0": {}, "twins-0": {},
              "no-kubectl": {"ansible_kubectl_pod": "web-0",
                             "kubectl_command": "/nonexistent/kubectl"},
-             "engine-container": {"ansible_kubectl_pod": "web-0", "container": "vllm"}}
+             "engine-container": {"ansible_kubectl_pod": "web-0", "container": "vllm"},
+             "token-0": {"ansible_kubectl_pod": "web-0", "ansible_kubectl_token": "abc"}}
     run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "kubectl"},
                                             "hosts": hosts}}, env=env)
     assert run.code == 3, run.stdout[-2000:]
@@ -150,6 +158,10 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
     assert "containers a, b run vLLM servers; set ansible_kubectl_container" in said["twins-0"]
     assert "/nonexistent/kubectl not found on this machine" in said["no-kubectl"]
     assert "in a pod, set ansible_kubectl_container" in said["engine-container"]
+    assert said["token-0"] == ("host token-0: ansible_kubectl_token / ansible_kubectl_api_key "
+                               "is not supported: it would put a credential on kubectl's "
+                               "command line, where any user of this machine sees it in `ps`: "
+                               "put it in a kubeconfig (ansible_kubectl_kubeconfig) instead")
     for name in hosts:
         assert name in run.html and name in run.stdout
 
@@ -201,15 +213,19 @@ def load(path: str):
      "field 'ansible_kubectl_pdo': unknown variable: did you mean ansible_kubectl_pod?"),
     ({"ansible_kubectl_namepsace": "ml"}, "did you mean ansible_kubectl_namespace?"),
     ({"ansbile_kubectl_container": "vllm"}, "did you mean ansible_kubectl_container?"),
-    ({"ansible_kubectl_token": "abc"}, "field 'ansible_kubectl_token': is not supported: it "
-                                       "would put a credential on kubectl's command line"),
-    ({"ansible_kubectl_password": "abc"}, "put it in a kubeconfig"),
+    ({"ansible_kubectl_pod": "--kubeconfig=/etc/x"}, "must not start with '-'"),
+    ({"ansible_kubectl_container": "-c"}, "kubectl would read it as an option"),
+    ({"ansible_kubectl_extra_args": "-v 2 --token=abc"}, "--token would put a credential on"),
+    ({"ansible_kubectl_verify_ssl": ["yes"]}, "must be a boolean"),
+    ({"ansible_become": {"yes": 1}}, "must be a boolean"),
     ({"ansible_kubectl_kubeconfig": {"apiVersion": "v1"}}, "inline kubeconfig mapping"),
     ({"ansible_kubectl_extra_args": "--token 'unbalanced"}, "No closing quotation"),
     ({"ansible_kubectl_verify_ssl": "maybe"}, "must be a boolean"),
     ({"ansible_kubectl_local_env_vars": {"A B": "1"}}, "environment variable names"),
     ({"ansible_connection": "kubectll"}, "must be one of kubectl, local, ssh, got 'kubectll'"),
     ({"kubectl_comand": "/usr/bin/kubectl"}, "did you mean kubectl_command?"),
+    ({"kubectl_pod": "web-0"}, "did you mean ansible_kubectl_pod?"),
+    ({"kubectl_namespace": "ml"}, "did you mean ansible_kubectl_namespace?"),
 ])
 def test_declared_kubectl_variables_are_checked_naming_file_host_and_field(tmp_path, variables,
                                                                            said):
@@ -219,6 +235,15 @@ def test_declared_kubectl_variables_are_checked_naming_file_host_and_field(tmp_p
     assert str(raised.value).startswith("%s: host 'web-0': field '%s'" % (
         path, next(iter(variables)))), raised.value
     assert said in str(raised.value)
+
+
+def test_kubectl_credentials_set_for_ansible_do_not_stop_other_hosts(tmp_path):
+    """An inventory that gives every host Ansible's kubectl token still loads: only a
+    kubectl host would use it, and that host is refused when it is checked."""
+    path = write(tmp_path, {"all": {"vars": {"ansible_kubectl_token": "abc"},
+                                    "hosts": {"box1": {"ansible_host": "10.0.0.1"}}}})
+    (host,) = load(path)
+    assert host.connection == "ssh" and host.destination == "10.0.0.1"
 
 
 def test_kubectl_settings_are_read_with_ansibles_names_and_precedence(tmp_path):
@@ -236,6 +261,12 @@ def test_kubectl_settings_are_read_with_ansibles_names_and_precedence(tmp_path):
                              "kubectl_extra_args": ["--request-timeout", "5s", "-v", "2"],
                              "kubectl_validate_certs": False,
                              "kubectl_local_env_vars": {"HTTPS_PROXY": "http://p:3128"}}
+    # the environment variables are the child's environment, not words of its command line
+    from fleetcheck.connectors.base import Deadline
+    from fleetcheck.connectors.kubectl import KubectlSession
+    session = KubectlSession(host, "/usr/bin/kubectl", Deadline(5))
+    assert "p:3128" not in session.exec_line("vllm", "true")
+    assert session.local.env["HTTPS_PROXY"] == "http://p:3128"
 
 
 def test_the_packaged_kubectl_example_loads():

@@ -96,3 +96,30 @@ def test_smoke_follows_the_flags_and_the_inventory(tmp_path):
     assert smoke_planned(plain, PLAYBOOK, options(tmp_path, smoke=True)) is True
     bad = Host(name="b", address="b", smoke={"requests": "many"})
     assert smoke_planned(bad, PLAYBOOK, options(tmp_path, smoke=True)) is False
+
+
+def test_a_connector_that_finds_nothing_to_probe_leaves_the_host_an_error(tmp_path):
+    """A third party's connector whose targets() is empty: the host is still in the
+    results, with every check not run and an error saying so, never dropped."""
+    from fleetcheck.connectors import Registry
+    from fleetcheck.connectors.base import Connector, Session
+    from fleetcheck.runner import check_host
+
+    class Nothing(Connector):
+        connection = "local"
+
+        def open(self, host, deadline, cancel=None):
+            return Session()
+
+        def targets(self, host, session, deadline, cancel=None):
+            return []
+
+    class OnlyNothing(Registry):
+        def for_host(self, host):
+            return Nothing()
+
+    host = Host(name="empty-box", address="empty-box", connection="local")
+    (got,) = check_host(host, PLAYBOOK, [], options(tmp_path), registry=OnlyNothing(None))
+    assert (got.name, got.status, got.error.kind) == ("empty-box", "error", "container")
+    assert "found nothing to probe" in got.error.message
+    assert {c.id for c in got.checks} >= set(FIXES)

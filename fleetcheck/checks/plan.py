@@ -160,7 +160,11 @@ def finish_run(run: RunResult, playbook: Playbook,
     the run's warnings, computed once from its final results and stored with them."""
     if run.complete:
         run = add_fleet_checks(run, playbook, drafters)
-    return replace(run, warnings=expectation_warnings(run.hosts))
+    try:
+        warnings = tuple(expectation_warnings(run.hosts))
+    except Exception as exc:  # a bug here costs the warnings, never the run's results
+        warnings = (internal_error(exc, "computing the run's warnings").message,)
+    return replace(run, warnings=warnings)
 
 
 def add_fleet_checks(run: RunResult, playbook: Playbook,

@@ -36,9 +36,12 @@ WRAPPERS = ("fleetcheck.connectors.container",)
 @lru_cache(maxsize=1)
 def registered() -> dict[str, EntryPoint]:
     """Each connection's entry point, by name; nothing is imported."""
-    found = {ep.name: ep for ep in entry_points(group=GROUP)}
-    for name, value in BUILT_INS.items():
-        found.setdefault(name, EntryPoint(name, value, GROUP))
+    found = {name: EntryPoint(name, value, GROUP) for name, value in BUILT_INS.items()}
+    for ep in entry_points(group=GROUP):
+        # fleetcheck's own entries are the built-ins; another package's, of any name, win
+        # whatever order the distributions come in on sys.path
+        if getattr(ep.dist, "name", None) != "fleetcheck":
+            found[ep.name] = ep
     return dict(sorted(found.items()))
 
 

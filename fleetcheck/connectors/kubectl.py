@@ -33,6 +33,7 @@ from fleetcheck.variables import Variable, boolean, path, string_mapping, text
 SECRET_ON_COMMAND_LINE = ("would put a credential on kubectl's command line, where any user "
                           "of this machine sees it in `ps`: put it in a kubeconfig "
                           "(ansible_kubectl_kubeconfig) instead")
+CREDENTIAL_FLAGS = ("--token", "--password", "--username")
 # each process's command line, one a line (arguments NUL-separated): cheap in any image
 PROCESS_LISTING = 'for f in /proc/[0-9]*/cmdline; do cat "$f"; echo; done 2>/dev/null'
 
@@ -46,16 +47,30 @@ def kubeconfig(value: Any) -> str:
 
 def argument_list(value: Any) -> list[str]:
     """Extra kubectl arguments, split as a shell splits them (Ansible splits on spaces;
-    the two agree wherever no argument holds a quoted space)."""
-    return shlex.split(text(value))
+    the two agree wherever no argument holds a quoted space). A credential among them is
+    refused, as the variables for one are."""
+    args = shlex.split(text(value))
+    for arg in args:
+        if arg.split("=", 1)[0] in CREDENTIAL_FLAGS:
+            raise ValueError("%s %s" % (arg.split("=", 1)[0], SECRET_ON_COMMAND_LINE))
+    return args
+
+
+def kube_name(value: Any) -> str:
+    """A pod, container, namespace or context: never one kubectl would take for a flag."""
+    value = text(value)
+    if value.startswith("-"):
+        raise ValueError("must not start with '-' (kubectl would read it as an option), "
+                         "got %r" % value)
+    return value
 
 
 # Ansible's kubernetes.core.kubectl options, by the variable names it reads
 VARIABLES = (
-    Variable("kubectl_pod", ("ansible_kubectl_pod",)),
-    Variable("kubectl_container", ("ansible_kubectl_container",)),
-    Variable("kubectl_namespace", ("ansible_kubectl_namespace",)),
-    Variable("kubectl_context", ("ansible_kubectl_context",)),
+    Variable("kubectl_pod", ("ansible_kubectl_pod",), kube_name),
+    Variable("kubectl_container", ("ansible_kubectl_container",), kube_name),
+    Variable("kubectl_namespace", ("ansible_kubectl_namespace",), kube_name),
+    Variable("kubectl_context", ("ansible_kubectl_context",), kube_name),
     Variable("kubectl_kubeconfig", ("ansible_kubectl_kubeconfig", "ansible_kubectl_config"),
              kubeconfig),
     Variable("kubectl_extra_args", ("ansible_kubectl_extra_args",), argument_list),
@@ -67,15 +82,18 @@ VARIABLES = (
     Variable("kubectl_validate_certs", ("ansible_kubectl_verify_ssl",
                                         "ansible_kubectl_validate_certs"), boolean),
     Variable("kubectl_local_env_vars", ("ansible_kubectl_local_env_vars",), string_mapping),
-    Variable("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user"),
-             refused="is not supported: basic auth " + SECRET_ON_COMMAND_LINE),
-    Variable("kubectl_password", ("ansible_kubectl_password",),
-             refused="is not supported: it " + SECRET_ON_COMMAND_LINE),
-    Variable("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key"),
-             refused="is not supported: it " + SECRET_ON_COMMAND_LINE),
+    # read, so an inventory that sets them for Ansible still loads, but refused on each
+    # kubectl host that would use them (open, below): other hosts never look at them
+    Variable("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user")),
+    Variable("kubectl_password", ("ansible_kubectl_password",)),
+    Variable("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key")),
     # fleetcheck's own: the kubectl to run, when not the one on PATH
     Variable("kubectl_command", ("kubectl_command",), path),
 )
+CREDENTIAL_SETTINGS = (
+    ("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user")),
+    ("kubectl_password", ("ansible_kubectl_password",)),
+    ("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key")))
 # setting -> kubectl's global flag, in Ansible's order
 FLAGS = (("kubectl_namespace", "-n"), ("kubectl_kubeconfig", "--kubeconfig"),
          ("kubectl_context", "--context"), ("kubectl_server", "--server"),
@@ -103,7 +121,9 @@ class KubectlSession(Session):
         self.pod: str = self.settings.get("kubectl_pod") or host.address or host.name
         self.container: str | None = self.settings.get("kubectl_container")
         self.kubectl = kubectl
-        self.local = LocalSession(deadline)
+        # ansible_kubectl_local_env_vars reach kubectl through its environment, never its
+        # command line (they often hold cloud credentials for an exec auth plugin)
+        self.local = LocalSession(deadline, self.settings.get("kubectl_local_env_vars"))
 
     def where(self) -> str:
         parts = ["pod %s" % self.pod]
@@ -116,9 +136,7 @@ class KubectlSession(Session):
 
     def kubectl_line(self, *args: str) -> str:
         """The shell line running kubectl with its global arguments and then args."""
-        env = ["%s=%s" % item for item in self.settings.get("kubectl_local_env_vars", {}).items()]
-        argv = (["env", "--"] + env if env else []) + [self.kubectl] + \
-            global_arguments(self.settings) + list(args)
+        argv = [self.kubectl] + global_arguments(self.settings) + list(args)
         return "exec " + " ".join(shlex.quote(arg) for arg in argv)
 
     def exec_line(self, container: str | None, command: str) -> str:
@@ -196,6 +214,15 @@ class KubectlConnector(Connector):
             raise TransportError("container", "host %s: `container` names a container of an "
                                  "engine on a box; in a pod, set ansible_kubectl_container"
                                  % host.name)
+        for setting, names in CREDENTIAL_SETTINGS:
+            if host.settings.get(setting):
+                raise TransportError("container", "host %s: %s is not supported: it %s" % (
+                    host.name, " / ".join(names), SECRET_ON_COMMAND_LINE))
+        pod = host.settings.get("kubectl_pod") or host.address or host.name
+        if pod.startswith("-"):
+            raise TransportError("container", "host %s: pod %r starts with '-', which "
+                                 "kubectl would read as an option: set ansible_kubectl_pod"
+                                 % (host.name, pod))
         command = host.settings.get("kubectl_command") or "kubectl"
         kubectl = shutil.which(os.path.expanduser(command))
         if kubectl is None:

@@ -88,8 +88,11 @@ class PipeStreams:
 class LocalSession(Session):
     """Each run is one /bin/sh child of the controller, under the host's deadline."""
 
-    def __init__(self, deadline: Deadline):
+    def __init__(self, deadline: Deadline, env: dict[str, str] | None = None):
+        """env: variables added to the children's environment (never to their command
+        lines, where any user of this machine reads them in `ps`)."""
         self.deadline = deadline
+        self.env = dict(os.environ, **env) if env else None
         self.procs: list[subprocess.Popen] = []
 
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
@@ -98,7 +101,7 @@ class LocalSession(Session):
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+                                    start_new_session=True, env=self.env)
         except OSError as exc:  # no /bin/sh, out of processes or descriptors
             raise TransportError("probe", "cannot start /bin/sh on this machine: %s"
                                  % (exc.strerror or exc))

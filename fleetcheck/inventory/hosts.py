@@ -199,6 +199,9 @@ class VariableTable:
             if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith("ansible_docker_"):
                 return None
             return self.closest_ansible_name(lowered)
+        if lowered.partition("_")[0] in self.connections and \
+                "ansible_" + lowered in self.ansible_names:
+            return "ansible_" + lowered  # `kubectl_pod`: Ansible's name lacks its prefix
         if lowered in self.not_typos:
             return None
         for target, variable in self.typo_targets:
@@ -241,8 +244,8 @@ class VariableTable:
                              "decrypt it: set this variable in clear text")
         try:
             value = variable.check(value)
-        except ValueError as exc:
-            raise InputError(source, where, name, str(exc))
+        except (ValueError, TypeError) as exc:  # TypeError: a check handed a shape it
+            raise InputError(source, where, name, str(exc))  # never expected (a list)
         if variable.setting == "connection" and value not in self.connections:
             raise InputError(source, where, name, "must be one of %s, got %r" % (
                 ", ".join(self.connections), value))

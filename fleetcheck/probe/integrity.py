@@ -275,7 +275,8 @@ def uv_leftovers(site, rows):
     for rel, _, _, _ in rows:
         parent = rel.rpartition("/")[0]
         parts = parent.split("/")
-        if parent and parts[-1] != "__pycache__" and ".." not in parts:
+        if parent and parts[-1] != "__pycache__" and ".." not in parts and \
+                not parent.startswith("/"):  # a legacy data_files row: outside the install
             parents.add(parent)
     found = []
     listed = 0

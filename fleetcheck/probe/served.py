@@ -389,7 +389,7 @@ def served(plan):
         entry.update(server_settings(parsed, index))
         if config_error:
             entry["errors"].append(config_error)
-        elif parsed is not argv:
+        elif parsed != argv:  # the file's arguments were pulled in
             from_file(entry, server_settings(argv, index), argv[argv.index("--config") + 1])
         env, error = environ_of(pid)
         entry["env"] = env
