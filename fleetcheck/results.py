@@ -97,6 +97,8 @@ class HostResult:
     internal_errors: list[HostError] = field(default_factory=list)
     # what each running server serves (checks/served.py summaries); None: not looked at
     served: list[dict[str, Any]] | None = None
+    # the container the probe ran in (engine, id, names); None: on the host itself
+    container: dict[str, str] | None = None
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -200,7 +202,8 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "smoke": host.smoke, "analysis": host.analysis,
             "internal_errors": [{"kind": e.kind, "message": e.message}
                                 for e in host.internal_errors],
-            **({"served": host.served} if host.served is not None else {})}
+            **({"served": host.served} if host.served is not None else {}),
+            **({"container": host.container} if host.container is not None else {})}
 
 
 class ResultsWriter:
@@ -255,7 +258,7 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       checks=[_check_from(c) for c in data.get("checks", [])],
                       smoke=data.get("smoke"), analysis=data.get("analysis"),
                       internal_errors=[HostError(**e) for e in data.get("internal_errors", [])],
-                      served=data.get("served"))
+                      served=data.get("served"), container=data.get("container"))
 
 
 class ResultsFileError(ValueError):

@@ -9,52 +9,18 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 
 import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
-from install_builders import cached, uv_binary, wheel_path
-
-SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
-RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
-             "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000", "--rootfs"]
-ROOTFS = "/:O"  # the rootfs takes the image's place: after every option
-
-
-def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
-                          check=check, timeout=300)
-
-
-def system_site_by_uv(env: dict) -> str:
-    """dist-packages as the official image makes it, built once inside a container."""
-    wheel = wheel_path("vllm-0.33.0-", "vllm==0.33.0")
-    uv = uv_binary()
-
-    def build(target: str) -> None:
-        for sub in ("dist-packages", "bin"):
-            os.makedirs(os.path.join(target, sub))
-        podman(env, "run", "--rm", *RUN_FLAGS, *mounts(target, ""),
-               "-v", "%s:/wheels/%s:ro" % (wheel, os.path.basename(wheel)),
-               ROOTFS, uv, "pip", "install", "-q", "--offline", "--system", "--break-system-packages",
-               "--no-deps", "--python", "/usr/bin/python3", "/wheels/" + os.path.basename(wheel))
-    return cached("container-system-vllm-0.33.0", build)
-
-
-def mounts(install: str, mode: str = ":ro") -> list[str]:
-    """The install's site and its console scripts (RECORD's ../../../bin/vllm)."""
-    return ["-v", "%s/dist-packages:%s%s" % (install, SYSTEM_SITE, mode),
-            "-v", "%s/bin:/usr/local/bin%s" % (install, mode)]
+from podman_installs import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
+                            private_storage, release_storage, system_site_by_uv)
 
 
 @pytest.fixture(scope="module")
 def boxes(tmp_path_factory):
     work = tmp_path_factory.mktemp("containers")
-    conf = work / "storage.conf"
-    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
-                    % (work / "graph", work / "run"))
-    env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(conf))
+    env, conf = private_storage(work)
     site = system_site_by_uv(env)
     server = work / "bin" / "vllm"
     server.parent.mkdir()
@@ -71,29 +37,6 @@ def boxes(tmp_path_factory):
     finally:
         podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", "stopped", check=False)
         release_storage(work / "graph")
-
-
-def release_storage(graph) -> None:
-    """Podman's overlay driver leaves its graph dir bind-mounted on itself: unmount it so
-    the test's directory can be removed."""
-    overlay = os.path.join(str(graph), "overlay")
-    if os.path.ismount(overlay):
-        subprocess.run(["umount", overlay], check=False)
-
-
-def assert_official_image_install(run, name: str) -> None:
-    host = run.host(name)
-    assert host["error"] is None, host["error"]
-    info = host["vllm"]
-    assert info["version"] == "0.33.0" and info["commit"] == "4ba787ec9", info
-    assert info["site_packages"] == SYSTEM_SITE
-    assert info["found_by"].startswith("running server pid "), info
-    for check_id in ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop",
-                     "install-record", "install-leftovers", "install-metadata",
-                     "install-in-progress"):
-        assert run.check(name, check_id)["status"] == "pass", run.check(name, check_id)
-    running = run.check(name, "install-running")
-    assert running["status"] == "pass" and running["details"]["servers"][0]["port"] == 8000
 
 
 def test_named_and_auto_containers_locally(tmp_path, boxes):
@@ -128,9 +71,9 @@ def test_named_and_auto_containers_over_ssh(tmp_path, fleet, boxes):
 def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxes):
     _, env, _ = boxes
     marker = tmp_path / "pwned"
-    hosts = {"no-such": {"container": "nope; touch %s" % marker},
+    hosts = {"no-such": {"container": "nope; touch pwned"},  # run from tmp_path
              "stopped": {"container": "stopped"},
-             "no-engine": {"container": "vllm"}}
+             "no-daemon": {"container": "vllm", "container_engine": "docker"}}
     hosts["no-such"]["container_engine"] = "podman"
     hosts["stopped"]["container_engine"] = "podman"
     inventory = {"all": {"vars": {"connection": "local"}, "hosts": hosts}}
@@ -143,8 +86,8 @@ def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxe
     assert "no such container" in errors["no-such"]["message"]
     assert "stopped" in errors["stopped"]["message"]
     assert "state improper" in errors["stopped"]["message"]
-    # the first engine found is /usr/local/bin/docker, a Docker client with no daemon here
-    assert "Cannot connect to the Docker daemon" in errors["no-engine"]["message"]
+    # /usr/local/bin/docker, pinned: a Docker client with no daemon here
+    assert "Cannot connect to the Docker daemon" in errors["no-daemon"]["message"]
     assert run.code == 3
 
     # no engine on the box at all; and `auto` on a box whose store has no vLLM container

@@ -37,7 +37,8 @@ OWN_NAMES = {
     "expect_version": "expect_version", "expect_commit": "expect_commit",
     "expect_drafter": "expect_drafter",
     "container": "container", "container_engine": "container_engine",
-    "container_user": "container_user",
+    "container_user": "container_user", "containerd_namespace": "containerd_namespace",
+    "containerd_address": "containerd_address",
 }
 ANSIBLE_NAMES = {
     "ansible_host": "address", "ansible_ssh_host": "address",
@@ -55,7 +56,8 @@ VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
 # Names too generic to guess typos of (`env`, `users`, `ports` are other playbooks' vars);
 # the rest are fleetcheck's own words.
 TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
-                "container", "container_engine", "container_user", "python", "connection",
+                "container", "container_engine", "container_user", "containerd_namespace",
+                "containerd_address", "python", "connection",
                 "expect_version", "expect_commit", "expect_drafter")
 # Other playbooks' words a typo target is one letter from: never a typo of fleetcheck's
 NOT_TYPOS = frozenset({"containers", "connections", "pythons", "venvs"})
@@ -82,7 +84,8 @@ OTHER_ANSIBLE_NAMES = frozenset({
 })
 OWN_PREFIX = "fleetcheck_"
 PATH_FIELDS = {"key", "python", "venv", "site_packages"}
-CONTAINER_ENGINES = {"docker", "podman"}
+CONTAINER_FIELDS = {"container", "container_engine", "containerd_namespace",
+                    "containerd_address"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
 BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
@@ -114,9 +117,11 @@ class Host:
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     expect_drafter: str | None = None  # REPO[@REV], checked by drafter_expectations.py
     groups: list[str] = field(default_factory=list)
-    container: str | None = None  # a container name on the box, or "auto"
-    container_engine: str | None = None  # docker | podman; None: the first found on the box
+    container: str | None = None  # a name or id on the box, [NAMESPACE/]POD/CONTAINER, "auto"
+    container_engine: str | None = None  # docker | podman | nerdctl | ctr; None: any present
     container_user: str | None = None
+    containerd_namespace: str | None = None  # None: k8s.io, then default
+    containerd_address: str | None = None  # None: ctr's default socket, then k3s's
 
     @property
     def destination(self) -> str:
@@ -181,9 +186,11 @@ def check_var(source: str, where: str, name: str, value: Any,
         if value not in connection_names():
             raise InputError(source, where, name, "must be one of %s, got %r" % (
                 ", ".join(connection_names()), value))
-    if canonical == "container_engine" and value not in CONTAINER_ENGINES:
-        raise InputError(source, where, name, "must be one of %s, got %r" % (
-            ", ".join(sorted(CONTAINER_ENGINES)), value))
+    if canonical in CONTAINER_FIELDS:
+        from fleetcheck.connectors.container import container_var_problem
+        problem = container_var_problem(canonical, value)
+        if problem:
+            raise InputError(source, where, name, problem)
     if canonical == "vllm_url":
         problem = url_problem(value)
         if problem:
