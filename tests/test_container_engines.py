@@ -61,7 +61,9 @@ def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, pod
     docker = subprocess.run(["docker", "version"], capture_output=True, text=True)
     assert shutil.which("docker") == "/usr/local/bin/docker"  # before podman in sshd's PATH
     assert "Cannot connect to the Docker daemon" in docker.stderr
-    box = fleet.add("podman-box", own_pids=False,
+    no_containerd = tmp_path / "no-containerd"  # whatever this machine runs there
+    no_containerd.mkdir()
+    box = fleet.add("podman-box", own_pids=False, mounts={"/run/containerd": str(no_containerd)},
                     sshd_options={"SetEnv": "CONTAINERS_STORAGE_CONF=%s" % conf})
     fleet.start()
     (entry,) = ssh_hosts(fleet, [box]).values()
