@@ -160,6 +160,7 @@ def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, fleet, node):
         "pinned": dict(on_k3s, container="vllm-0/vllm", container_engine="ctr",
                        containerd_address="/run/k3s/containerd/containerd.sock",
                        containerd_namespace="k8s.io"),
+        "as-nobody": dict(on_node, container="vllm-0/vllm", container_user="65534"),
         "no-such-pod": dict(on_node, container="serving/vllm-9/vllm")}},
         "direct": {"hosts": {
             "system-install": {"connection": "local",
@@ -176,7 +177,7 @@ def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, fleet, node):
     assert set(system.values()) == {"pass"}, system
     assert old["dflash-layer-offset"] == "fail" and old != system, old
     for name in ("node/serving/vllm-0/vllm", "node/plain-vllm", "by-pod", "by-id", "k3s",
-                 "pinned"):
+                 "pinned", "as-nobody"):
         assert run.host(name)["error"] is None, (name, run.host(name)["error"])
         assert verdicts(run, name) == system, name
         assert run.host(name)["vllm"]["site_packages"] == SYSTEM_SITE
@@ -186,6 +187,10 @@ def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, fleet, node):
         assert run.host(name)["vllm"]["version"] == "0.20.1"
         assert run.host(name)["vllm"]["found_by"].startswith("running server pid "), name
 
+    # one build seen in several containers: the probe's question and the controller's
+    # answer cross `ctr tasks exec` mid-run
+    assert any(str(run.host(n)["analysis"]).startswith("fix analysis shared with ")
+               for n in ("by-pod", "by-id", "k3s", "pinned")), run.results
     assert run.host("node/serving/vllm-0/vllm")["container"] == {
         "engine": "ctr", "id": "vllm-0-main", "containerd_address":
         "/run/containerd/containerd.sock", "containerd_namespace": "k8s.io",

@@ -477,7 +477,10 @@ def containerd_container(where: list[str], info: str) -> tuple[Placement, str] |
         return None
     kube = None
     if labels.get(POD_NAME) and labels.get(POD_CONTAINER):
-        kube = KubeName(str(labels[POD_NAME]), str(labels[POD_CONTAINER]),
-                        str(labels[POD_NAMESPACE]) if labels.get(POD_NAMESPACE) else None)
+        names = [labels.get(POD_NAMESPACE), labels[POD_NAME], labels[POD_CONTAINER]]
+        try:  # labels are the box's words: reported only when they are Kubernetes names
+            kube = kube_name("/".join(str(n) for n in names if n))
+        except ValueError:
+            kube = None
     return (Placement("ctr", cid, address=address, namespace=namespace, kube=kube),
             " ".join(str(a) for a in args))
