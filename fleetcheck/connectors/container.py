@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shlex
 import threading
 from dataclasses import dataclass
@@ -75,9 +76,9 @@ run_docker() {
 run_ctr() {
   using ctr "$3" "$1" "$2"
   if [ -n "$user" ]; then
-    exec ctr -a "$1" -n "$2" tasks exec --exec-id "fleetcheck-$$" --user "$user" "$3" sh -c "$inside"
+    exec ctr -a "$1" -n "$2" tasks exec --exec-id "$exec_id" --user "$user" "$3" sh -c "$inside"
   fi
-  exec ctr -a "$1" -n "$2" tasks exec --exec-id "fleetcheck-$$" "$3" sh -c "$inside"
+  exec ctr -a "$1" -n "$2" tasks exec --exec-id "$exec_id" "$3" sh -c "$inside"
 }
 ask_docker() {
   has "$1" || return 0
@@ -287,7 +288,9 @@ class ContainerSession(Session):
 
     def command(self, command: str) -> str:
         inside = "printf %s >&2; %s" % (shlex.quote(INSIDE.decode()[:-1] + "\\n"), command)
-        prelude = FUNCTIONS + assign(inside=inside, user=self.host.container_user or "")
+        # an exec id unique in the container whoever else execs into it at the same time
+        prelude = FUNCTIONS + assign(inside=inside, user=self.host.container_user or "",
+                                     exec_id="fleetcheck-" + secrets.token_hex(8))
         if self.placed is not None:
             if self.placed.engine == "ctr":
                 return prelude + call("run_ctr", self.placed.address or "",
