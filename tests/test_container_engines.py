@@ -18,7 +18,7 @@ import yaml
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.hosts import load_inventory
-from fleetcheck.lab.containerd import PrivateContainerd
+from fleetcheck.lab.containerd import PrivateContainerd, missing_requirements
 from fleetcheck.lab.wheels import real_install
 from podman_installs import (ROOTFS, RUN_FLAGS, SYSTEM_SITE, assert_official_image_install,
                              mounts, podman, private_storage, release_storage,
@@ -99,6 +99,7 @@ def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, pod
 def node(tmp_path_factory):
     """A containerd holding two pods' containers (and their sandboxes) in k8s.io, and an
     unlabelled vLLM container in namespace default."""
+    assert not missing_requirements(), missing_requirements()  # scripts/setup.sh installs them
     work = tmp_path_factory.mktemp("engines-node")
     site = system_site_by_uv(private_storage(work)[0])
     venv = real_install("0.20.1")

@@ -19,6 +19,8 @@ import shutil
 import subprocess
 import time
 
+from fleetcheck.lab.testhosts import log_tail
+
 CONTAINERD = shutil.which("containerd") or "/usr/bin/containerd"
 SOCKET = "/run/containerd/containerd.sock"  # as the daemon and its clients see it
 PATH_IN_CONTAINERS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -137,12 +139,7 @@ class PrivateContainerd:
             SANDBOX_KIND: "sandbox"})
 
     def log(self) -> str:
-        try:
-            with open(os.path.join(self.workdir, "containerd.log"), encoding="utf-8",
-                      errors="replace") as handle:
-                return handle.read()[-2000:]
-        except OSError:
-            return ""
+        return log_tail(os.path.join(self.workdir, "containerd.log"))
 
     def stop(self) -> None:
         """SIGKILL to unshare: --kill-child ends containerd, PID 1 of its namespace, and
