@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -93,6 +94,26 @@ def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, pod
     assert "podman: " in nowhere and "no such container" in nowhere
     assert "ctr: no containerd socket at /run/containerd/containerd.sock" in nowhere
     assert run.code == 3
+
+
+def test_a_wedged_docker_daemon_is_skipped_within_its_share_of_the_deadline(
+        tmp_path, podman_store):
+    """A Docker socket that accepts and never answers: docker is given a quarter of the
+    host's deadline (3 s of 12) to say whether it holds the container, then Podman is
+    asked and runs the probe."""
+    env, _ = podman_store
+    wedged = socket.socket(socket.AF_UNIX)
+    wedged.bind(str(tmp_path / "docker.sock"))
+    wedged.listen(8)
+    try:
+        inventory = {"all": {"hosts": {"here": {"connection": "local", "container": "vllm",
+                                                "timeout": 12}}}}
+        run = run_fleetcheck(tmp_path, inventory, env=dict(
+            env, DOCKER_HOST="unix://%s" % (tmp_path / "docker.sock")))
+    finally:
+        wedged.close()
+    assert_official_image_install(run, "here")
+    assert run.host("here")["container"]["engine"] == "podman"
 
 
 @pytest.fixture(scope="module")

@@ -65,6 +65,13 @@ has() {
   command -v "$1" >/dev/null 2>&1 && return 0
   [ -z "$pinned" ] || said "$1" "not found on the box (PATH=$PATH)"; return 1
 }
+bounded() {
+  if command -v timeout >/dev/null 2>&1; then timeout "$bound" "$@"; else "$@"; fi
+}
+asked() {
+  if [ "$2" = 124 ]; then said "$1" "did not answer within $bound s${3:+ ($3)}"
+  else said "$1" "$3"; fi
+}
 socket_up() {
   [ -S "$1" ] && return 0; said ctr "no containerd socket at $1"; return 1
 }
@@ -82,10 +89,9 @@ run_ctr() {
 }
 ask_docker() {
   has "$1" || return 0
-  if out=$("$1" container inspect --format '{{.Id}}' "$want" 2>&1); then
+  out=$(bounded "$1" container inspect --format '{{.Id}}' "$want" 2>&1) &&
     run_docker "$1" "${out%%"$nl"*}"
-  fi
-  said "$1" "$out"
+  asked "$1" $? "$out"
 }
 running() {
   printf '%s\n' "$2" | awk -v id="$1" '$1 == id && $3 == "RUNNING" {f = 1} END {exit !f}'
@@ -95,38 +101,39 @@ ask_ctr() {
   socket_up "$sock" || return 0
   for ns in "$@"; do
     if [ -n "$filter" ]; then
-      ids=$(ctr -a "$sock" -n "$ns" containers ls -q "$filter" 2>&1) || { said ctr "$ids"; return 0; }
+      ids=$(bounded ctr -a "$sock" -n "$ns" containers ls -q "$filter" 2>&1) ||
+        { asked ctr $? "$ids"; return 0; }
       [ -n "$ids" ] || continue
-      tasks=$(ctr -a "$sock" -n "$ns" tasks ls 2>&1) || { said ctr "$tasks"; return 0; }
+      tasks=$(bounded ctr -a "$sock" -n "$ns" tasks ls 2>&1) || { asked ctr $? "$tasks"; return 0; }
       live=''
       for i in $ids; do if running "$i" "$tasks"; then live="$live $i"; fi; done
       set -- $live
       if [ $# -gt 1 ]; then printf 'fleetcheck-ambiguous %s%s\n' "$ns" "$live" >&2; exit 125; fi
       if [ $# -eq 1 ]; then run_ctr "$sock" "$ns" "$1"; fi
       run_ctr "$sock" "$ns" "${ids%%"$nl"*}"
-    elif out=$(ctr -a "$sock" -n "$ns" containers info "$want" 2>&1 >/dev/null); then
+    elif out=$(bounded ctr -a "$sock" -n "$ns" containers info "$want" 2>&1 >/dev/null); then
       run_ctr "$sock" "$ns" "$want"
     else
-      said ctr "$out"
+      asked ctr $? "$out"
     fi
   done
   [ -z "$filter" ] || said ctr "no container of $wanted in namespaces $* at $sock"
 }
 list_docker() {
   has "$1" || return 0
-  if out=$("$1" ps --no-trunc --format '{{.ID}}\t{{.Names}}\t{{.Command}}' 2>&1); then
+  if out=$(bounded "$1" ps --no-trunc --format '{{.ID}}\t{{.Names}}\t{{.Command}}' 2>&1); then
     printf 'fleetcheck-engine %s\n%s\n' "$1" "$out"
   else
-    said "$1" "$out"
+    asked "$1" $? "$out"
   fi
 }
 list_ctr() {
   sock=$1; shift
   socket_up "$sock" || return 0
   for ns in "$@"; do
-    tasks=$(ctr -a "$sock" -n "$ns" tasks ls 2>&1) || { said ctr "$tasks"; return 0; }
+    tasks=$(bounded ctr -a "$sock" -n "$ns" tasks ls 2>&1) || { asked ctr $? "$tasks"; return 0; }
     for i in $(printf '%s\n' "$tasks" | awk 'NR > 1 && $3 == "RUNNING" {print $1}'); do
-      if info=$(ctr -a "$sock" -n "$ns" containers info "$i" 2>&1); then
+      if info=$(bounded ctr -a "$sock" -n "$ns" containers info "$i" 2>&1); then
         printf 'fleetcheck-ctr\t%s\t%s\t%s\n%s\n' "$sock" "$ns" "$i" "$info"
       fi
     done
@@ -241,6 +248,13 @@ def call(*words: str) -> str:
     return " ".join(shlex.quote(w) for w in words) + "\n"
 
 
+def engine_bound(deadline: Deadline) -> str:
+    """Seconds one engine may take to say whether it holds the container (where the box
+    has `timeout`): a wedged daemon is skipped, and the host's deadline is left for the
+    engines after it and for the probe."""
+    return "%d" % max(2, min(15, deadline.left() / 4))
+
+
 def engines_of(host: Any) -> tuple[str, ...]:
     return (host.container_engine,) if host.container_engine else ENGINES
 
@@ -290,7 +304,8 @@ class ContainerSession(Session):
         inside = "printf %s >&2; %s" % (shlex.quote(INSIDE.decode()[:-1] + "\\n"), command)
         # an exec id unique in the container whoever else execs into it at the same time
         prelude = FUNCTIONS + assign(inside=inside, user=self.host.container_user or "",
-                                     exec_id="fleetcheck-" + secrets.token_hex(8))
+                                     exec_id="fleetcheck-" + secrets.token_hex(8),
+                                     bound=engine_bound(self.deadline))
         if self.placed is not None:
             if self.placed.engine == "ctr":
                 return prelude + call("run_ctr", self.placed.address or "",
@@ -393,14 +408,15 @@ class ContainerConnector(Connector):
             return [Target(host.name, ContainerSession(session, host, deadline))]
         return [Target("%s/%s" % (host.name, label),
                        ContainerSession(session, host, deadline, placed))
-                for label, placed in self.vllm_containers(host, session, cancel)]
+                for label, placed in self.vllm_containers(host, session, deadline, cancel)]
 
-    def vllm_containers(self, host: Any, session: Session,
+    def vllm_containers(self, host: Any, session: Session, deadline: Deadline,
                         cancel: threading.Event | None) -> list[tuple[str, Placement]]:
         """The running containers of every engine present whose command is a vLLM server,
         each with the name it is reported by (unique on the box)."""
         engines = engines_of(host)
-        listing = FUNCTIONS + "exec 2>&1\n" + assign(pinned="1" if host.container_engine else "")
+        listing = FUNCTIONS + "exec 2>&1\n" + assign(
+            pinned="1" if host.container_engine else "", bound=engine_bound(deadline))
         listing += "".join(call("list_docker", e) for e in engines if e in DOCKER_LIKE)
         if "ctr" in engines:
             listing += "if has ctr; then\n%sfi\n" % containerd_calls(host, "list_ctr")
