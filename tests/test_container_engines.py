@@ -96,6 +96,22 @@ def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, pod
     assert run.code == 3
 
 
+def test_podman_dockers_docker_and_podman_are_one_engine(tmp_path, podman_store):
+    """podman-docker's `docker` is a script running podman after a notice on stderr: the
+    container is found by the first (docker) and listed by both, probed once."""
+    env, _ = podman_store
+    assert "exec /usr/bin/podman" in open("/usr/bin/docker").read()
+    inventory = {"all": {"vars": {"connection": "local"}, "hosts": {
+        "named": {"container": "vllm"}, "box": {"container": "auto"}}}}
+    run = run_fleetcheck(tmp_path, inventory, env=dict(env, PATH="/usr/bin:/bin:/usr/sbin"))
+    assert [h["name"] for h in run.results["hosts"]] == ["named", "box/vllm"], run.stdout
+    vllm_id = podman(env, "container", "inspect", "--format", "{{.Id}}", "vllm").stdout.strip()
+    for name in ("named", "box/vllm"):
+        assert_official_image_install(run, name)
+        assert run.host(name)["container"] == {"engine": "docker", "id": vllm_id,
+                                               "name": "vllm"}
+
+
 def test_a_wedged_docker_daemon_is_skipped_within_its_share_of_the_deadline(
         tmp_path, podman_store):
     """A Docker socket that accepts and never answers: docker is given a quarter of the

@@ -50,7 +50,7 @@ DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 CONTAINERD_NAME = re.compile(r"[A-Za-z0-9]+([._-][A-Za-z0-9]+)*")
 
 # The engine-finding functions every script starts with. Inventory values reach them only
-# as shell variables assigned with shlex.quote (see script()). Their stderr protocol:
+# as shell variables assigned with shlex.quote (assign(), call()). Their stderr protocol:
 # `fleetcheck-said ENGINE` / its words / `fleetcheck-said-end` for an engine that does not
 # hold the container; `fleetcheck-using<TAB>ENGINE<TAB>ID[<TAB>SOCKET<TAB>NAMESPACE]` just
 # before the engine runs the command; `fleetcheck-ambiguous NAMESPACE ID...`.
@@ -76,7 +76,7 @@ socket_up() {
   [ -S "$1" ] && return 0; said ctr "no containerd socket at $1"; return 1
 }
 run_docker() {
-  using "$1" "$2"
+  using "$1" "$3"
   if [ -n "$user" ]; then exec "$1" exec -i -u "$user" "$2" sh -c "$inside"; fi
   exec "$1" exec -i "$2" sh -c "$inside"
 }
@@ -90,7 +90,7 @@ run_ctr() {
 ask_docker() {
   has "$1" || return 0
   out=$(bounded "$1" container inspect --format '{{.Id}}' "$want" 2>&1) &&
-    run_docker "$1" "${out%%"$nl"*}"
+    run_docker "$1" "$want" "${out##*"$nl"}"
   asked "$1" $? "$out"
 }
 running() {
@@ -310,7 +310,8 @@ class ContainerSession(Session):
             if self.placed.engine == "ctr":
                 return prelude + call("run_ctr", self.placed.address or "",
                                       self.placed.namespace or "", self.placed.id)
-            return prelude + call("run_docker", self.placed.engine, self.placed.id)
+            return prelude + call("run_docker", self.placed.engine, self.placed.id,
+                                  self.placed.id)
         kube = kube_name(self.spec)
         engines = engines_of(self.host)
         script = prelude + assign(
