@@ -22,8 +22,9 @@ sys.path.insert(0, HERE)
 import yaml  # noqa: E402
 
 from fleetcheck.lab.wheels import real_install  # noqa: E402
-from results_file import write_section  # noqa: E402
+from results_file import provenance, write_section  # noqa: E402
 from fleetcheck.cli import Checkpoints  # noqa: E402
+from fleetcheck.connectors import declarations  # noqa: E402
 from fleetcheck.inventory import load_inventory  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.results import ResultsWriter  # noqa: E402
@@ -50,7 +51,7 @@ def start_fleet(count: int, workdir: str) -> tuple[LoopbackFleet, str]:
 
 
 def measure(fleet: LoopbackFleet, inventory: str, parallel: int) -> dict:
-    hosts = load_inventory(inventory)
+    hosts = load_inventory(inventory, declarations=declarations())
     playbook = load_playbook(None)
     options = RunOptions(settings=SshSettings(known_hosts=KnownHosts(fleet.known_hosts)),
                          parallel=parallel, timeout=120.0, smoke=False)
@@ -78,10 +79,9 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=16)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    lines = ["## Results checkpoints", "",
-             "`python3 benchmarks/checkpoint_cost.py --hosts %s --parallel %d --write`: the run "
-             "in one process with the CLI's checkpoint writer (after every host while that costs "
-             "<= 5%% of the controller's CPU)." % (" ".join(map(str, args.hosts)), args.parallel),
+    lines = ["## Results checkpoints", ""] + provenance() + [
+             "", "The run in one process with the CLI's checkpoint writer (after every host while "
+             "that costs <= 5% of the controller's CPU).",
              "", "| hosts | checkpoints | their CPU ms | controller CPU s | share | wall s |",
              "|---|---|---|---|---|---|"]
     for count in args.hosts:

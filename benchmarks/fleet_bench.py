@@ -53,7 +53,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shlex
 import statistics
 import resource
@@ -62,7 +61,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -71,7 +69,7 @@ sys.path.insert(0, HERE)
 
 import probe_cost  # noqa: E402
 from fleetcheck.lab.wheels import CACHE, real_install  # noqa: E402
-from results_file import write_section  # noqa: E402
+from results_file import provenance, write_section  # noqa: E402
 from fleetcheck.lab.testhosts import LoopbackFleet  # noqa: E402
 
 ENV = "/opt/ml-env"
@@ -651,12 +649,7 @@ def main() -> None:
                      % (hosts, flood[0]["rss_mb"], flood[0]["wall"], flood[0]["ok"]))
     print("\n".join(lines))
     if args.write:
-        header = ["## fleetcheck against the tools people would use instead", "",
-                  "Machine: %s, %d cores, Python %s, %s. Date: %s." % (
-                      platform.processor() or platform.machine(), os.cpu_count(),
-                      platform.python_version(), platform.platform(),
-                      datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
-                  "Command: `python3 benchmarks/fleet_bench.py %s`" % " ".join(sys.argv[1:]),
+        header = ["## fleetcheck against the tools people would use instead", ""] + provenance() + [
                   "Hosts' root shell start-up: %s." % (
                       "this machine's ~/.bashrc (pyenv init: ~0.13 s CPU per SSH session, "
                       "for every tool)" if args.machine_bashrc else
@@ -708,9 +701,10 @@ def main() -> None:
         if args.equal_work:
             return
         rounds = max(3, args.rounds)
-        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
-                                "Command: `python3 benchmarks/probe_cost.py --rounds %d` "
-                                "(also run by the command above)" % rounds, ""]
+        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", ""]
+                      + provenance() + ["", "The probe's part of the command above is "
+                                        "`python3 benchmarks/probe_cost.py --rounds %d --write`."
+                                        % rounds, ""]
                       + probe_cost.measure(rounds))
 
 

@@ -34,7 +34,7 @@ from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
 from fleetcheck.wire_protocol import host_plan, probe_command, probe_payload  # noqa: E402
 from fleetcheck.shared_analysis import analyse_shipment  # noqa: E402
-from results_file import write_section  # noqa: E402
+from results_file import provenance, write_section  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -121,9 +121,8 @@ def main() -> None:
     lines = measure(args.rounds)
     print("\n".join(lines))
     if args.write:
-        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", "",
-                                "Command: `python3 benchmarks/probe_cost.py --rounds %d`"
-                                % args.rounds, ""] + lines)
+        write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", ""]
+                      + provenance() + [""] + lines)
 
 
 def measure(rounds: int) -> list[str]:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -28,7 +26,7 @@ from fleetcheck.checks.fixes import judge_fix  # noqa: E402
 from fleetcheck.lab.local_probe import probe_tree  # noqa: E402
 from fleetcheck.lab.mutations import MutableRelease, Mutation, corpus, vacuous  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
-from results_file import write_section  # noqa: E402
+from results_file import provenance, write_section  # noqa: E402
 
 
 def judge_all(mutations: list[Mutation]) -> list[tuple[Mutation, str, str, bool]]:
@@ -100,11 +98,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.write:
         write_section("mutations", [
-            "## Fix verdicts on rewritten real sources", "",
-            "Machine: %s, Python %s. Date: %s." % (
-                platform.machine(), platform.python_version(),
-                datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
-            "Command: `python3 benchmarks/verdict_mutations.py --write`", ""] + lines)
+            "## Fix verdicts on rewritten real sources", ""] + provenance() + [""] + lines)
     sys.exit(1 if misses else 0)
 
 

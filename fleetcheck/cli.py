@@ -1,4 +1,6 @@
-"""Command line: argument parsing and exit codes only.
+"""The command line, and the composition root: arguments, the run put together from the
+modules below it (inventory, playbook, expectations, runner, renderers), and exit codes, so
+no other module needs to know them all.
 
 Exit codes: 0 every host passes (warnings allowed); 1 a check failed; 2 bad input
 (inventory, playbook, options); 3 no failure, but a host was unreachable or errored, or
@@ -13,7 +15,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
@@ -187,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "version, commit, each check, integrity findings, acceptance; every new "
                     "failure or error with its message. Exit 1 when anything got worse (a "
                     "gate: a host or check moved to fail or error, a new host not passing, "
-                    "acceptance down by more than 10%%), 0 otherwise, 2 on a file that is not "
+                    "acceptance down by more than 10%), 0 otherwise, 2 on a file that is not "
                     "results.",
         epilog="example: fleetcheck diff reports/before/results.json reports/after/results.json")
     diff.add_argument("old", help="results JSON of the earlier run (the baseline)")
@@ -353,7 +355,9 @@ def command_run(args: argparse.Namespace) -> int:
     if not sources:
         raise InputError("fleetcheck run", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
-    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override})
+    from fleetcheck.connectors import declarations
+    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override},
+                               declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
     playbook = tuned_playbook(args)
@@ -484,7 +488,11 @@ def load_results(paths: list[str]) -> RunResult:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             detail = "field %s missing" % exc if isinstance(exc, KeyError) else str(exc)
             raise InputError(path, None, None, "not a fleetcheck results file (%s)" % detail)
-    return runs[0] if len(runs) == 1 else merge_runs(runs, paths)
+    if len(runs) == 1:
+        return runs[0]
+    from fleetcheck.checks.build import expectation_warnings
+    merged = merge_runs(runs, paths)
+    return replace(merged, warnings=expectation_warnings(merged.hosts))  # every file's hosts
 
 
 def command_report(args: argparse.Namespace) -> int:

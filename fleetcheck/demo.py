@@ -23,6 +23,7 @@ import yaml
 
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
+from fleetcheck.status import Status
 
 DEMO_VENV = "/opt/fleetcheck-demo-env"
 REPORT_DIR = os.path.join("reports", "demo")
@@ -37,16 +38,18 @@ class DemoInstall(NamedTuple):
 
 class Expected(NamedTuple):
     """What a demo host must come out as: the demo checks fleetcheck, not only shows it."""
-    status: str
-    fixes: str | None  # the status of every fix check; None: the host has no checks
+    status: Status
+    fixes: Status | None  # the status of every fix check; None: the host has no checks
     why: str
 
 
 INSTALLS = {"gpu-healthy": DemoInstall("0.33.0", FIXED, "g4ba787ec9"),
             "gpu-stale": DemoInstall("0.20.1", UNFIXED, "g132765e35")}
-EXPECTED = {"gpu-healthy": Expected("pass", "pass", "its vLLM 0.33.0 has the three fixes"),
-            "gpu-stale": Expected("fail", "fail", "its vLLM 0.20.1 lacks the three fixes"),
-            "gpu-down": Expected("unreachable", None, "nothing listens on its port")}
+EXPECTED = {"gpu-healthy": Expected(Status.PASS, Status.PASS,
+                                   "its vLLM 0.33.0 has the three fixes"),
+            "gpu-stale": Expected(Status.FAIL, Status.FAIL,
+                                  "its vLLM 0.20.1 lacks the three fixes"),
+            "gpu-down": Expected(Status.UNREACHABLE, None, "nothing listens on its port")}
 EXPECTED_RUN_CODE = 1  # `fleetcheck run`'s: a check failed (on gpu-stale)
 
 

@@ -16,12 +16,9 @@ from fleetcheck.input_error import InputError
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
-    from fleetcheck.results import CheckResult, HostResult
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-CHECK_ID = "build-expected"
-TITLE = "Expected build (version, commit, same build)"
 MIN_COMMIT_DIGITS = 7
 HEX = re.compile(r"^[0-9a-f]+$")
 PLAYBOOK_KEYS = ("version", "commit", "same_build")
@@ -57,15 +54,6 @@ class BuildExpectation:
 
     def is_set(self) -> bool:
         return bool(self.version or self.commit or (self.same_build and self.same_build.value))
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in PLAYBOOK_KEYS:
-            item = getattr(self, name)
-            if item is not None:
-                out[name] = {"value": item.value if name == "same_build" else str(item.value),
-                             "source": item.source}
-        return out
 
 
 def parse_specifier(text: Any, source: str, where: str | None, field: str) -> VersionSpec:
@@ -234,48 +222,7 @@ def commit_matches(prefix: str, found: str) -> tuple[bool, str | None]:
     return False, None
 
 
-# Reading expectations back from results: the words for what a host was expected to run
-# (terminal, HTML, diff) and the expectations no host matched (the summary's warnings).
-
-def expected_label(check: CheckResult) -> str:
-    """What a host was expected to run, in the words of its build-expected check."""
-    expected = check.details.get("expected") or {}
-    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
-             if name in expected]
-    if (expected.get("same_build") or {}).get("value"):
-        parts.append("same build as its group")
-    return ", ".join(parts)
-
-
 def names(hosts: list[str], shown: int = 10) -> str:
     """A list of host names that stays readable at fleet scale."""
     more = len(hosts) - shown
     return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
-
-
-def expectation_warnings(hosts: list[HostResult]) -> list[str]:
-    """An expected version or commit that no host it applies to holds: most often a typo
-    or a build not rolled out yet. Only hosts that were checked count."""
-    applies: dict[tuple[str, str, str], list[str]] = {}
-    matched: set[tuple[str, str, str]] = set()
-    for host in hosts:
-        if host.error is not None:
-            continue
-        for check in host.checks:
-            if check.id != CHECK_ID or "expected" not in check.details:
-                continue
-            for name in ("version", "commit"):
-                item = check.details["expected"].get(name)
-                if item is None or check.details.get(name + "_ok") is None:
-                    continue
-                key = (name, item["value"], item["source"])
-                applies.setdefault(key, []).append(host.name)
-                if check.details[name + "_ok"]:
-                    matched.add(key)
-    out = []
-    for key, hosts in applies.items():
-        if key not in matched:
-            name, value, source = key
-            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
-                       "to: %s" % (name, value, source, len(hosts), names(hosts, 5)))
-    return out

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
-from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
 from fleetcheck.checks.served import served_summary
@@ -147,7 +147,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
     served = None
     try:
         if answer.unreachable is not None:
-            raise TransportError("unreachable", answer.unreachable)
+            raise TransportError(ErrorKind.UNREACHABLE, answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
                               host, plan.required_facts())
         inject("judge", host.name)  # the test-only fault hook, as in `run`
@@ -176,11 +176,9 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     hosts = [Host(name=a.name, address=a.name) for a in collected]
     expected = resolve(hosts, playbook.expect, cli, "facts")
     drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, "facts")
-    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
-                    playbook=playbook.source, fleetcheck_version=__version__)
     plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
-    run.hosts = [judge_answer(answer, plan, expected) for answer in collected]
-    run.complete = True
-    run.finished_at = now_iso()
-    add_fleet_checks(run, playbook, drafters)
-    return run
+    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
+                    playbook=playbook.source, fleetcheck_version=__version__,
+                    hosts=[judge_answer(answer, plan, expected) for answer in collected],
+                    complete=True, finished_at=now_iso())
+    return finish_run(run, playbook, drafters)

@@ -19,6 +19,7 @@ from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
 from fleetcheck.text import is_number
+from fleetcheck.status import Status
 
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
@@ -26,14 +27,14 @@ FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
                 "value-source": {"files", "call", "argument", "sources"}}
 OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"}}
 KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")
-OUTCOME_STATUSES = {"pass", "warn", "fail"}
+OUTCOME_STATUSES = {Status.PASS, Status.WARN, Status.FAIL}
 CHECK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str
+    status: Status
     message: str
     when: tuple[str, ...] = ()
     unless: tuple[str, ...] = ()
@@ -220,11 +221,11 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
         for key in item:
             if key not in {"when", "unless", "status", "message", "evidence"}:
                 raise InputError(source, owhere, str(key), "unknown key")
-        if item.get("status") not in OUTCOME_STATUSES:
+        if not isinstance(item.get("status"), str) or item["status"] not in OUTCOME_STATUSES:
             raise InputError(source, owhere, "status", "must be pass, warn or fail")
         if not isinstance(item.get("message"), str):
             raise InputError(source, owhere, "message", "must be a string")
-        outcome = Outcome(status=item["status"], message=item["message"].strip(),
+        outcome = Outcome(status=Status(item["status"]), message=item["message"].strip(),
                           when=_str_list(source, owhere, "when", item.get("when")),
                           unless=_str_list(source, owhere, "unless", item.get("unless")),
                           evidence=_str_list(source, owhere, "evidence", item.get("evidence")))

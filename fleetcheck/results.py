@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from fleetcheck.atomic_file import write_atomically
-from fleetcheck.expectations import expectation_warnings
-from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, worst
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.build_details import BuildDetails
+from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES, READY, ErrorKind, Status, worst
 
 SCHEMA_VERSION = 1
 
@@ -23,7 +24,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     file: str | None
     line: int | None
@@ -46,27 +47,40 @@ class Evidence:
 NOT_RUN = "not_run"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
+    """A verdict. Like every result it is a value, never changed once made (the results
+    writer reuses a result's encoded JSON while it is the same object): a changed verdict
+    is a new one (dataclasses.replace). `details` are build-expected's typed details, or
+    for the other checks the JSON object they record."""
+
     id: str
     title: str
-    status: str
+    status: Status
     message: str
-    evidence: list[Evidence] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    evidence: Sequence[Evidence] = ()
+    details: dict[str, Any] | BuildDetails = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "evidence", tuple(self.evidence))
 
     @property
     def not_run(self) -> bool:
-        return bool(self.details.get(NOT_RUN))
+        return isinstance(self.details, dict) and bool(self.details.get(NOT_RUN))
+
+    def details_dict(self) -> dict[str, Any]:
+        """The details as the results file holds them."""
+        return self.details.as_dict() if isinstance(self.details, BuildDetails) else self.details
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostError:
     kind: str
     message: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class VllmInfo:
     version: str | None = None
     metadata_version: str | None = None
@@ -80,25 +94,30 @@ class VllmInfo:
     other_installs: list[dict[str, Any]] | None = None  # more vllm installs seen, not checked
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostResult:
     name: str
     address: str
-    groups: list[str]
-    status: str
+    groups: Sequence[str]
+    status: Status
     error: HostError | None = None
     duration_s: float = 0.0
     vllm: VllmInfo | None = None
-    checks: list[CheckResult] = field(default_factory=list)
+    checks: Sequence[CheckResult] = ()
     smoke: dict[str, Any] | None = None
     analysis: str | None = None  # how the fix analysis was obtained, when shared or not
     # fleetcheck's own bugs that did not stop this host's checks (the shared analysis
     # failing on the controller): the host is judged, and its status is at least error
-    internal_errors: list[HostError] = field(default_factory=list)
+    internal_errors: Sequence[HostError] = ()
     # what each running server serves (checks/served.py summaries); None: not looked at
     served: list[dict[str, Any]] | None = None
     # the container the probe ran in (engine, id, names); None: on the host itself
     container: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        for name in ("groups", "checks", "internal_errors"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def build_key(self) -> tuple[str | None, str | None, str | None]:
         """The build the host runs: version, commit, RECORD sha256 (None where unknown)."""
@@ -108,35 +127,44 @@ class HostResult:
         return (info.version, info.commit, info.record_sha256)
 
 
-def status_with(host: HostResult, checks: list[CheckResult]) -> str:
+def status_with(host: HostResult, checks: Sequence[CheckResult]) -> Status:
     """The host's status once its checks change (a fleet check added or settled): its
     error and its recorded fleetcheck bugs still count."""
     return host_status(checks, host.error, host.internal_errors)
 
 
-def host_status(checks: list[CheckResult], error: HostError | None,
-                internal_errors: list[HostError] | None = None) -> str:
+def host_status(checks: Sequence[CheckResult], error: HostError | None,
+                internal_errors: Sequence[HostError] | None = None) -> Status:
     """The host's worst check; `error` when it has none, or when fleetcheck itself failed
     beside its checks (a bug is never a pass)."""
     if error is not None:
-        return "unreachable" if error.kind == "unreachable" else "error"
+        return Status.UNREACHABLE if error.kind == ErrorKind.UNREACHABLE else Status.ERROR
     if not checks:
-        return "error"
-    return worst([c.status for c in checks] + (["error"] if internal_errors else []))
+        return Status.ERROR
+    return worst([c.status for c in checks] + ([Status.ERROR] if internal_errors else []))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
+    """A run, or the run so far (a checkpoint): a value like its hosts."""
+
     started_at: str
     inventory: str
     playbook: str
     finished_at: str | None = None
     complete: bool = False
-    hosts: list[HostResult] = field(default_factory=list)
+    hosts: Sequence[HostResult] = ()
     fleetcheck_version: str = ""
     schema_version: int = SCHEMA_VERSION
-    not_finished: list[str] = field(default_factory=list)
+    not_finished: Sequence[str] = ()
     duration_s: float = 0.0
+    # what the whole run tells apart from any host (an expected build no host holds):
+    # computed once, when the run ends (checks.plan.finish_run), and read back from its file
+    warnings: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("hosts", "not_finished", "warnings"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def check_titles(self) -> dict[str, str]:
         """Every check id of the run with its title, in the order hosts first name them:
@@ -160,13 +188,13 @@ class RunResult:
         return {"hosts": len(self.hosts), "by_status": counts, "checks": check_counts,
                 "ready": self.complete and bool(self.hosts) and
                 all(host.status in READY for host in self.hosts),
-                "warnings": expectation_warnings(self.hosts)}
+                "warnings": list(self.warnings)}
 
     def exit_code(self) -> int:
         """0 all pass (warnings allowed), 1 a check failed, 3 no failure but a host was
         unreachable or errored. (2, bad input, never reaches a RunResult.)"""
         statuses = {host.status for host in self.hosts}
-        if "fail" in statuses:
+        if Status.FAIL in statuses:
             return 1
         if statuses & {"error", "unreachable"} or not self.complete:
             return 3
@@ -177,7 +205,7 @@ class RunResult:
                 "started_at": self.started_at, "finished_at": self.finished_at,
                 "duration_s": self.duration_s, "inventory": self.inventory,
                 "playbook": self.playbook, "fleetcheck_version": self.fleetcheck_version,
-                "summary": self.summary(), "not_finished": self.not_finished}
+                "summary": self.summary(), "not_finished": list(self.not_finished)}
 
 
 def evidence_dict(item: Evidence) -> dict[str, Any]:
@@ -190,7 +218,7 @@ def evidence_dict(item: Evidence) -> dict[str, Any]:
 def host_dict(host: HostResult) -> dict[str, Any]:
     """A host as JSON data; written by hand because dataclasses.asdict deep-copies every
     value, which cost more than the SSH work per host at fleet scale."""
-    return {"name": host.name, "address": host.address, "groups": host.groups,
+    return {"name": host.name, "address": host.address, "groups": list(host.groups),
             "status": host.status,
             "error": {"kind": host.error.kind, "message": host.error.message}
             if host.error else None,
@@ -198,7 +226,7 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "vllm": vars(host.vllm).copy() if host.vllm else None,
             "checks": [{"id": c.id, "title": c.title, "status": c.status, "message": c.message,
                         "evidence": [evidence_dict(e) for e in c.evidence],
-                        "details": c.details} for c in host.checks],
+                        "details": c.details_dict()} for c in host.checks],
             "smoke": host.smoke, "analysis": host.analysis,
             "internal_errors": [{"kind": e.kind, "message": e.message}
                                 for e in host.internal_errors],
@@ -211,8 +239,8 @@ class ResultsWriter:
     always atomically: a temporary file in the same directory, then a rename, so a reader,
     a Ctrl-C or a kill -9 at any moment finds the previous whole file or the new one.
     Each host's JSON line is encoded once and reused while that host's result is the same
-    object (so a result must be replaced, never changed in place, once written), and a
-    checkpoint costs little more than writing the bytes."""
+    object (results are frozen: a changed host is a new object), and a checkpoint costs
+    little more than writing the bytes."""
 
     def __init__(self, path: str):
         self.path = path
@@ -243,15 +271,17 @@ def dump_json(run: RunResult, path: str) -> None:
 
 
 def _check_from(data: dict[str, Any]) -> CheckResult:
+    details = data.get("details", {})
     return CheckResult(id=data["id"], title=data.get("title", data["id"]),
-                       status=data["status"], message=data.get("message", ""),
+                       status=Status(data["status"]), message=data.get("message", ""),
                        evidence=[Evidence(**e) for e in data.get("evidence", [])],
-                       details=data.get("details", {}))
+                       details=BuildDetails.from_dict(details)
+                       if data["id"] == BUILD_CHECK_ID and "expected" in details else details)
 
 
 def _host_from(data: dict[str, Any]) -> HostResult:
     return HostResult(name=data["name"], address=data.get("address", data["name"]),
-                      groups=list(data.get("groups", [])), status=data["status"],
+                      groups=list(data.get("groups", [])), status=Status(data["status"]),
                       error=HostError(**data["error"]) if data.get("error") else None,
                       duration_s=data.get("duration_s", 0.0),
                       vllm=VllmInfo(**data["vllm"]) if data.get("vllm") else None,
@@ -288,23 +318,23 @@ def load_json(path: str) -> RunResult:
                      fleetcheck_version=data.get("fleetcheck_version", ""),
                      not_finished=data.get("not_finished", []),
                      duration_s=data.get("duration_s", 0.0),
+                     warnings=list((data.get("summary") or {}).get("warnings", [])),
                      hosts=[_host_from(h) for h in data.get("hosts", [])])
 
 
 def merge_runs(runs: list[RunResult], names: list[str]) -> RunResult:
     """One run from several (an inventory split across controllers): hosts in the order
-    given; a host present twice keeps its later result."""
+    given; a host present twice keeps its later result. The merged run's warnings are the
+    caller's to compute again: they are about all of its hosts together."""
     hosts: dict[str, HostResult] = {}
     for run in runs:
         for host in run.hosts:
             hosts.pop(host.name, None)
             hosts[host.name] = host
-    merged = RunResult(started_at=min(r.started_at for r in runs),
-                       inventory=" + ".join(names), playbook=runs[0].playbook,
-                       finished_at=max((r.finished_at or "") for r in runs) or None,
-                       complete=all(r.complete for r in runs),
-                       fleetcheck_version=runs[0].fleetcheck_version,
-                       not_finished=[n for r in runs for n in r.not_finished],
-                       duration_s=max(r.duration_s for r in runs))
-    merged.hosts = list(hosts.values())
-    return merged
+    return RunResult(started_at=min(r.started_at for r in runs),
+                     inventory=" + ".join(names), playbook=runs[0].playbook,
+                     finished_at=max((r.finished_at or "") for r in runs) or None,
+                     complete=all(r.complete for r in runs),
+                     fleetcheck_version=runs[0].fleetcheck_version,
+                     not_finished=[n for r in runs for n in r.not_finished],
+                     duration_s=max(r.duration_s for r in runs), hosts=list(hosts.values()))

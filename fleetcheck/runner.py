@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
-from fleetcheck.checks.plan import CheckPlan, MissingFacts, add_fleet_checks
+from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.status import ErrorKind
+from fleetcheck.status import ErrorKind, Status
 from fleetcheck.text import printable
 from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan, probe_command,
                                       probe_payload)
@@ -104,12 +104,10 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
 
 
 def host_error(exc: TransportError) -> HostError:
-    error = HostError(kind=exc.kind, message=exc.message)
     where = cut_answer_field(exc.received) if exc.received else None
-    if where:
-        error.message += "; the answer was cut inside the field %s" % printable(
-            where.encode("utf-8"), 200)
-    return error
+    cut = "; the answer was cut inside the field %s" % printable(where.encode("utf-8"), 200) \
+        if where else ""
+    return HostError(kind=exc.kind, message=exc.message + cut)
 
 
 def failed_host(host: Host, name: str, playbook: Playbook, options: RunOptions,
@@ -191,24 +189,23 @@ def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]
     unfinished host's entry from one call to the next (so the results writer encodes it
     once)."""
     placeholders = {} if placeholders is None else placeholders
-    run.hosts = []
-    run.not_finished = []
+    results: list[HostResult] = []
+    not_finished: list[str] = []
     for host in hosts:
         if host.name in done:
-            run.hosts.extend(done[host.name])
+            results.extend(done[host.name])
             continue
-        run.not_finished.append(host.name)
+        not_finished.append(host.name)
         entry = placeholders.get(host.name)
         if entry is None:
             entry = placeholders[host.name] = HostResult(
-                name=host.name, address=host.destination, groups=host.groups, status="error",
+                name=host.name, address=host.destination, groups=host.groups, status=Status.ERROR,
                 error=HostError(kind="interrupted", message=reason),
                 checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                   options).not_run(reason))
-        run.hosts.append(entry)
-    run.finished_at = now_iso()
-    run.duration_s = round(time.monotonic() - started, 3)
-    return run
+        results.append(entry)
+    return replace(run, hosts=results, not_finished=not_finished, finished_at=now_iso(),
+                   duration_s=round(time.monotonic() - started, 3))
 
 
 def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
@@ -217,7 +214,7 @@ def failed_worker(host: Host, playbook: Playbook, options: RunOptions,
     this is a bug outside it): still a result, of kind `internal`."""
     error = internal_error(exc, "scheduling this host")
     return HostResult(name=host.name, address=host.destination, groups=host.groups,
-                      status="error", error=error,
+                      status=Status.ERROR, error=error,
                       checks=checks_for(playbook, smoke_planned(host, playbook, options),
                                         options).not_run("internal (%s)" % error.message))
 
@@ -257,6 +254,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     placeholders: dict[str, HostResult] = {}
     registry = Registry(options.settings)
     cancel = threading.Event()
+    complete = False  # every host finished (no Ctrl-C)
     cpu_at_start = time.process_time()  # the budget counts this run's CPU, not start-up's
     spent = 0.0  # this thread's CPU seconds in checkpoints
     last_cost = 0.0
@@ -265,7 +263,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     def write_checkpoint() -> None:
         nonlocal spent, last_cost, last_written
         began = time.thread_time()
-        checkpoint(assemble(RunResult(**vars(run)), hosts, done, playbook, options, started,
+        checkpoint(assemble(run, hosts, done, playbook, options, started,
                             "not finished when this file was written", placeholders))
         last_cost = time.thread_time() - began
         spent += last_cost
@@ -327,14 +325,12 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
             elif checkpoint_due(not pending):
                 write_checkpoint()
                 report(unreported)
-        run.complete = True
+        complete = True
     except KeyboardInterrupt:
         cancel.set()
     finally:
-        pool.shutdown(wait=run.complete, cancel_futures=True)
+        pool.shutdown(wait=complete, cancel_futures=True)
     report(unreported)
-    assemble(run, hosts, done, playbook, options, started, "run interrupted (Ctrl-C) before "
-             "this host finished")
-    if run.complete:
-        add_fleet_checks(run, playbook, options.drafters)
-    return run
+    run = assemble(replace(run, complete=complete), hosts, done, playbook, options, started,
+                   "run interrupted (Ctrl-C) before this host finished")
+    return finish_run(run, playbook, options.drafters)

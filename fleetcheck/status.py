@@ -17,6 +17,10 @@ class Status(str, Enum):
     SKIP = "skip"
     UNREACHABLE = "unreachable"  # hosts only
 
+    # the word, wherever it is written (messages, templates, XML), as in the JSON
+    __str__ = str.__str__
+    __format__ = str.__format__
+
     @property
     def rank(self) -> int:
         return RANK[self]
@@ -37,11 +41,11 @@ HOST_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, S
                                         Status.UNREACHABLE))
 
 
-def worst(statuses: list[str]) -> str:
+def worst(statuses: list[str]) -> Status:
     """The status a host takes from its checks: the worst; a host whose checks were all
     skipped passes (nothing was found wrong)."""
     found = max((Status(s) for s in statuses), key=lambda s: s.rank)
-    return Status.PASS.value if found is Status.SKIP else found.value
+    return Status.PASS if found is Status.SKIP else found
 
 
 def worse(new: str, old: str) -> bool:
@@ -62,6 +66,9 @@ class ErrorKind(str, Enum):
     CONTAINER = "container"
     INTERRUPTED = "interrupted"
     INTERNAL = "internal"  # a bug in fleetcheck while the host was handled
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 # what a connector may raise (INTERNAL is the runner's own)

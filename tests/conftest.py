@@ -1,26 +1,49 @@
-"""Fixtures: real vLLM wheels installed into cached venvs, real sshd hosts on loopback.
-(Running fleetcheck as a user does lives in fleet_helpers.py.)"""
+"""Fixtures: real vLLM wheels installed into cached venvs, real sshd hosts on loopback
+blocks of their own; and the lanes' hooks (lanes.py). (Running fleetcheck as a user does
+lives in fleet_helpers.py.)"""
 
 from __future__ import annotations
 
-import itertools
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import venv
+from typing import Callable, Iterator
 
 import pytest
 
 from fleet_helpers import ROOT, clean_env
 from fleetcheck.lab.wheels import real_install
 from fleetcheck.lab.testhosts import LoopbackFleet
+from lanes import (pytest_collection_modifyitems, pytest_runtest_logreport,  # noqa: F401
+                   pytest_sessionfinish, pytest_terminal_summary)
+from loopback_blocks import this_process
 
 # fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests
 # (run_fleetcheck gives each run a cache of its own; tests of the cache set theirs)
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fleetcheck-tests-xdg-")
 REAL_VERSIONS = ("0.20.1", "0.33.0")
-_third_octets = itertools.count(20)
+BLOCKS = this_process()
+# `fleetcheck demo`, started by tests in subprocesses, puts its hosts on this block
+os.environ["FLEETCHECK_LOOPBACK_BLOCK"] = str(BLOCKS.take())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
+    """As root, each xdist worker runs in a PID namespace of its own: a test that probes
+    this machine (connection: local, a box that sees the machine's processes) then finds
+    the servers its own worker started, never another worker's."""
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        for spec in specs:
+            if spec.popen and not spec.python:
+                # sh is the namespace's init: it reaps the processes orphaned there, which
+                # the worker (its child) would otherwise keep as zombies
+                spec.python = shlex.join(["unshare", "--pid", "--fork", "--mount-proc",
+                                          "--kill-child", "/bin/sh", "-c", '"$@"; exit $?',
+                                          "worker-init", sys.executable])
 
 
 @pytest.fixture(scope="session")
@@ -29,13 +52,38 @@ def real_venvs() -> dict[str, str]:
 
 
 @pytest.fixture
-def fleet(tmp_path):
-    """Real sshd hosts on their own 127.0.N.x addresses; stopped after the test."""
-    loopback = LoopbackFleet(str(tmp_path / "fleet"), first_octet=next(_third_octets))
+def fleet(tmp_path) -> Iterator[LoopbackFleet]:
+    """Real sshd hosts on a loopback block of their own; stopped after the test."""
+    block = BLOCKS.take()
+    loopback = LoopbackFleet(str(tmp_path / "fleet"), first_octet=block)
     try:
         yield loopback
     finally:
         loopback.stop()
+        BLOCKS.give_back(block)
+
+
+@pytest.fixture(scope="session")
+def fleet_factory() -> Iterator[Callable[[str], LoopbackFleet]]:
+    """New fleets for module-scoped fixtures, each on a loopback block it keeps to the
+    end of the session (the fixture stops its fleet; this stops any it left running)."""
+    made: list[tuple[int, LoopbackFleet]] = []
+
+    def new_fleet(workdir: str) -> LoopbackFleet:
+        block = BLOCKS.take()
+        made.append((block, LoopbackFleet(workdir, first_octet=block)))
+        return made[-1][1]
+
+    yield new_fleet
+    for block, loopback in made:
+        loopback.stop()
+        BLOCKS.give_back(block)
+
+
+@pytest.fixture(scope="session")
+def loopback_address() -> str:
+    """A loopback address no fleet of this run uses, for listeners the test makes."""
+    return BLOCKS.address(BLOCKS.take())
 
 
 @pytest.fixture(scope="session")

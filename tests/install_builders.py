@@ -10,7 +10,7 @@ import sys
 import sysconfig
 import venv
 
-from fleetcheck.lab.wheels import CACHE, real_install
+from fleetcheck.lab.wheels import CACHE, cache_lock, real_install
 
 CPU_VERSION = "0.32.0"
 
@@ -24,22 +24,26 @@ def uv_binary() -> str:
 def wheel_path(prefix: str, spec: str) -> str:
     wheels = os.path.join(CACHE, "wheels")
     os.makedirs(wheels, exist_ok=True)
-    found = [n for n in os.listdir(wheels) if n.startswith(prefix) and n.endswith(".whl")]
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec,
-                        "-d", wheels], check=True)
+    with cache_lock("wheel-" + prefix.rstrip("-")):
         found = [n for n in os.listdir(wheels) if n.startswith(prefix) and n.endswith(".whl")]
+        if not found:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec,
+                            "-d", wheels], check=True)
+            found = [n for n in os.listdir(wheels)
+                     if n.startswith(prefix) and n.endswith(".whl")]
     return os.path.join(wheels, sorted(found)[0])
 
 
 def cached(name: str, build) -> str:
+    """Built once under a lock: xdist workers and other runs wait rather than build it too."""
     target = os.path.join(CACHE, "venvs", name)
     marker = os.path.join(target, ".fleetcheck-complete")
-    if not os.path.exists(marker):
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        build(target)
-        open(marker, "w").close()
+    with cache_lock("venv-" + name):
+        if not os.path.exists(marker):
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            build(target)
+            open(marker, "w").close()
     return target
 
 

@@ -3,6 +3,8 @@ strings a host could send (markup in versions, paths, evidence and messages)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fleetcheck.results import (NOT_RUN, CheckResult, Evidence, HostError, HostResult,
                                 RunResult, VllmInfo, host_status)
 
@@ -47,19 +49,19 @@ def make_host(i: int, broken_every: int = 9) -> HostResult:
 
 def make_run(hosts: int, hostile: bool = True, broken_every: int = 9) -> RunResult:
     """`broken_every`: one host in that many misses the fixes (2: half the fleet)."""
-    run = RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
-                    playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
-                    complete=True, fleetcheck_version="0.1.0", duration_s=9.0)
-    run.hosts = [make_host(i, broken_every) for i in range(hosts)]
+    results = [make_host(i, broken_every) for i in range(hosts)]
     if hostile:
-        host = run.hosts[1]
-        host.vllm.version = HOSTILE_VERSION
-        host.checks[0].evidence = [Evidence(HOSTILE_PATH, 3, "x = 1  # <b>bold</b>")]
-        host.checks[0].message = HOSTILE_MESSAGE
-        host.served = [{"pid": 7, "port": 8000, "serving": True, "served_names": [HOSTILE_SERVED],
-                        "target": {"spec": HOSTILE_SERVED}, "method": "dflash",
-                        "drafter": {"spec": HOSTILE_SERVED, "revision": "ab" * 20},
-                        "num_speculative_tokens": 15,
-                        "env": {"VLLM_USE_V2_MODEL_RUNNER": HOSTILE_SERVED},
-                        "notes": [HOSTILE_MESSAGE]}]
-    return run
+        host = results[1]
+        hostile_check = replace(host.checks[0], message=HOSTILE_MESSAGE,
+                                evidence=[Evidence(HOSTILE_PATH, 3, "x = 1  # <b>bold</b>")])
+        served = [{"pid": 7, "port": 8000, "serving": True, "served_names": [HOSTILE_SERVED],
+                   "target": {"spec": HOSTILE_SERVED}, "method": "dflash",
+                   "drafter": {"spec": HOSTILE_SERVED, "revision": "ab" * 20},
+                   "num_speculative_tokens": 15,
+                   "env": {"VLLM_USE_V2_MODEL_RUNNER": HOSTILE_SERVED},
+                   "notes": [HOSTILE_MESSAGE]}]
+        results[1] = replace(host, vllm=replace(host.vllm, version=HOSTILE_VERSION),
+                             checks=(hostile_check, *host.checks[1:]), served=served)
+    return RunResult(started_at="2026-11-29T12:00:00+00:00", inventory="inventories/prod.yaml",
+                     playbook="playbooks/dflash.yaml", finished_at="2026-11-29T12:00:09+00:00",
+                     complete=True, fleetcheck_version="0.1.0", duration_s=9.0, hosts=results)

@@ -3,9 +3,13 @@ engines, `_created` series ignored) and the load's numbers taken as deltas."""
 
 from __future__ import annotations
 
+import pytest
+
 from fleetcheck.checks.acceptance import counter_totals, measure
 from fleetcheck.facts import Smoke
 from fleetcheck.facts_decoder import decode
+
+pytestmark = pytest.mark.unit
 
 TEXT_BEFORE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter

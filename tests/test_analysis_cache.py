@@ -18,6 +18,8 @@ from fleetcheck.playbook import load_playbook
 from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, comparable, linked_copy,
                            rewrite, site_packages)
 
+pytestmark = pytest.mark.unit
+
 CACHED = "fix analysis from the controller's cache"
 
 

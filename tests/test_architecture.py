@@ -1,7 +1,6 @@
-"""The README's architecture table is the code's: one row per module of the package,
-and a module imports only what its row allows (typing-only imports aside). The probe's
-modules import only the standard library and each other: they run on hosts where
-fleetcheck is not installed."""
+"""What import-linter (the contracts in pyproject.toml, run by `lint-imports` in CI) cannot
+say: the probe imports the standard library and nothing else (a contract can only forbid
+packages it names), and the test suite and the benchmarks stay apart from each other."""
 
 from __future__ import annotations
 
@@ -12,9 +11,10 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "fleetcheck")
-ROW = re.compile(r"^\| `(fleetcheck/[^`]+\.py)` \| (.+) \| (.+) \|$")
 
 
 def module_files() -> list[str]:
@@ -24,25 +24,6 @@ def module_files() -> list[str]:
         found += [os.path.relpath(os.path.join(directory, name), ROOT)
                   for name in files if name.endswith(".py")]
     return sorted(found)
-
-
-def module_name(path: str) -> str:
-    name = path[:-3].replace("/", ".")
-    return name[:-len(".__init__")] if name.endswith(".__init__") else name
-
-
-def table() -> dict[str, tuple[str, list[str]]]:
-    """README rows: path -> (what it holds, the modules it may import)."""
-    rows: dict[str, tuple[str, list[str]]] = {}
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
-        for line in handle:
-            match = ROW.match(line.rstrip("\n"))
-            if match:
-                path, holds, allowed = match.groups()
-                assert path not in rows, "README names %s twice" % path
-                # the modules are the column's `quoted` names; the rest says why
-                rows[path] = (holds, re.findall(r"`([^`]+)`", allowed))
-    return rows
 
 
 def runtime_imports(path: str) -> set[str]:
@@ -70,49 +51,12 @@ def runtime_imports(path: str) -> set[str]:
     return found
 
 
-def allowed_by(rule: str, module: str) -> bool:
-    """`results` allows fleetcheck.results; `checks/*` every module of checks and the
-    package itself; `*` anything of fleetcheck."""
-    if rule == "*":
-        return True
-    if rule.endswith("/*"):
-        package = "fleetcheck." + rule[:-2].replace("/", ".")
-        return module == package or module.startswith(package + ".")
-    return module == "fleetcheck." + rule.replace("/", ".")
-
-
-def test_every_module_has_one_row_and_every_row_a_module():
-    rows = table()
-    assert sorted(rows) == module_files()
-
-
-@pytest.mark.parametrize("path", module_files())
-def test_a_module_imports_only_what_its_row_allows(path):
-    _, allowed = table()[path]
-    me = module_name(path)
-    own = {m for m in runtime_imports(path) if m == "fleetcheck" or m.startswith("fleetcheck.")}
-    # a package's own modules, and the package a module sits in, are always reachable
-    parents = {me.rsplit(".", i)[0] for i in range(1, me.count(".") + 1)}
-    wrong = sorted(m for m in own - {me} - parents
-                   if not any(allowed_by(rule, m) for rule in allowed))
-    assert not wrong, "%s imports %s; its README row allows only %s" % (
-        path, ", ".join(wrong), ", ".join(allowed) or "nothing of fleetcheck")
-
-
 @pytest.mark.parametrize("path", [p for p in module_files() if p.startswith("fleetcheck/probe/")])
 def test_the_probe_imports_only_the_standard_library(path):
     outside = sorted(m for m in runtime_imports(path)
                      if m.split(".")[0] not in sys.stdlib_module_names
                      and not m.startswith("fleetcheck.probe"))
     assert not outside, "%s imports %s: the probe runs where only Python is" % (path, outside)
-
-
-def test_the_checking_path_never_imports_the_lab():
-    """Test, demo and benchmark infrastructure stays out of what a gate runs: only the
-    demo (and the command line that starts it) reaches fleetcheck.lab."""
-    users = sorted(p for p in module_files() if not p.startswith("fleetcheck/lab/") and any(
-        m.startswith("fleetcheck.lab") for m in runtime_imports(p)))
-    assert users == ["fleetcheck/demo.py"]
 
 
 def python_files(folder: str) -> list[str]:

@@ -13,6 +13,8 @@ import pytest
 
 from fleet_helpers import run_fleetcheck
 
+pytestmark = pytest.mark.unit
+
 LOGIN = "fcbecome"
 LOCKED = "/opt/fleetcheck-locked"
 KEYS = "/opt/fleetcheck-keys"  # the client key where the login user can read it

@@ -24,6 +24,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV
 
+pytestmark = pytest.mark.unit
+
 NEXT = "/opt/ml-next"  # where a rollout puts the new build, next to the old one
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
@@ -128,9 +130,8 @@ def inventory(fleet, groups: dict[str, tuple[dict, list]]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def gate_fleet(tmp_path_factory, builds):
-    from fleetcheck.lab.testhosts import LoopbackFleet
-    fleet = LoopbackFleet(str(tmp_path_factory.mktemp("gate-fleet")), first_octet=130)
+def gate_fleet(tmp_path_factory, fleet_factory, builds):
+    fleet = fleet_factory(str(tmp_path_factory.mktemp("gate-fleet")))
     layout = (("canary-1", "dev"), ("canary-2", "0.33.0"), ("prod-1", "0.33.0"),
               ("prod-2", "0.33.0"), ("prod-old", "0.20.1"), ("prod-nocommit", "no-commit"),
               ("prod-rebuilt", "rebuilt"))

@@ -14,6 +14,8 @@ from fleetcheck.input_error import InputError
 from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
 from fleetcheck.lab.synthetic import FIXED, write_install
 
+pytestmark = pytest.mark.unit
+
 
 def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fleetcheck", *args], capture_output=True,
@@ -30,6 +32,7 @@ DEMO_SAW = [
     "  gpu-down: unreachable (nothing listens on its port)"]
 
 
+@pytest.mark.sshd
 def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
     proc = fleetcheck("demo", cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -63,6 +66,7 @@ def demo_with_stale_host_serving(files: dict[str, str], version: str, tmp_path, 
     return code, lines[at + 1:end]
 
 
+@pytest.mark.sshd
 def test_demo_says_which_fix_check_differed_when_the_stale_host_still_fails(
         tmp_path, monkeypatch, capsys):
     """The stale host has the +1 fix: it still fails (two fixes missing) and the run still
@@ -75,6 +79,7 @@ def test_demo_says_which_fix_check_differed_when_the_stale_host_still_fails(
     assert differed == ["  gpu-stale dflash-layer-offset: expected fail, got pass"]
 
 
+@pytest.mark.sshd
 def test_demo_never_says_the_stale_host_fails_when_it_passes(tmp_path, monkeypatch, capsys):
     code, differed = demo_with_stale_host_serving(FIXED, "0.33.0", tmp_path, monkeypatch,
                                                   capsys)
@@ -269,7 +274,7 @@ def test_a_bad_route_port_or_url_exits_2_before_any_host_is_contacted(
     ("broken.yaml", "all:\n  hosts:\n   - x\n  : y\n", "broken.yaml: not valid YAML: line 4, "
                                                       "column 3: did not find expected key"),
     ("typo.yaml", "all:\n  hosts:\n    a: {connection: lokal}\n",
-     "typo.yaml: host 'a': field 'connection': must be one of local, ssh, got 'lokal'"),
+     "typo.yaml: host 'a': field 'connection': must be one of kubectl, local, ssh, got 'lokal'"),
 ])
 def test_bad_files_are_named_with_what_is_wrong_in_words(tmp_path, name, content, message):
     """What the user gave is named, with the problem in words: no Python reprs, no

@@ -9,6 +9,8 @@ import pytest
 
 from fleetcheck.probe.conditions import NO_STRINGS, predicate_body, truth
 
+pytestmark = pytest.mark.unit
+
 
 def strings(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -10,11 +10,15 @@ import os
 import subprocess
 import time
 
+import pytest
+
 import drafter_trees
 import real_vllm
 from fleetcheck.probe.config_file_args import with_config_file
 from fleetcheck.probe.servers import port_of
 from fleetcheck.probe.served import server_settings
+
+pytestmark = pytest.mark.unit
 
 CONFIGS = {
     "flat.yaml": "port: 8123\nmodel: /models/target\nmax-num-seqs: 4\nenforce-eager: true\n",
@@ -41,6 +45,7 @@ def forms(path: str) -> list[tuple[list[str], int | None]]:
               "--max-num-seqs", "8"], None)]
 
 
+@pytest.mark.downloads
 def test_the_arguments_are_those_vllm_pulls_from_the_file(tmp_path):
     venv, _ = real_vllm.install()
     cases = []

@@ -16,6 +16,8 @@ from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.local import LocalConnector
 from fleetcheck.inventory import Host
 
+pytestmark = pytest.mark.unit
+
 LOCAL = Host(name="here", address="here", connection="local")
 
 

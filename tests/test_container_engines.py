@@ -4,7 +4,8 @@ first in the box's PATH), and a real containerd (Debian's package, fleetcheck/la
 PrivateContainerd) holding containers labelled as kubelet labels them, with real vLLM
 installs (the official image's system install of 0.33.0 and a pip venv of 0.20.1) and a
 sidecar without vLLM. No Kubernetes API server or kubelet runs here: the node is a box
-whose containerd holds the containers kubelet would have made."""
+whose containerd holds the containers kubelet would have made. The inventory's checks of
+the container variables need none of that and are unit tests."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
+from fleetcheck.connectors import declarations
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.hosts import load_inventory
 from fleetcheck.lab.containerd import PrivateContainerd, missing_requirements
@@ -24,6 +26,8 @@ from fleetcheck.lab.wheels import real_install
 from podman_installs import (ROOTFS, RUN_FLAGS, SYSTEM_SITE, assert_official_image_install,
                              mounts, podman, private_storage, release_storage,
                              system_site_by_uv)
+
+pytestmark = pytest.mark.unit  # the tests with real engines say what they need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # what a run reads from the install alone: the same on the install and in its container
@@ -57,17 +61,33 @@ def podman_store(tmp_path_factory):
         release_storage(work / "graph")
 
 
-def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, podman_store):
-    env, conf = podman_store
+@pytest.fixture(scope="module")
+def podman_box(tmp_path_factory, fleet_factory, podman_store):
+    """A box over SSH seeing the Podman storage, and no containerd (whatever this machine
+    runs at /run/containerd): (fleet, its inventory entry)."""
+    work = tmp_path_factory.mktemp("engines-podman-box")
+    no_containerd = work / "no-containerd"
+    no_containerd.mkdir()
+    fleet = fleet_factory(str(work / "fleet"))
+    try:
+        box = fleet.add("podman-box", own_pids=False,
+                        mounts={"/run/containerd": str(no_containerd)},
+                        sshd_options={"SetEnv": "CONTAINERS_STORAGE_CONF=%s" % podman_store[1]})
+        fleet.start()
+        (entry,) = ssh_hosts(fleet, [box]).values()
+        yield fleet, entry
+    finally:
+        fleet.stop()
+
+
+@pytest.mark.containers
+@pytest.mark.downloads
+def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, podman_store, podman_box):
+    env, _ = podman_store
+    fleet, entry = podman_box
     docker = subprocess.run(["docker", "version"], capture_output=True, text=True)
     assert shutil.which("docker") == "/usr/local/bin/docker"  # before podman in sshd's PATH
     assert "Cannot connect to the Docker daemon" in docker.stderr
-    no_containerd = tmp_path / "no-containerd"  # whatever this machine runs there
-    no_containerd.mkdir()
-    box = fleet.add("podman-box", own_pids=False, mounts={"/run/containerd": str(no_containerd)},
-                    sshd_options={"SetEnv": "CONTAINERS_STORAGE_CONF=%s" % conf})
-    fleet.start()
-    (entry,) = ssh_hosts(fleet, [box]).values()
     inventory = {"all": {"hosts": {
         "named": dict(entry, container="vllm"), "auto": dict(entry, container="auto"),
         "pinned": dict(entry, container="vllm", container_engine="docker"),
@@ -96,6 +116,8 @@ def test_podman_holds_what_a_daemonless_docker_cli_does_not(tmp_path, fleet, pod
     assert run.code == 3
 
 
+@pytest.mark.containers
+@pytest.mark.downloads
 def test_podman_dockers_docker_and_podman_are_one_engine(tmp_path, podman_store):
     """podman-docker's `docker` is a script running podman after a notice on stderr: the
     container is found by the first (docker) and listed by both, probed once."""
@@ -112,6 +134,8 @@ def test_podman_dockers_docker_and_podman_are_one_engine(tmp_path, podman_store)
                                                "name": "vllm"}
 
 
+@pytest.mark.containers
+@pytest.mark.downloads
 def test_a_wedged_docker_daemon_is_skipped_within_its_share_of_the_deadline(
         tmp_path, podman_store):
     """A Docker socket that accepts and never answers: docker is given a quarter of the
@@ -164,6 +188,23 @@ def node(tmp_path_factory):
         containerd.stop()
 
 
+@pytest.fixture(scope="module")
+def node_boxes(tmp_path_factory, fleet_factory, node):
+    """Two nodes over SSH seeing the containerd: one at ctr's default socket, one at
+    k3s's (ctr's FIFOs stay in /run/containerd/fifo, which the daemon must see too)."""
+    run_dir = node[0].run_dir
+    fleet = fleet_factory(str(tmp_path_factory.mktemp("engines-nodes") / "fleet"))
+    try:
+        boxes = [fleet.add("node", mounts={"/run/containerd": run_dir}),
+                 fleet.add("k3s-node", mounts={
+                     "/run/k3s/containerd": run_dir,
+                     "/run/containerd/fifo": os.path.join(run_dir, "fifo")})]
+        fleet.start()
+        yield fleet, ssh_hosts(fleet, boxes)
+    finally:
+        fleet.stop()
+
+
 def image_layout(tmp_path, site: str) -> str:
     """The system install's site-packages where the image has it, under a directory here
     (RECORD names its console script as ../../../bin/vllm)."""
@@ -178,16 +219,12 @@ def verdicts(run, name: str) -> dict[str, str]:
     return {check_id: run.check(name, check_id)["status"] for check_id in INSTALL_CHECKS}
 
 
-def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, fleet, node):
-    containerd, site, venv = node
-    # ctr's default socket on one node; k3s's socket on the other (ctr's FIFOs stay in
-    # /run/containerd/fifo, which the daemon must see too)
-    default_node = fleet.add("node", mounts={"/run/containerd": containerd.run_dir})
-    k3s_node = fleet.add("k3s-node", mounts={
-        "/run/k3s/containerd": containerd.run_dir,
-        "/run/containerd/fifo": os.path.join(containerd.run_dir, "fifo")})
-    fleet.start()
-    entries = ssh_hosts(fleet, [default_node, k3s_node])
+@pytest.mark.containers
+@pytest.mark.downloads
+@pytest.mark.root
+def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, node, node_boxes):
+    _, site, venv = node
+    fleet, entries = node_boxes
     on_node, on_k3s = entries["node"], entries["k3s-node"]
     inventory = {"all": {"hosts": {
         "node": dict(on_node, container="auto"),
@@ -248,14 +285,16 @@ def test_pods_on_a_kubernetes_node_over_ssh(tmp_path, fleet, node):
         missing["message"]
 
 
-def test_two_pods_of_one_name_in_two_namespaces_need_the_namespace(tmp_path, fleet, node):
+@pytest.mark.containers
+@pytest.mark.downloads
+@pytest.mark.root
+def test_two_pods_of_one_name_in_two_namespaces_need_the_namespace(tmp_path, node, node_boxes):
     containerd = node[0]
+    fleet, entries = node_boxes
     containerd.run_in_pod("twin-vllm", "vllm-0", "vllm", "staging",
                           ["/bin/sleep", "1000000"])
     try:
-        box = fleet.add("twins", mounts={"/run/containerd": containerd.run_dir})
-        fleet.start()
-        inventory = {"all": {"hosts": ssh_hosts(fleet, [box], container="vllm-0/vllm")}}
+        inventory = {"all": {"hosts": {"twins": dict(entries["node"], container="vllm-0/vllm")}}}
         run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
     finally:
         containerd.ctr("tasks", "kill", "-s", "SIGKILL", "twin-vllm", check=False)
@@ -283,7 +322,7 @@ def write_inventory(tmp_path, host_vars: dict) -> str:
 def test_bad_container_variables_name_file_host_and_field(tmp_path, field, value, problem):
     path = write_inventory(tmp_path, {field: value})
     with pytest.raises(InputError) as raised:
-        load_inventory(path)
+        load_inventory(path, declarations=declarations())
     assert str(raised.value).startswith("%s: host 'gpu-node01': field '%s': " % (path, field))
     assert problem in str(raised.value)
 
@@ -297,8 +336,8 @@ def test_kubernetes_names_with_a_pinned_docker_say_ctr_finds_them(tmp_path):
 
 
 def test_the_kubernetes_node_example_loads():
-    hosts = {h.name: h for h in load_inventory(os.path.join(ROOT, "fleetcheck", "examples",
-                                                            "k8s-node.yaml"))}
+    example = os.path.join(ROOT, "fleetcheck", "examples", "k8s-node.yaml")
+    hosts = {h.name: h for h in load_inventory(example, declarations=declarations())}
     assert hosts["gpu-node01.k8s"].container == "serving/vllm-0/vllm"
     assert {hosts["gpu-node0%d.k8s" % n].container for n in (2, 3, 4)} == {"auto"}
     edge = hosts["edge-node01"]

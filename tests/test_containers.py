@@ -16,6 +16,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from podman_installs import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
                             private_storage, release_storage, system_site_by_uv)
 
+pytestmark = pytest.mark.containers
+
 
 @pytest.fixture(scope="module")
 def boxes(tmp_path_factory):

@@ -16,6 +16,8 @@ from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.local_probe import probe_tree
 from probe_helpers import edited_copy, findings
 
+pytestmark = pytest.mark.unit
+
 CHECKS = {c.id: c for c in load_playbook().checks}
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"

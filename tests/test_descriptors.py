@@ -15,6 +15,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV
 
+pytestmark = pytest.mark.unit
+
 # Sets the descriptor limits (0: soft up to hard, -1: unchanged), opens HELD inheritable
 # descriptors and proves the next one is past select()'s FD_SETSIZE, then execs argv[4:].
 HOLD = """\

@@ -14,6 +14,8 @@ import pytest
 from fleetcheck.connectors.base import MAX_STDERR_BYTES, MAX_STDOUT_BYTES, Deadline, TransportError
 from fleetcheck.connectors.dialogue import converse
 
+pytestmark = pytest.mark.unit
+
 
 class MemoryCommand:
     """A command whose stdout and stderr are lists of chunks handed out one per read (a

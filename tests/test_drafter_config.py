@@ -22,6 +22,8 @@ from fleetcheck.inventory import Host
 from fleetcheck.lab.local_probe import probe_answer
 from fleetcheck.wire_protocol import decode_answer
 
+pytestmark = pytest.mark.downloads
+
 HUB_REPO = "z-lab/Qwen3.6-27B-DFlash"
 VARIANTS = {
     "zlab-good": ZLAB,

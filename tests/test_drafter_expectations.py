@@ -14,8 +14,11 @@ import yaml
 
 from fleetcheck.drafter_expectations import parse_drafter, resolve_drafters
 from fleetcheck.input_error import InputError
+from fleetcheck.connectors import declarations
 from fleetcheck.inventory import load_inventory
 from fleetcheck.playbook import load_playbook
+
+pytestmark = pytest.mark.unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,7 +28,7 @@ def hosts_of(data: dict) -> list:
     path = os.path.join(directory, "inv.yaml")
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(data, handle)
-    return load_inventory(path)
+    return load_inventory(path, declarations=declarations())
 
 
 def test_repo_and_revision_are_parsed():

@@ -10,18 +10,20 @@ import os
 import pytest
 import yaml
 
-from fleetcheck.checks.build import NO_COMMIT, apply_same_build, judge_build
+from fleetcheck.checks.build import NO_COMMIT, apply_same_build, expectation_warnings, judge_build
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.input_error import InputError
 from fleetcheck.expectations import (BuildExpectation, CommandLine, Expected, commit_matches,
-                                     expectation_warnings,
                                      parse_commit, parse_specifier, playbook_expectation,
                                      resolve, version_matches)
+from fleetcheck.connectors import declarations
 from fleetcheck.inventory import load_inventory
 from fleetcheck.report.diff import diff_runs, diff_text
 from fleetcheck.report.html import drift_groups
 from fleetcheck.results import HostResult, RunResult, host_status
 from probe_helpers import facts_of, recorded
+
+pytestmark = pytest.mark.unit
 
 DEV = "0.1.dev16016+g3cfc8f8b7"
 DEV_SHA = "3cfc8f8b7e2d4c6a8b0f1e3d5c7a9b2d4f6e8a0c"
@@ -34,7 +36,7 @@ def parse_inventory(data: dict, name: str) -> list:
     path = os.path.join(directory, name)
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(data, handle)
-    return load_inventory(path)
+    return load_inventory(path, declarations=declarations())
 
 
 def dev_facts() -> dict:
@@ -216,7 +218,7 @@ def test_same_build_names_the_majority_and_the_host_that_differs():
     hosts = [host("a", recorded("0.33.0"), same, "r1"), host("b", recorded("0.33.0"), same, "r1"),
              host("c", recorded("0.33.0"), same, "r2"),
              host("other", recorded("0.20.1"), expect("==0.20.1", same=True), "r3")]
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.status for h in hosts] == ["pass", "pass", "fail", "pass"]
     assert hosts[2].checks[0].message.endswith(
         "same_build: not the majority build of the hosts expected on version >=0.33 (differs "
@@ -226,14 +228,14 @@ def test_same_build_names_the_majority_and_the_host_that_differs():
             "0.33.0 @ 4ba787ec9, RECORD sha256 r1; differs in RECORD sha256; hosts off it: c"
             ) in evidence(hosts[2].checks[0])
     assert "(differing: c)" in hosts[0].checks[0].message
-    assert hosts[0].checks[0].details["same_build"]["differing"] == ["c"]
+    assert hosts[0].checks[0].details.same_build.differing == ("c",)
 
 
 def test_same_build_tie_names_no_odd_one_out_and_fails_no_host():
     same = expect(same=True)
     hosts = [host("a", recorded("0.33.0"), same, "r1"), host("b", recorded("0.20.1"), same, "r2")]
     assert hosts[0].checks[0].status == "skip"  # only same_build: decided after all hosts
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.checks[0].status for h in hosts] == ["error", "error"]
     message = hosts[0].checks[0].message
     assert "2 builds among the fleet, none the majority, so no host can be named the odd one " \
@@ -248,21 +250,20 @@ def test_a_host_off_the_expected_version_is_not_counted_for_same_build():
     same = expect("==0.33.0", same=True)
     hosts = [host("gpu01", recorded("0.33.0"), same, "r1"),
              host("gpu02", recorded("0.20.1"), same, "r2")]
-    apply_same_build(hosts)
+    hosts = apply_same_build(hosts)
     assert [h.checks[0].status for h in hosts] == ["pass", "fail"]
     assert hosts[1].checks[0].message == "off the expected build: version 0.20.1 is not ==0.33.0"
     assert "not compared with the other hosts (this host is off the expected version)" in \
         evidence(hosts[1].checks[0])
     assert "same build as the majority" in hosts[0].checks[0].message
-    assert hosts[0].checks[0].details["same_build"]["hosts"] == 1
+    assert hosts[0].checks[0].details.same_build.hosts == 1
 
 
 def test_an_expectation_no_host_holds_is_a_warning():
     hosts = [host("a", recorded("0.33.0"), expect("==0.34.0"), "r"),
              host("b", recorded("0.20.1"), expect("==0.34.0"), "r"),
              host("c", recorded("0.33.0"), expect("==0.33.0"), "r")]
-    run = RunResult(started_at="t", inventory="i", playbook="p", complete=True, hosts=hosts)
-    assert run.summary()["warnings"] == [
+    assert expectation_warnings(hosts) == [
         "expected version ==0.34.0 (from --expect-version) matches none of the 2 host(s) it "
         "applies to: a, b"]
     assert expectation_warnings(hosts[2:]) == []
@@ -293,15 +294,15 @@ def test_diff_reports_moves_onto_and_off_the_expected_build():
     assert result["worse"]
 
 
-def test_readme_canary_recipe_expects_two_builds():
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"),
-                  encoding="utf-8").read()
-    block = readme.split("# inventories/rollout.yaml\n", 1)[1].split("```", 1)[0]
+def test_documented_canary_recipe_expects_two_builds():
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "checks.md"),
+                encoding="utf-8").read()
+    block = page.split("<!-- example-file: rollout.yaml -->\n```yaml\n", 1)[1].split("```", 1)[0]
     import yaml
     hosts = parse_inventory(yaml.safe_load(block), "rollout.yaml")
     got = resolve(hosts, BuildExpectation(), CommandLine(same_build=True), "rollout.yaml")
-    assert len(hosts) == 64 and set(got) == {h.name for h in hosts}
-    canary = {name for name, e in got.items() if str(e.version.value) == "==" + DEV}
-    assert canary == {"gpu01.dc1", "gpu02.dc1"}
+    assert set(got) == {h.name for h in hosts} == {"gpu-healthy", "gpu-stale"}
+    canary = {name for name, e in got.items() if str(e.version.value) == "==0.33.0"}
+    assert canary == {"gpu-healthy"}
     assert {(str(e.version.value), e.commit.value) for e in got.values()} == {
-        ("==" + DEV, "3cfc8f8b7"), ("==0.33.0", "4ba787ec9")}
+        ("==0.33.0", "4ba787ec9"), ("==0.20.1", "132765e35")}

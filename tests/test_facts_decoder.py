@@ -20,6 +20,8 @@ from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan
 from fleetcheck.lab.local_probe import probe_answer
 from probe_helpers import STANDIN, assert_holds, wait_listening
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 
 
@@ -137,8 +139,8 @@ def test_a_real_probe_on_a_real_wheel_sends_only_described_fields(real_venvs):
     assert facts.install.dist_infos[0].version == "0.33.0" and facts.signatures
 
 
-def test_a_real_smoke_load_sends_only_described_fields(tmp_path):
-    address = "127.%d.251.1" % int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
+def test_a_real_smoke_load_sends_only_described_fields(tmp_path, loopback_address):
+    address = loopback_address
     server = subprocess.Popen([sys.executable, STANDIN, "--bind", address, "--port", "8000",
                                "--scenario", "healthy", "--state", str(tmp_path / "state")])
     try:

@@ -23,6 +23,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 
+pytestmark = pytest.mark.unit
+
 
 
 def run_with_faults(tmp_path, inventory: dict, faults: str, *args: str):
@@ -92,7 +94,7 @@ def test_a_bug_in_one_hosts_handling_is_that_hosts_internal_error(tmp_path, flee
 
 def test_a_bug_in_the_controllers_shared_analysis_is_an_internal_error_beside_verdicts(
         tmp_path, fleet):
-    """The controller's analysis of a lead's shipment raising is no longer silence: the
+    """The controller's analysis of a lead's shipment raising is never silence: the
     lead keeps the verdicts of its own analysis with the bug beside them (status error,
     exit 3), and the build's other host analyses its own files and says why."""
     env = str(tmp_path / "env")
@@ -212,13 +214,12 @@ KILL_HOSTS = 20
 
 
 @pytest.fixture(scope="module")
-def twenty(tmp_path_factory):
-    from fleetcheck.lab.testhosts import LoopbackFleet
+def twenty(tmp_path_factory, fleet_factory):
     tmp = tmp_path_factory.mktemp("kill")
     fixed, stale = str(tmp / "fixed"), str(tmp / "stale")
     write_install(fixed, "0.33.0", FIXED)
     write_install(stale, "0.20.1", UNFIXED)
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=90)
+    fleet = fleet_factory(str(tmp / "fleet"))
     for i in range(KILL_HOSTS):
         fleet.add("gpu%02d" % i, mounts={ENV: stale if i % 7 == 3 else fixed})
     fleet.start()

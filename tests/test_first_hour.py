@@ -24,13 +24,13 @@ HEALTHY_ENV = "/opt/ml-env-healthy"  # a second path on gpu02: its earlier, heal
 
 
 @pytest.fixture(scope="module")
-def boxes(tmp_path_factory):
+def boxes(tmp_path_factory, fleet_factory):
     """gpu01: 0.33.0 with the fixes; gpu02: 0.20.1 at ENV (and 0.33.0 at HEALTHY_ENV)."""
     tmp = tmp_path_factory.mktemp("first-hour")
     good, stale = str(tmp / "good"), str(tmp / "stale")
     write_install(good, "0.33.0", FIXED, commit="g4ba787ec9")
     write_install(stale, "0.20.1", UNFIXED, commit="g132765e35")
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=71)
+    fleet = fleet_factory(str(tmp / "fleet"))
     fleet.add("gpu01", mounts={ENV: good})
     fleet.add("gpu02", mounts={ENV: stale, HEALTHY_ENV: good})
     fleet.start()
@@ -233,11 +233,11 @@ def test_run_help_has_exit_codes_and_examples_and_bad_numbers_say_why(installed,
     assert bad.returncode == 2
     assert "argument --timeout: 'abc' is not a number (seconds)" in bad.stderr
     assert "positive_float" not in bad.stderr
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "README.md")).read()
+    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "docs", "cli.md")).read()
     options = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", usage)) - {"--help"})
-    missing = [option for option in options if "`%s" % option not in readme]
-    assert missing == [], "options of run --help the README does not describe"
+    missing = [option for option in options if "`%s" % option not in page]
+    assert missing == [], "options of run --help docs/cli.md does not describe"
 
 
 def test_a_limit_matching_nothing_suggests_from_the_inventory(installed, tmp_path, boxes):

@@ -23,9 +23,11 @@ import yaml
 
 from fleet_helpers import CliRun, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
-from fleetcheck.lab.testhosts import LOOPBACK_NET, LoopbackFleet, free_loopback_port, keygen
+from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, keygen
 from install_builders import venv_missing_stdlib_module
 from probe_helpers import ENV, LoopbackListener, recorded
+
+pytestmark = pytest.mark.unit
 
 TIMEOUT = 5
 PROBE_USER = "fleetcheck-probe"
@@ -64,7 +66,7 @@ def run_isolated_dns(tmp, inventory: dict, *args: str, on_start=None) -> CliRun:
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
+def hostile(tmp_path_factory, fleet_factory):
     tmp = tmp_path_factory.mktemp("hostile")
     healthy = str(tmp / "healthy-env")
     write_install(healthy, "0.33.0", FIXED)
@@ -92,7 +94,7 @@ def hostile(tmp_path_factory):
     keygen(wrong_key)
     user = ensure_probe_user()
 
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=70)
+    fleet = fleet_factory(str(tmp / "fleet"))
     add = fleet.add
 
     def answers_with(name: str, answer: str) -> str:
@@ -308,7 +310,7 @@ def test_no_python_names_both_interpreters_tried_and_why(hostile):
 
 def test_auth_error_names_user_and_key(hostile):
     message = error_of(hostile, "wrong-key")["message"]
-    assert "wrong_key" in message and "127.%d.70." % LOOPBACK_NET in message
+    assert "wrong_key" in message and hostile.host("wrong-key")["address"] in message
 
 
 def test_output_of_a_hostile_host_is_neutral_in_messages(hostile):

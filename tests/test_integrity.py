@@ -16,6 +16,8 @@ import pytest
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, linked_copy, rewrite, site_packages
 
+pytestmark = pytest.mark.unit
+
 INSTALL_IDS = ("install-record", "install-leftovers", "install-metadata", "install-import",
                "install-in-progress")
 
@@ -50,11 +52,10 @@ def version_not_text(site: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def broken_fleet_run(tmp_path_factory, real_venvs):
+def broken_fleet_run(tmp_path_factory, fleet_factory, real_venvs):
     """One run over a fleet with one breakage per host (and clean hosts)."""
-    from fleetcheck.lab.testhosts import LoopbackFleet
     tmp = tmp_path_factory.mktemp("integrity")
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=90)
+    fleet = fleet_factory(str(tmp / "fleet"))
     venvs = {}
 
     def copy(name: str, version: str = "0.33.0") -> str:

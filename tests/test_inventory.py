@@ -11,9 +11,18 @@ import pytest
 import yaml
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import JumpHop, apply_limit, load_inventory
+from fleetcheck import inventory
+from fleetcheck.connectors import declarations
+from fleetcheck.inventory import JumpHop, apply_limit
 from fleetcheck.inventory.hostnames import expand_host_pattern
 from fleetcheck.smoke_settings import check_override
+
+pytestmark = pytest.mark.unit
+
+def load_inventory(source, **options):
+    """The inventory with every connection's declared variables, as the CLI reads it."""
+    return inventory.load_inventory(source, declarations=declarations(), **options)
+
 
 NESTED = {
     "all": {
@@ -50,6 +59,7 @@ def test_groups_vars_and_ranges(tmp_path):
     assert hosts["gpu01.dc1"].interpreter == "/opt/dc1-env/bin/python"
 
 
+@pytest.mark.ansible
 def test_matches_ansible_inventory(tmp_path):
     """ansible-inventory is the oracle for membership and merged vars."""
     path = write(tmp_path, NESTED)

@@ -10,8 +10,17 @@ import pytest
 from ansible_oracle import oracle, oracle_hosts
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.limit import split_host_pattern
-from fleetcheck.inventory import apply_limit, read_inventory
+from fleetcheck import inventory as fleet_inventory
+from fleetcheck.connectors import declarations
+from fleetcheck.inventory import apply_limit
 from probe_helpers import ini_inventory
+
+pytestmark = pytest.mark.unit
+
+def read_inventory(sources, **options):
+    """The inventory with every connection's declared variables, as the CLI reads it."""
+    return fleet_inventory.read_inventory(sources, declarations=declarations(), **options)
+
 
 PATTERNS = [  # each shows one rule; every ansible-inventory call costs ~1 s of a CI core
     "dc1:dc2", "dc1,dc2", "all:!canary", "gpus:&canary", "dc1:!canary:&gpus", "!dc2", "&dc1",
@@ -27,6 +36,7 @@ def inventory(tmp_path_factory):
     return root, source
 
 
+@pytest.mark.ansible
 def test_limit_patterns_match_ansible(inventory, monkeypatch):
     root, source = inventory
     monkeypatch.chdir(root)  # @retry is relative, as on Ansible's command line

@@ -14,13 +14,25 @@ import sys
 import pytest
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import host_from_vars, read_inventory
-from fleetcheck.inventory.hosts import VAR_ALIASES
+from fleetcheck import inventory
+from fleetcheck.connectors import declarations
+from fleetcheck.inventory.hosts import variable_table
 from fleetcheck.inventory.model import Setting, Site
 from fleetcheck.inventory.sources import load_sources
 from probe_helpers import ini_inventory, write
 from ansible_oracle import (ansible_inventory, oracle, oracle_hosts, oracle_members,
                             our_hostvars, our_members)
+
+pytestmark = pytest.mark.unit
+
+
+def read_inventory(sources, **options):
+    """The inventory with every connection's declared variables, as the CLI reads it."""
+    return inventory.read_inventory(sources, declarations=declarations(), **options)
+
+
+def host_from_vars(name, merged, groups):
+    return inventory.host_from_vars(name, merged, groups, declarations=declarations())
 
 
 def executable(path, text: str) -> str:
@@ -111,6 +123,7 @@ def assert_same_as_ansible(sources: list[str], cwd: str) -> None:
         assert host == expected, host.name
 
 
+@pytest.mark.ansible
 def test_ini_with_group_vars_and_host_vars_matches_ansible(tmp_path):
     source = ini_inventory(tmp_path / "ini")
     assert_same_as_ansible([source], str(tmp_path))
@@ -129,6 +142,7 @@ def test_ini_with_group_vars_and_host_vars_matches_ansible(tmp_path):
     assert hosts["gpu02.dc1"].groups == ["canary", "dc1", "gpus"]
 
 
+@pytest.mark.ansible
 def test_inventory_directory_matches_ansible(tmp_path):
     source = yaml_directory(tmp_path)
     assert_same_as_ansible([source], str(tmp_path))
@@ -140,6 +154,7 @@ def test_inventory_directory_matches_ansible(tmp_path):
     assert hosts["solo"].address == "127.0.0.9" and hosts["edgeb"].python == "/usr/bin/python3"
 
 
+@pytest.mark.ansible
 def test_several_sources_merge_as_ansible_merges_them(tmp_path):
     first = ini_inventory(tmp_path / "a")
     second = write(tmp_path / "b" / "extra.yml", """\
@@ -158,6 +173,7 @@ def test_several_sources_merge_as_ansible_merges_them(tmp_path):
     assert_same_as_ansible([second, first], str(tmp_path))
 
 
+@pytest.mark.ansible
 def test_a_comma_separated_host_list_is_a_source(tmp_path):
     listed = "gpu1.dc1, gpu2.dc1:2222,10.0.0.7,"
     second = write(tmp_path / "more.ini", "[gpus]\ngpu1.dc1 venv=/opt/env\n")
@@ -166,6 +182,7 @@ def test_a_comma_separated_host_list_is_a_source(tmp_path):
     assert hosts["gpu2.dc1"].port == 2222 and hosts["gpu1.dc1"].venv == "/opt/env"
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("with_meta", [True, False])
 def test_dynamic_inventory_matches_ansible(tmp_path, with_meta):
     script = dynamic_script(tmp_path, with_meta)
@@ -175,6 +192,7 @@ def test_dynamic_inventory_matches_ansible(tmp_path, with_meta):
     assert hosts["dyn3"].venv == "/opt/special" and hosts["dyn3"].become
 
 
+@pytest.mark.ansible
 def test_saved_ansible_inventory_list_reads_like_its_source(tmp_path):
     """`ansible-inventory --list > fleet.json` (how inventory plugins such as aws_ec2
     reach fleetcheck) gives the hosts and values of the inventory it came from."""
@@ -221,12 +239,15 @@ def test_unrelated_variables_are_ignored_and_typos_refused(tmp_path):
 
 
 def test_every_fleetcheck_name_is_accepted_with_the_prefix():
-    for name, canonical in VAR_ALIASES.items():
+    by_name = variable_table(declarations()).by_name
+    for name, variable in by_name.items():
         if not name.startswith(("ansible_", "fleetcheck_")):
-            assert VAR_ALIASES["fleetcheck_" + name] == canonical
-    assert VAR_ALIASES["fleetcheck_expect_version"] == "expect_version"
+            assert by_name["fleetcheck_" + name] is variable
+    assert by_name["fleetcheck_expect_version"].setting == "expect_version"
+    assert by_name["fleetcheck_container_user"].setting == "container_user"
 
 
+@pytest.mark.ansible
 def test_ini_values_are_typed_as_ansible_types_them(tmp_path):
     path = write(tmp_path / "hosts", """\
         [gpus]
@@ -317,6 +338,7 @@ env_root={{ root_prefix | default('/opt') }}
 """
 
 
+@pytest.mark.ansible
 def test_templates_in_used_variables_evaluate_as_ansible_evaluates_them(tmp_path):
     """Ansible itself (`ansible -m debug`, which contacts no host) renders the same
     templates to the same values."""
@@ -372,6 +394,7 @@ def test_vault_values_only_matter_in_used_variables(tmp_path):
     assert read_inventory([unused]).hosts[0].name == "gpu1"
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("example", ["example.yaml", "ini-example/hosts.ini"])
 def test_example_inventories_read_as_ansible_reads_them(tmp_path, example):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

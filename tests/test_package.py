@@ -11,11 +11,14 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
 import yaml
 
 from fleet_helpers import ROOT, clean_env, installed_fleetcheck as fleetcheck, ssh_hosts
 from probe_helpers import ENV, wait_listening
 from fleetcheck.lab.synthetic import FIXED, write_install
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = os.path.join(ROOT, "fleetcheck")
 STANDIN = os.path.join(ROOT, "tests", "standin_vllm.py")

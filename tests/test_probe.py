@@ -14,6 +14,8 @@ from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from fleetcheck.lab.local_probe import probe_tree
 from probe_helpers import findings
 
+pytestmark = pytest.mark.unit
+
 PLAYBOOK = load_playbook()
 CHECKS = {c.id: c for c in PLAYBOOK.checks}
 

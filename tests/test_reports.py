@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import dump_json, load_json
@@ -20,6 +20,8 @@ from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
 from probe_helpers import ENV
+
+pytestmark = pytest.mark.unit
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -33,6 +35,8 @@ def fleetcheck(*args: str, cwd: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Imported here: the tests that need no browser run where playwright is not installed."""
+    from playwright.sync_api import sync_playwright
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium",
                                               args=CHROMIUM_ARGS)
@@ -200,7 +204,7 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
 
 def test_report_merges_runs_from_several_controllers(tmp_path):
     a, b = make_run(10, hostile=False), make_run(20, hostile=False)
-    b.hosts = b.hosts[10:]
+    b = replace(b, hosts=b.hosts[10:])
     dump_json(a, str(tmp_path / "a.json"))
     dump_json(b, str(tmp_path / "b.json"))
     proc = fleetcheck("report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json",
@@ -310,13 +314,17 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     from fleetcheck.results import Evidence
 
     run = make_run(100, hostile=False)
-    broken = [h for h in run.hosts if h.checks[0].status == "fail"]
-    assert len(broken) >= 8
+    failing = [i for i, h in enumerate(run.hosts) if h.checks[0].status == "fail"]
+    assert len(failing) >= 8
     same = Evidence("vllm/v1/worker/gpu_model_runner.py", 4965, "layer_ids = x")
-    for host in broken:
-        host.checks[0].evidence = [same]
-        host.checks[0].message = "one layer off"
-    broken[-1].checks[0].evidence = [Evidence(same.file, 4999, same.text)]
+    hosts = list(run.hosts)
+    for i in failing:
+        found = same if i != failing[-1] else Evidence(same.file, 4999, same.text)
+        hosts[i] = replace(hosts[i], checks=(replace(hosts[i].checks[0], evidence=[found],
+                                                     message="one layer off"),
+                                             *hosts[i].checks[1:]))
+    run = replace(run, hosts=hosts)
+    broken = [run.hosts[i] for i in failing]
     out = io.StringIO()
     render_summary(run, stream=out)
     text = out.getvalue()
@@ -353,12 +361,13 @@ def test_one_finding_under_every_check_of_a_host_is_said_once():
 
     run = make_run(3, hostile=False)
     bare, partly = run.hosts[0], run.hosts[1]
-    for check in bare.checks:
-        check.status, check.message, check.evidence = "error", "no vllm install found", []
-    for check in partly.checks[:2]:
-        check.status, check.message, check.evidence = "error", "cannot read it", []
-    for host in (bare, partly):
-        host.status = "error"
+    bare = replace(bare, status="error", checks=[
+        replace(c, status="error", message="no vllm install found", evidence=())
+        for c in bare.checks])
+    partly = replace(partly, status="error", checks=[
+        replace(c, status="error", message="cannot read it", evidence=())
+        for c in partly.checks[:2]] + list(partly.checks[2:]))
+    run = replace(run, hosts=(bare, partly, *run.hosts[2:]))
     out = io.StringIO()
     render_summary(run, stream=out)
     text = out.getvalue()
@@ -379,13 +388,15 @@ def test_a_host_with_no_install_and_an_expected_build_reads_as_what_it_is():
 
     run = make_run(2, hostile=False)
     bare = run.hosts[0]
-    for check in bare.checks:
-        check.status, check.message, check.evidence = "error", "no vllm install found", []
-    bare.checks.append(CheckResult("build-expected", "Expected build", "fail",
-                                   "expected ==0.33.0, found no install",
-                                   [Evidence(None, None, "version: expected ==0.33.0")]))
-    run.hosts[1].checks.append(CheckResult("build-expected", "Expected build", "pass", "ok"))
-    bare.status = "fail"
+    bare = replace(bare, status="fail", checks=[
+        replace(c, status="error", message="no vllm install found", evidence=())
+        for c in bare.checks] + [CheckResult("build-expected", "Expected build", "fail",
+                                             "expected ==0.33.0, found no install",
+                                             [Evidence(None, None,
+                                                       "version: expected ==0.33.0")])])
+    other = run.hosts[1]
+    run = replace(run, hosts=[bare, replace(other, checks=(*other.checks, CheckResult(
+        "build-expected", "Expected build", "pass", "ok")))])
     out = io.StringIO()
     render_summary(run, stream=out)
     text = out.getvalue()
@@ -402,7 +413,8 @@ def test_html_never_prints_none_for_what_a_host_did_not_have(tmp_path):
     from fleetcheck.results import VllmInfo
 
     run = make_run(3, hostile=False)
-    run.hosts[0].vllm = VllmInfo(python="/opt/env/bin/python")
+    run = replace(run, hosts=(replace(run.hosts[0], vllm=VllmInfo(python="/opt/env/bin/python")),
+                              *run.hosts[1:]))
     path = tmp_path / "report.html"
     render_html(run, str(path))
     html = path.read_text()

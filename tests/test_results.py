@@ -11,10 +11,14 @@ from dataclasses import replace
 
 import pytest
 
+from fleetcheck.build_details import BuildDetails, ExpectedValue, FoundBuild, SameBuild
 from fleetcheck.results import (NOT_RUN, SCHEMA_VERSION, CheckResult, Evidence, HostError,
                                 HostResult, RunResult, VllmInfo, dump_json, host_status,
                                 load_json, merge_runs)
+from fleetcheck.status import Status
 from results_factory import make_run
+
+pytestmark = pytest.mark.unit
 
 
 def check(status: str, cid: str = "c") -> CheckResult:
@@ -34,10 +38,15 @@ def run_of(*hosts: HostResult, complete: bool = True, started: str = "2026-01-01
 
 def test_a_run_survives_its_json_file_unchanged(tmp_path):
     run = make_run(30)  # unreachable, failing and passing hosts, hostile strings
-    run.hosts[2].checks[0].evidence.append(Evidence("vllm/a.py", None, "no line", "read"))
-    run.hosts[3].analysis = "shared with gpu000.dc1"
-    run.hosts[4].vllm.other_installs = [{"site_packages": "/usr/lib/python3/dist-packages"}]
-    run.not_finished = ["gpu999"]
+    hosts = list(run.hosts)
+    two = hosts[2]
+    read = replace(two.checks[0], evidence=(*two.checks[0].evidence,
+                                            Evidence("vllm/a.py", None, "no line", "read")))
+    hosts[2] = replace(two, checks=(read, *two.checks[1:]))
+    hosts[3] = replace(hosts[3], analysis="shared with gpu000.dc1")
+    hosts[4] = replace(hosts[4], vllm=replace(hosts[4].vllm, other_installs=[
+        {"site_packages": "/usr/lib/python3/dist-packages"}]))
+    run = replace(run, hosts=hosts, not_finished=["gpu999"])
     path = str(tmp_path / "out" / "results.json")
     dump_json(run, path)
     loaded = load_json(path)
@@ -105,7 +114,7 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
     assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1,
                                        "not_run": 0}}
     never = host("d", "unreachable", HostError("unreachable", "refused"))
-    never.checks[0].details[NOT_RUN] = True  # as the check plan marks a host never judged
+    never = replace(never, checks=[replace(never.checks[0], details={NOT_RUN: True})])
     assert run_of(*hosts, never).summary()["checks"]["c"] == {
         "pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1, "not_run": 1}
     assert summary["ready"] is False
@@ -115,19 +124,18 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
 
 
 def test_merge_keeps_every_host_once_in_order_with_its_later_result():
-    first = run_of(host("a", "fail"), host("b", "pass"), started="2026-01-01T00:00:05",
-                   finished="2026-01-01T00:02:00")
-    first.duration_s, first.not_finished = 10.0, []
-    second = run_of(host("c", "pass"), host("a", "pass"), complete=False,
-                    started="2026-01-01T00:00:01", finished="2026-01-01T00:01:00")
-    second.duration_s, second.not_finished = 20.0, ["d"]
+    first = replace(run_of(host("a", "fail"), host("b", "pass"), started="2026-01-01T00:00:05",
+                           finished="2026-01-01T00:02:00"), duration_s=10.0)
+    second = replace(run_of(host("c", "pass"), host("a", "pass"), complete=False,
+                            started="2026-01-01T00:00:01", finished="2026-01-01T00:01:00"),
+                     duration_s=20.0, not_finished=["d"])
     merged = merge_runs([first, second], ["dc1.json", "dc2.json"])
     assert [(h.name, h.status) for h in merged.hosts] == [("b", "pass"), ("c", "pass"),
                                                           ("a", "pass")]
     assert merged.inventory == "dc1.json + dc2.json"
     assert (merged.started_at, merged.finished_at) == ("2026-01-01T00:00:01",
                                                        "2026-01-01T00:02:00")
-    assert merged.complete is False and merged.not_finished == ["d"]
+    assert merged.complete is False and merged.not_finished == ("d",)
     assert merged.duration_s == 20.0 and merged.exit_code() == 3
 
 
@@ -141,8 +149,8 @@ def test_the_writer_reuses_a_hosts_line_only_while_it_is_the_same_object(tmp_pat
     run = run_of(host("a", "pass"))
     writer = ResultsWriter(str(tmp_path / "r.json"))
     writer.write(run)
-    run.hosts = [replace(run.hosts[0], status="fail", checks=[check("fail")])]
-    writer.write(run)
+    writer.write(replace(run, hosts=[replace(run.hosts[0], status="fail",
+                                             checks=[check("fail")])]))
     assert load_json(str(tmp_path / "r.json")).hosts[0].status == "fail"
 
 
@@ -156,7 +164,7 @@ def test_vllm_info_and_errors_round_trip_as_json_objects(tmp_path):
     data = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"][0]
     assert data["error"] == {"kind": "protocol", "message": "answer is not the probe's JSON"}
     assert data["vllm"]["found_by"] == "running server (port 8000)"
-    assert load_json(str(tmp_path / "r.json")).hosts == [broken]
+    assert load_json(str(tmp_path / "r.json")).hosts == (broken,)
 
 
 def test_evidence_says_where_it_was_found_the_same_way_everywhere():
@@ -166,3 +174,37 @@ def test_evidence_says_where_it_was_found_the_same_way_everywhere():
     assert Evidence(None, None, "version: expected ==0.33.0").as_line() == \
         "version: expected ==0.33.0"
     assert Evidence("vllm/a.py", 0, "t").location() == "vllm/a.py:0: "
+
+
+def test_results_are_values_a_change_is_a_new_result():
+    """The results writer reuses a host's encoded line while the host is the same object:
+    a result that could change in place would be written stale."""
+    one = host("a", "pass")
+    with pytest.raises(AttributeError):
+        one.status = "fail"
+    with pytest.raises(AttributeError):
+        one.checks[0].message = "changed"
+    with pytest.raises(AttributeError):
+        one.checks.append(check("fail"))  # the sequences are tuples
+    assert one.checks[0].status is Status.PASS and one.groups == ()
+
+
+def test_build_expected_details_are_typed_and_survive_the_json_file(tmp_path):
+    details = BuildDetails(found=FoundBuild("0.33.0", "vllm/_version.py", "4ba787ec9",
+                                            "vllm/_version.py"),
+                           version=ExpectedValue("==0.33.0", "--expect-version"),
+                           same_build_expected=ExpectedValue(True, "playbook expect:"),
+                           version_ok=True, matched=("version 0.33.0 matches ==0.33.0",),
+                           same_build=SameBuild(compared=True, group="the fleet", hosts=2,
+                                                differing=("b",), majority="x", ok=True))
+    built = CheckResult("build-expected", "Expected build", "pass", "ok", details=details)
+    dump_json(run_of(replace(host("a", "pass"), checks=[built])), str(tmp_path / "r.json"))
+    written = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"][0]["checks"][0]
+    assert list(written["details"]) == ["expected", "found", "problems", "matched",
+                                        "version_ok", "same_build"]
+    assert written["details"]["same_build"] == {"group": "the fleet", "hosts": 2,
+                                                "differing": ["b"], "majority": "x",
+                                                "compared": True, "ok": True}
+    loaded = load_json(str(tmp_path / "r.json")).hosts[0].checks[0]
+    assert loaded.details == details and loaded.details.label() == \
+        "version ==0.33.0, same build as its group"

@@ -13,6 +13,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV, site_packages
 
+pytestmark = pytest.mark.unit
+
 FIX_IDS = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
 
 

@@ -5,6 +5,7 @@ the inventory. (What a host is judged by is tests/test_check_plan.py's.)"""
 
 from __future__ import annotations
 
+import pytest
 
 from fleetcheck.connectors.base import TransportError
 from fleetcheck.connectors.ssh import KnownHosts, SshSettings
@@ -14,6 +15,8 @@ from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, HostResult, RunResult
 from fleetcheck.runner import (RunOptions, assemble, failed_host, host_error, host_smoke,
                                smoke_planned)
+
+pytestmark = pytest.mark.unit
 
 FIXES = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop"]
 INTEGRITY = ["install-record", "install-leftovers", "install-metadata", "install-import",
@@ -36,21 +39,21 @@ def test_assemble_keeps_inventory_order_with_containers_and_placeholders(tmp_pat
     run = RunResult(started_at="t", inventory="i", playbook="p")
     done = {"box": [result("box/web"), result("box/worker")]}
     placeholders: dict[str, HostResult] = {}
-    assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
-             placeholders)
+    run = assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
+                   placeholders)
     assert [h.name for h in run.hosts] == ["a", "box/web", "box/worker", "c"]
-    assert run.not_finished == ["a", "c"] and run.finished_at
+    assert run.not_finished == ("a", "c") and run.finished_at
     waiting = run.hosts[0]
     assert (waiting.status, waiting.error) == ("error", HostError("interrupted",
                                                                    "run interrupted"))
-    assert waiting.groups == ["g"] and [c.id for c in waiting.checks] == FIXES + INTEGRITY
+    assert waiting.groups == ("g",) and [c.id for c in waiting.checks] == FIXES + INTEGRITY
     # the next checkpoint reuses the very placeholder (the writer encodes it once) and
     # drops it once the host is done
     done["a"] = [result("a")]
-    assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
-             placeholders)
+    run = assemble(run, hosts, done, PLAYBOOK, options(tmp_path), 0.0, "run interrupted",
+                   placeholders)
     assert run.hosts[-1] is placeholders["c"] and run.hosts[0] is done["a"][0]
-    assert run.not_finished == ["c"]
+    assert run.not_finished == ("c",)
 
 
 def test_a_placeholder_lists_the_smoke_and_build_checks_the_host_would_have_had(tmp_path):
@@ -74,7 +77,7 @@ def test_a_failed_host_is_a_value_with_its_reason_on_every_check(tmp_path):
     failed = failed_host(host, "gpu1", PLAYBOOK, options(tmp_path), None,
                          HostError("unreachable", "gpu1:22: connection refused"), 0.0)
     assert (failed.status, failed.address, failed.groups) == ("unreachable", "10.0.0.1",
-                                                              ["dc1"])
+                                                              ("dc1",))
     assert failed.checks[0].message == "not run: unreachable (gpu1:22: connection refused)"
     assert failed_host(host, "gpu1", PLAYBOOK, options(tmp_path), None,
                        HostError("auth", "refused"), 0.0).status == "error"

@@ -18,6 +18,8 @@ from fleet_helpers import run_fleetcheck
 from fleetcheck.lab.testhosts import free_loopback_port
 from probe_helpers import ENV, edited_copy, recorded
 
+pytestmark = pytest.mark.unit
+
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 FIXED = 'i + 1 for i in (dflash_config.get("target_layer_ids") or [])'
 UNFIXED = 'i for i in (dflash_config.get("target_layer_ids") or [])'

@@ -13,11 +13,15 @@ import shlex
 import time
 import urllib.request
 
+import pytest
+
 import drafter_trees
 import real_vllm
 from drafter_trees import ZLAB, variant
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+
+pytestmark = pytest.mark.unit
 
 DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
 TARGET = "org/tiny-target"
@@ -180,9 +184,9 @@ def test_diff_names_a_host_whose_served_drafter_changed():
                  "drafter": {"spec": DRAFTER, "revision": revision}}]
 
     old, new = make_run(2, hostile=False), make_run(2, hostile=False)
-    old.hosts = [replace(h, served=served("a" * 40)) for h in old.hosts]
-    new.hosts = [replace(h, served=served("a" * 40 if i == 0 else "b" * 40))
-                 for i, h in enumerate(new.hosts)]
+    old = replace(old, hosts=[replace(h, served=served("a" * 40)) for h in old.hosts])
+    new = replace(new, hosts=[replace(h, served=served("a" * 40 if i == 0 else "b" * 40))
+                              for i, h in enumerate(new.hosts)])
     text = "\n".join(diff_text(diff_runs(old, new)))
     assert "served drafters: %s@%s -> %s@%s" % (DRAFTER, "a" * 12, DRAFTER, "b" * 12) in text
     assert text.count("served drafters") == 1

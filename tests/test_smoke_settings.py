@@ -11,6 +11,8 @@ from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
 from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
 
+pytestmark = pytest.mark.unit
+
 
 def test_prompt_set_is_versioned_and_has_a_long_prompt():
     prompts = prompt_set()

@@ -23,8 +23,7 @@ from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host, JumpHop, parse_route
 from probe_helpers import LoopbackListener
 
-ADDRESS = "127.%d.250.1" % int(os.environ.get("FLEETCHECK_LOOPBACK_NET", "0"))
-
+pytestmark = pytest.mark.unit
 
 CONFIG = """\
 Host gpu*
@@ -180,9 +179,9 @@ def test_error_seam_kinds_and_which_are_worth_a_retry(raised, kind, retryable):
 class Listener(LoopbackListener):
     """Hands each connection to `serve`, one after the other, and counts them."""
 
-    def __init__(self, serve):
+    def __init__(self, address: str, serve):
         self.serve = serve
-        super().__init__(ADDRESS)
+        super().__init__(address)
 
     def handle(self, conn: socket.socket) -> None:
         self.serve(conn)
@@ -251,14 +250,14 @@ def client_key(tmp_path) -> str:
 
 def connect(tmp_path, listener: Listener, key: str | None = None, retries: int = 2,
             seconds: float = 30):
-    host = Host(name="box", address=ADDRESS, port=listener.port, user="u", key=key)
+    host = Host(name="box", address=listener.address, port=listener.port, user="u", key=key)
     connector = SshConnector(settings(tmp_path, config=None, policy="accept-new",
                                       retries=retries, retry_backoff=0.05))
     return connector.open(host, Deadline(seconds))
 
 
-def test_a_listener_that_speaks_no_ssh_is_retried_then_unreachable(tmp_path):
-    listener = Listener(no_ssh)
+def test_a_listener_that_speaks_no_ssh_is_retried_then_unreachable(tmp_path, loopback_address):
+    listener = Listener(loopback_address, no_ssh)
     try:
         with pytest.raises(TransportError) as caught:
             connect(tmp_path, listener, retries=2)
@@ -268,8 +267,8 @@ def test_a_listener_that_speaks_no_ssh_is_retried_then_unreachable(tmp_path):
     assert listener.accepted == 3  # the first try and two retries
 
 
-def test_no_retry_when_the_deadline_leaves_no_room_for_the_backoff(tmp_path):
-    listener = Listener(no_ssh)
+def test_no_retry_when_the_deadline_leaves_no_room_for_the_backoff(tmp_path, loopback_address):
+    listener = Listener(loopback_address, no_ssh)
     try:
         with pytest.raises(TransportError):
             connect(tmp_path, listener, retries=5, seconds=1.0)
@@ -278,9 +277,9 @@ def test_no_retry_when_the_deadline_leaves_no_room_for_the_backoff(tmp_path):
     assert listener.accepted == 1
 
 
-def test_a_refused_login_is_never_retried(tmp_path, client_key):
+def test_a_refused_login_is_never_retried(tmp_path, loopback_address, client_key):
     server = Server(login=False)
-    listener = Listener(ssh_server(server))
+    listener = Listener(loopback_address, ssh_server(server))
     try:
         with pytest.raises(TransportError) as caught:
             connect(tmp_path, listener, key=client_key, retries=3)
@@ -291,9 +290,10 @@ def test_a_refused_login_is_never_retried(tmp_path, client_key):
     assert listener.accepted == 1
 
 
-def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(tmp_path, client_key):
+def test_a_connection_lost_after_the_command_was_sent_is_not_retryable(
+        tmp_path, loopback_address, client_key):
     server = Server(login=True)
-    listener = Listener(ssh_server(server))
+    listener = Listener(loopback_address, ssh_server(server))
     try:
         with connect(tmp_path, listener, key=client_key) as session:
             with pytest.raises(TransportError) as caught:
@@ -323,12 +323,12 @@ class CancellingBastion(Server):
         return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
 
-def test_a_run_cancelled_at_a_bastion_opens_no_further_hop(tmp_path, client_key):
+def test_a_run_cancelled_at_a_bastion_opens_no_further_hop(tmp_path, loopback_address, client_key):
     cancel = threading.Event()
     bastion = CancellingBastion(cancel)
-    listener = Listener(ssh_server(bastion))
-    host = Host(name="box", address=ADDRESS, port=2222, user="u", key=client_key,
-                proxy_jump=(JumpHop(ADDRESS, "u", listener.port),))
+    listener = Listener(loopback_address, ssh_server(bastion))
+    host = Host(name="box", address=loopback_address, port=2222, user="u", key=client_key,
+                proxy_jump=(JumpHop(loopback_address, "u", listener.port),))
     connector = SshConnector(settings(tmp_path, config=None, policy="accept-new", retries=0))
     try:
         with pytest.raises(TransportError) as caught:

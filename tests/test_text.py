@@ -8,6 +8,8 @@ import pytest
 from fleetcheck.text import (byte_size, counted, is_int, is_number, neutral, printable,
                              visible_controls, xml_safe)
 
+pytestmark = pytest.mark.unit
+
 HOSTILE = "ok\x1b[2J\x07\u202eevil\x00"
 
 

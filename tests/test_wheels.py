@@ -8,7 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from fleetcheck.lab import wheels
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_second_process_waits_for_the_lock_holder(tmp_path, monkeypatch):

@@ -22,6 +22,8 @@ from fleetcheck.wire_protocol import (FALLBACK, cut_answer_field, decode_answer,
 from install_builders import venv_missing_stdlib_module
 from probe_helpers import assert_holds
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "facts")
 HOSTILE = "we ird; touch PWNED $(touch PWNED2) `touch PWNED3` 'q\" \\ *"
 

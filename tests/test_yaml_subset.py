@@ -12,6 +12,8 @@ import yaml
 
 from fleetcheck.probe.yaml_subset import YamlError, load
 
+pytestmark = pytest.mark.unit
+
 SCALARS = ["8001", "-3", "+4", "1_000", "0x1f", "0", "0b101", "017", "-1:30", "1:30.5", ".5", "-.inf", ".NaN", "1.5", "-.5", "1e3", "1.0e+3", "3.",
            "yes", "No", "ON", "off", "true", "False", "y", "n", "~", "null", "Null", "",
            "Qwen/Qwen3-8B", "z-lab/Qwen3.6-27B-DFlash", "http://h:8/x#frag", "a b c",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke_settings import SmokeSettings
 from fleetcheck.text import counted
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Smoke
@@ -120,12 +121,13 @@ def judge_smoke(facts: Smoke, options: SmokeSettings) -> tuple[CheckResult, dict
     if error is not None:
         message = MESSAGES.get(error.kind, "%(detail)s") % {
             "url": facts.url, "detail": error.detail, "log": log[-1500:] or "(the log is empty)"}
-        status = "fail" if error.kind in ("server-exited", "startup-timeout") else "error"
+        died = error.kind in ("server-exited", "startup-timeout")
+        status = Status.FAIL if died else Status.ERROR
         return out(status, message, evidence=log_evidence)
     try:
         numbers = measure(facts)
     except ValueError as exc:  # the server's own text: prometheus_client's parser refused it
-        return out("error", "the server's /metrics text cannot be parsed: %s" % exc)
+        return out(Status.ERROR, "the server's /metrics text cannot be parsed: %s" % exc)
     failed = numbers["requests"]["failed"]
     first_error = next((r.error or "no error text" for r in facts.load.results if not r.ok),
                        None)
@@ -136,26 +138,26 @@ def judge_smoke(facts: Smoke, options: SmokeSettings) -> tuple[CheckResult, dict
                              numbers["requests"]["ok"], failed))] + log_evidence
     if numbers["requests"]["ok"] == 0:
         if failed:
-            return out("error", "every request failed (%d): %s" % (failed, first_error),
+            return out(Status.ERROR, "every request failed (%d): %s" % (failed, first_error),
                        numbers, evidence)
         if numbers["budget_exhausted"]:
-            return out("error", "no request was sent before the time budget (%.0fs) ran out"
+            return out(Status.ERROR, "no request was sent before the time budget (%.0fs) ran out"
                        % options.time_budget_s, numbers, evidence)
-        return out("error", "no request was sent: the load planned %s"
+        return out(Status.ERROR, "no request was sent: the load planned %s"
                    % counted(numbers["requests"]["planned"], "request"), numbers, evidence)
     if not numbers["spec_counters_present"]:
-        return out("fail", "the server exports no vllm:spec_decode_* counters: speculative "
+        return out(Status.FAIL, "the server exports no vllm:spec_decode_* counters: speculative "
                    "decoding is not configured (no --speculative-config)", numbers, evidence)
     if numbers["drafts"] == 0:
         if numbers["generation_tokens"] == 0:
-            return out("error", "no counter moved while %s succeeded: the server looks like "
+            return out(Status.ERROR, "no counter moved while %s succeeded: the server looks like "
                        "it runs with --disable-log-stats, so acceptance cannot be measured"
                        % counted(numbers["requests"]["ok"], "request"), numbers, evidence)
-        return out("fail", "no drafts at all: %s generated but the drafter proposed nothing"
+        return out(Status.FAIL, "no drafts at all: %s generated but the drafter proposed nothing"
                    % counted(int(numbers["generation_tokens"]), "token was", "tokens were"),
                    numbers, evidence)
     if numbers["accepted_tokens"] == 0:
-        return out("fail", "no accepted tokens: the target rejected every draft token (%s of "
+        return out(Status.FAIL, "no accepted tokens: the target rejected every draft token (%s of "
                    "%s; a broken drafter: wrong weights, or hidden states from the wrong target "
                    "layers)" % (counted(int(numbers["draft_tokens"]), "draft token"),
                                 counted(int(numbers["drafts"]), "draft")),
@@ -173,10 +175,10 @@ def judge_smoke(facts: Smoke, options: SmokeSettings) -> tuple[CheckResult, dict
             numbers["requests"]["planned"]))
     suffix = ("; " + "; ".join(notes)) if notes else ""
     if rate < options.min_acceptance_rate or length < options.min_mean_acceptance_length:
-        return out("fail", "%s: below the thresholds (rate >= %.0f%%, length >= %.1f)%s" % (
+        return out(Status.FAIL, "%s: below the thresholds (rate >= %.0f%%, length >= %.1f)%s" % (
             summary, 100 * options.min_acceptance_rate, options.min_mean_acceptance_length,
             suffix), numbers, evidence)
-    return out("warn" if notes else "pass", summary + suffix, numbers, evidence)
+    return out(Status.WARN if notes else Status.PASS, summary + suffix, numbers, evidence)
 
 
 def collapse_position(per_position: list[float], options: SmokeSettings) -> int | None:
@@ -201,7 +203,7 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
     for host in hosts:
         numbers = smoke_numbers.get(host.name)
         if not numbers or numbers.get("mean_acceptance_length") is None:
-            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "skip",
+            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, Status.SKIP,
                                          "no acceptance measured on this host")
             continue
         problems = []
@@ -217,16 +219,16 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
                             "tokens" % (collapse, ", ".join("%.2f" % r for r in
                                                             numbers["per_position"][:8])))
         if problems:
-            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "warn", "; ".join(problems),
-                                         details={"fleet_median": median})
+            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, Status.WARN,
+                                         "; ".join(problems), details={"fleet_median": median})
         elif len(lengths) < 3:
-            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "pass",
+            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, Status.PASS,
                                          "no collapse in the per-position curve; not compared "
                                          "with a fleet median (%s measured, 3 needed)"
                                          % counted(len(lengths), "host"),
                                          details={"fleet_median": median})
         else:
-            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, "pass",
+            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, Status.PASS,
                                          "in line with the fleet (median mean acceptance length "
                                          "%.2f)" % median, details={"fleet_median": median})
     return out

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from fleetcheck.build_details import (CHECK_ID, TITLE, BuildDetails, ExpectedValue, FoundBuild,
+                                      SameBuild, build_details)
 from fleetcheck.checks.version import commit_of, misfit_text, primary_dist_info
-from fleetcheck.expectations import (CHECK_ID, TITLE, BuildExpectation, commit_matches,
-                                     found_version, names, version_matches)
+from fleetcheck.expectations import (BuildExpectation, commit_matches, found_version, names,
+                                     version_matches)
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, VersionFile
@@ -42,11 +46,16 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
     version, version_text, version_source = found_version(candidates)
     commit, commit_source = commit_of(facts)
     commit_file = commit_evidence_file(commit_source, facts)
-    details: dict[str, Any] = {
-        "expected": expectation.as_dict(),
-        "found": {"version": version_text or None, "version_source": version_source or None,
-                  "commit": commit, "commit_source": commit_file or commit_source},
-        "problems": [], "matched": []}
+    details = BuildDetails(
+        found=FoundBuild(version=version_text or None, version_source=version_source or None,
+                         commit=commit, commit_source=commit_file or commit_source),
+        version=ExpectedValue(str(expectation.version.value), expectation.version.source)
+        if expectation.version else None,
+        commit=ExpectedValue(str(expectation.commit.value), expectation.commit.source)
+        if expectation.commit else None,
+        same_build_expected=ExpectedValue(expectation.same_build.value,
+                                          expectation.same_build.source)
+        if expectation.same_build else None)
     evidence: list[Evidence] = []
     installed = bool(dist) or bool(version_file.exists)
     if expectation.version is not None:
@@ -59,12 +68,12 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
                               misfit_note(version_file, "version"))
         else:
             ok, why = version_matches(spec.value, version)
-        details["version_ok"] = ok
         short = "version %s %s %s%s" % (version_text or "none", "matches" if ok else "is not",
                                         spec.value, " (%s)" % why if why else "")
-        record(details, evidence, ok, short, "version: expected %s (from %s), found %s%s" % (
+        details = replace(details, version_ok=ok).with_aspect(ok, short)
+        evidence.append(Evidence(None, None, "version: expected %s (from %s), found %s%s" % (
             spec.value, spec.source, version_text or "none",
-            " (from %s)" % version_source if version_source else ""))
+            " (from %s)" % version_source if version_source else "")))
     if expectation.commit is not None:
         prefix = expectation.commit
         if not installed:
@@ -75,7 +84,6 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
                               + misfit_note(version_file, "commit_id"))
         else:
             ok, why = commit_matches(prefix.value, commit)
-        details["commit_ok"] = ok
         where = commit_file or ("the version's +g<sha>" if commit_source == "version"
                                 else commit_source)
         if commit is None:
@@ -83,13 +91,11 @@ def judge_build(expectation: BuildExpectation, facts: Facts) -> CheckResult:
         else:
             short = "commit %s %s %s%s" % (commit, "matches" if ok else "is not", prefix.value,
                                            " (%s)" % why if why else "")
-        record(details, evidence, ok, short, "commit: expected %s (from %s), found %s%s" % (
+        details = replace(details, commit_ok=ok).with_aspect(ok, short)
+        evidence.append(Evidence(None, None, "commit: expected %s (from %s), found %s%s" % (
             prefix.value, prefix.source, commit or "none",
-            " (from %s)" % where if where else ": " + (why or "")))
-    check = CheckResult(id=CHECK_ID, title=TITLE, status="pass", message="",
-                        evidence=evidence, details=details)
-    settle(check)
-    return check
+            " (from %s)" % where if where else ": " + (why or ""))))
+    return verdict(details, evidence)
 
 
 def misfit_note(version_file: VersionFile, field: str) -> str:
@@ -100,34 +106,16 @@ def misfit_note(version_file: VersionFile, field: str) -> str:
     return ""
 
 
-def record(details: dict[str, Any], evidence: list[Evidence], ok: bool | None, short: str,
-           side_by_side: str) -> None:
-    """One judged aspect: a short phrase for the message, and the expected and found values
-    with their sources as evidence. `ok` None: the aspect could not be decided."""
-    key = "matched" if ok else "problems" if ok is False else "undecided"
-    details.setdefault(key, []).append(short)
-    evidence.append(Evidence(file=None, line=None, text=side_by_side))
+def verdict(details: BuildDetails, evidence: list[Evidence]) -> CheckResult:
+    """The check of the aspects judged so far: each gave a short phrase for the message and
+    the expected and found values, with their sources, as evidence."""
+    status, message = details.verdict()
+    return CheckResult(id=CHECK_ID, title=TITLE, status=status, message=message,
+                       evidence=evidence, details=details)
 
 
 def skipped(reason: str) -> CheckResult:
-    return CheckResult(id=CHECK_ID, title=TITLE, status="skip", message=reason)
-
-
-def settle(check: CheckResult) -> None:
-    """Status and message from the aspects judged so far."""
-    details = check.details
-    if details["problems"]:
-        check.status = "fail"
-        check.message = "off the expected build: " + "; ".join(details["problems"])
-    elif details.get("undecided"):
-        check.status = "error"
-        check.message = "; ".join(details["undecided"])
-    elif details["matched"]:
-        check.status = "pass"
-        check.message = "on the expected build: " + "; ".join(details["matched"])
-    else:
-        check.status = "skip"
-        check.message = "only same_build is expected: compared once every host has finished"
+    return CheckResult(id=CHECK_ID, title=TITLE, status=Status.SKIP, message=reason)
 
 
 def build_label(key: tuple[str | None, str | None, str | None]) -> str:
@@ -136,58 +124,60 @@ def build_label(key: tuple[str | None, str | None, str | None]) -> str:
                                           record[:12] if record else "none")
 
 
-def cohort_name(expected: dict[str, Any]) -> str:
-    parts = ["%s %s" % (name, expected[name]["value"]) for name in ("version", "commit")
-             if name in expected]
+def cohort_name(details: BuildDetails) -> str:
+    parts = ["%s %s" % (name, item.value) for name, item in
+             (("version", details.version), ("commit", details.commit)) if item is not None]
     return "the hosts expected on %s" % " and ".join(parts) if parts else "the fleet"
 
 
-def off_expected(check: CheckResult) -> str | None:
+def off_expected(details: BuildDetails) -> str | None:
     """Why a host is already off its expected version or commit (then it fails for that,
     and comparing its build with the others would blame them for it), or None."""
-    failed = [name for name in ("version", "commit") if check.details.get(name + "_ok") is False]
+    failed = [name for name, ok in (("version", details.version_ok),
+                                    ("commit", details.commit_ok)) if ok is False]
     return " and ".join(failed) or None
 
 
-def apply_same_build(hosts: list[HostResult]) -> None:
+def apply_same_build(hosts: list[HostResult]) -> list[HostResult]:
     """same_build, per group of hosts expected on the same version and commit, among the
     hosts that are on that version and commit: the most common build passes, every host
     on another build fails, naming the majority and the hosts that differ. Without a
     majority no host can be named the odd one out: each is an `error` saying which builds
     were found and how to pin one (a host already off the expected version fails for that
-    alone, and is not counted)."""
-    cohorts: dict[tuple[str, str], list[tuple[HostResult, CheckResult]]] = {}
-    for host in hosts:
+    alone, and is not counted). The hosts come back in order, those judged as new results."""
+    judged: dict[int, CheckResult] = {}
+    cohorts: dict[tuple[str, str], list[tuple[int, HostResult, CheckResult, BuildDetails]]] = {}
+    for index, host in enumerate(hosts):
         check = next((c for c in host.checks if c.id == CHECK_ID), None)
-        if host.error is not None or check is None or "expected" not in check.details:
+        details = build_details(check)
+        if host.error is not None or check is None or details is None \
+                or not details.expects_same_build():
             continue
-        expected = check.details["expected"]
-        if not (expected.get("same_build") or {}).get("value"):
-            continue
-        off = off_expected(check)
+        off = off_expected(details)
         if off is not None:
-            check.details["same_build"] = {"compared": False, "reason": "off the expected " + off}
-            check.evidence.append(Evidence(None, None, "same_build: not compared with the other "
-                                           "hosts (this host is off the expected %s)" % off))
+            judged[index] = replace(
+                check, details=replace(details, same_build=SameBuild(
+                    compared=False, reason="off the expected " + off)),
+                evidence=(*check.evidence, Evidence(
+                    None, None, "same_build: not compared with the other hosts (this host "
+                    "is off the expected %s)" % off)))
             continue
-        key = (str((expected.get("version") or {}).get("value", "")),
-               str((expected.get("commit") or {}).get("value", "")))
-        cohorts.setdefault(key, []).append((host, check))
+        key = (str(details.version.value if details.version else ""),
+               str(details.commit.value if details.commit else ""))
+        cohorts.setdefault(key, []).append((index, host, check, details))
     for members in cohorts.values():
-        counts = Counter(host.build_key() for host, _ in members)
+        counts = Counter(host.build_key() for _, host, _, _ in members)
         ranked = counts.most_common()
         tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
         majority = None if tie else ranked[0][0]
-        group = cohort_name(members[0][1].details["expected"])
-        source = members[0][1].details["expected"]["same_build"]["source"]
-        differing = [host.name for host, _ in members if host.build_key() != majority]
+        group = cohort_name(members[0][3])
+        source = members[0][3].same_build_expected.source
+        differing = tuple(host.name for _, host, _, _ in members
+                          if host.build_key() != majority)
         by_build = "; ".join("%s: %s" % (build_label(k), names(
-            [h.name for h, _ in members if h.build_key() == k])) for k, _ in ranked)
-        for host, check in members:
+            [h.name for _, h, _, _ in members if h.build_key() == k])) for k, _ in ranked)
+        for index, host, check, details in members:
             mine = host.build_key()
-            summary = {"group": group, "hosts": len(members), "differing": differing,
-                       "majority": build_label(majority) if majority else None,
-                       "compared": True}
             if majority is None:
                 ok = None
                 short = ("same_build: %d builds among %s, none the majority, so no host can "
@@ -199,10 +189,10 @@ def apply_same_build(hosts: list[HostResult]) -> None:
             elif mine == majority:
                 ok = True
                 short = "same build as the majority of %s%s" % (
-                    group, " (differing: %s)" % names(differing) if differing else "")
+                    group, " (differing: %s)" % names(list(differing)) if differing else "")
                 line = "the majority build of %s (%d of %d hosts): %s%s" % (
                     group, counts[majority], len(members), build_label(majority),
-                    "; differing: %s" % names(differing) if differing else "")
+                    "; differing: %s" % names(list(differing)) if differing else "")
             else:
                 ok = False
                 diff = [name for name, a, b in zip(("version", "commit", "RECORD sha256"),
@@ -212,10 +202,48 @@ def apply_same_build(hosts: list[HostResult]) -> None:
                 line = ("holds %s; the majority build of %s (%d of %d hosts) is %s; differs "
                         "in %s; hosts off it: %s" % (
                             build_label(mine), group, counts[majority], len(members),
-                            build_label(majority), ", ".join(diff), names(differing)))
-            summary["ok"] = ok
-            check.details["same_build"] = summary
-            record(check.details, check.evidence, ok, short,
-                   "same_build (from %s): %s" % (source, line))
-            settle(check)
-            host.status = status_with(host, host.checks)
+                            build_label(majority), ", ".join(diff), names(list(differing))))
+            same = SameBuild(compared=True, group=group, hosts=len(members),
+                             differing=differing,
+                             majority=build_label(majority) if majority else None, ok=ok)
+            judged[index] = verdict(
+                replace(details, same_build=same).with_aspect(ok, short),
+                [*check.evidence, Evidence(None, None, "same_build (from %s): %s" % (
+                    source, line))])
+    out = []
+    for index, host in enumerate(hosts):
+        new = judged.get(index)
+        if new is not None:
+            checks = [new if c.id == CHECK_ID else c for c in host.checks]
+            host = replace(host, checks=checks, status=status_with(host, checks))
+        out.append(host)
+    return out
+
+
+def expectation_warnings(hosts: list[HostResult]) -> list[str]:
+    """An expected version or commit that no host it applies to holds: most often a typo
+    or a build not rolled out yet. Only hosts that were checked count."""
+    applies: dict[tuple[str, str, str], list[str]] = {}
+    matched: set[tuple[str, str, str]] = set()
+    for host in hosts:
+        if host.error is not None:
+            continue
+        for check in host.checks:
+            details = build_details(check)
+            if details is None:
+                continue
+            for name, item, ok in (("version", details.version, details.version_ok),
+                                   ("commit", details.commit, details.commit_ok)):
+                if item is None or ok is None:
+                    continue
+                key = (name, item.value, item.source)
+                applies.setdefault(key, []).append(host.name)
+                if ok:
+                    matched.add(key)
+    out = []
+    for key, names_of in applies.items():
+        if key not in matched:
+            name, value, source = key
+            out.append("expected %s %s (from %s) matches none of the %d host(s) it applies "
+                       "to: %s" % (name, value, source, len(names_of), names(names_of, 5)))
+    return out

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fleetcheck.checks.version import no_install_reason, version_suggests
 from fleetcheck.playbook import FixCheck, Outcome
 from fleetcheck.results import CheckResult, Evidence
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, Finding, Signature
@@ -24,7 +25,7 @@ def choose_outcome(check: FixCheck, present: set[str]) -> Outcome:
         if all(name in present for name in outcome.when) and \
                 not any(name in present for name in outcome.unless):
             return outcome
-    return Outcome(status="fail", message="no outcome of the playbook matched the findings "
+    return Outcome(status=Status.FAIL, message="no outcome of the playbook matched the findings "
                    "(%s): the playbook needs an outcome for this case"
                    % (", ".join(sorted(present)) or "none"))
 
@@ -111,7 +112,7 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     signature = facts.signatures.get(check.id) if facts.signatures else None
     details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
     if signature is None:
-        return CheckResult(id=check.id, title=check.title, status="error",
+        return CheckResult(id=check.id, title=check.title, status=Status.ERROR,
                            message=no_findings_reason(facts), details=details)
     findings = signature.findings
     outcome = choose_outcome(check, set(findings))
@@ -127,18 +128,19 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
         evidence = [nothing_found(check, signature)]
     errors = signature.errors
     if errors:
-        status = "error"
+        status = Status.ERROR
         message = "could not read everything this check needs: %s (findings so far: %s)" % (
             "; ".join(errors[:3]), message)
     suggests = version_suggests(version, check.fixed_in)
     details["version_suggests"] = suggests
-    code_says = "fixed" if status == "pass" else ("not fixed" if status == "fail" else None)
+    code_says = "fixed" if status == Status.PASS else \
+        ("not fixed" if status == Status.FAIL else None)
     details["version_agrees"] = None if suggests is None or code_says is None \
         else suggests == code_says
     if details["version_agrees"] is False:
         message += " NOTE: version %s suggests %s (fixed in %s); the code on disk says %s." % (
             version, suggests, check.fixed_in, code_says)
-    remedy = what_fixes(check) if status == "fail" else None
+    remedy = what_fixes(check) if status == Status.FAIL else None
     if remedy:
         message = "%s %s%s." % (message.rstrip(), remedy[0].upper(), remedy[1:])
     return CheckResult(id=check.id, title=check.title, status=status, message=message,

@@ -16,6 +16,7 @@ from fleetcheck.checks.version import bare_commit, misfit_text, no_install_reaso
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
 from fleetcheck.versions import pep440
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, Integrity, Process, Record, Server
@@ -89,19 +90,20 @@ def check_record(integrity: Integrity) -> CheckResult:
             problems.append(Evidence(editable.source + "/vllm", None,
                                      "no compiled vllm/*.so: the build did not finish"))
         if problems:
-            return result(cid, "fail", "editable install from %s is incomplete (RECORD covers "
+            return result(cid, Status.FAIL,
+                          "editable install from %s is incomplete (RECORD covers "
                           "only the finder, so the source tree was checked)" % editable.source,
                           problems)
-        return result(cid, "pass", "editable install from %s: RECORD covers only the finder; "
+        return result(cid, Status.PASS, "editable install from %s: RECORD covers only the finder; "
                       "source tree has _version.py and %s"
                       % (editable.source, counted(len(editable.compiled), "compiled module")),
                       [Evidence(editable.source + "/vllm/" + n, None, "present")
                        for n in editable.compiled[:3]])
     record = integrity.record
     if record is None:
-        return result(cid, "fail", "no vllm dist-info, so no RECORD to verify against")
+        return result(cid, Status.FAIL, "no vllm dist-info, so no RECORD to verify against")
     if record.error:
-        return result(cid, "fail", "RECORD cannot be read: %s" % record.error,
+        return result(cid, Status.FAIL, "RECORD cannot be read: %s" % record.error,
                       [Evidence(record.dist_info + "/RECORD", None, record.error)])
     evidence: list[Evidence] = []
     for item in record.missing.files:
@@ -122,9 +124,9 @@ def check_record(integrity: Integrity) -> CheckResult:
     if any(counts.values()):
         said = ", ".join("%s %s" % (counted(n, "file"), RECORD_FINDINGS[k])
                          for k, n in counts.items() if n)
-        return result(cid, "fail", "install does not match RECORD: %s. Reinstall vllm. "
+        return result(cid, Status.FAIL, "install does not match RECORD: %s. Reinstall vllm. "
                       "Scope: %s" % (said, scope), evidence, **numbers)
-    return result(cid, "pass", "every file matches RECORD: %s" % scope, **numbers)
+    return result(cid, Status.PASS, "every file matches RECORD: %s" % scope, **numbers)
 
 
 def check_leftovers(facts: Facts) -> CheckResult:
@@ -147,15 +149,15 @@ def check_leftovers(facts: Facts) -> CheckResult:
         if tmps:
             said.append("uv's temporary directories (%s%s)" % (
                 ", ".join(tmps), " and %d more" % unlisted if unlisted else ""))
-        return result("install-leftovers", "fail",
+        return result("install-leftovers", Status.FAIL,
                       "%s left in %s: an install was killed while writing vllm. Reinstall "
                       "vllm, then remove them." % (" and ".join(said), site),
                       [Evidence("%s/%s" % (site, s), None,
                                 "left behind by an interrupted pip install") for s in stashes]
                       + [Evidence("%s/%s" % (site, t), None,
                                   "left behind by an interrupted uv install") for t in tmps])
-    return result("install-leftovers", "pass", "no pip stash (~llm) or uv .tmp dir in %s (%s)"
-                  % (site, looked))
+    return result("install-leftovers", Status.PASS,
+                  "no pip stash (~llm) or uv .tmp dir in %s (%s)" % (site, looked))
 
 
 def check_metadata(facts: Facts) -> CheckResult:
@@ -204,12 +206,12 @@ def check_metadata(facts: Facts) -> CheckResult:
         problems.append(Evidence(vpath, lines.get("commit_id"), "__commit_id__ %s but "
                                  "direct_url.json says commit %s" % (commit_id, vcs)))
     if problems:
-        return result("install-metadata", "fail",
+        return result("install-metadata", Status.FAIL,
                       "the install's metadata does not hold together (%s)"
                       % counted(len(problems), "finding"), problems)
     meta = dists[0].version if dists else None
     shims = install.shims
-    return result("install-metadata", "pass",
+    return result("install-metadata", Status.PASS,
                   "one dist-info (%s); METADATA %s, _version.py %s, commit %s agree%s"
                   % (os.path.basename(dists[0].path) if dists else "-", meta or "-",
                      version_file.version or "-", commit or vcs or "-",
@@ -223,13 +225,14 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     cid = "install-import"
     facts = integrity.imports
     if not enabled or facts is None:
-        return result(cid, "skip", "import check disabled (--no-import-check, or the "
+        return result(cid, Status.SKIP, "import check disabled (--no-import-check, or the "
                       "playbook's integrity: import_check: false)")
     if facts.error:
-        return result(cid, "fail", "the venv's interpreter could not load anything: %s"
+        return result(cid, Status.FAIL, "the venv's interpreter could not load anything: %s"
                       % facts.error, [Evidence(facts.interpreter, None, facts.error)])
     if not facts.expected:
-        return result(cid, "fail", "RECORD lists no compiled vllm module: not a complete build")
+        return result(cid, Status.FAIL,
+                      "RECORD lists no compiled vllm module: not a complete build")
     torch = facts.torch
     loaded = [m for m in facts.modules if m.ok]
     failed = [m for m in facts.modules if not m.ok]
@@ -240,25 +243,26 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     numbers = dict(expected=len(facts.expected), loaded=len(loaded), failed=len(broken),
                    elapsed_s=facts.elapsed_s)
     if facts.crashed_in:
-        return result(cid, "fail", "the interpreter died%s while loading %s"
+        return result(cid, Status.FAIL, "the interpreter died%s while loading %s"
                       % ("" if facts.returncode is None else " (exit %d)" % facts.returncode,
                          facts.crashed_in),
                       [Evidence(facts.crashed_in, None, facts.stderr_tail or "")]
                       + evidence, **numbers)
     if facts.timed_out:
-        return result(cid, "warn", "loading compiled modules did not finish%s (stopped; %d "
+        return result(cid, Status.WARN, "loading compiled modules did not finish%s (stopped; %d "
                       "of %d loaded)" % ("" if facts.timeout_s is None else
                                          " within %gs" % facts.timeout_s, len(loaded),
                                          len(facts.expected)), evidence, **numbers)
     if facts.torch_installed and not torch.ok:
-        return result(cid, "fail", "torch is installed in this venv but does not import: %s"
+        return result(cid, Status.FAIL, "torch is installed in this venv but does not import: %s"
                       % (torch.detail or "no error text"), evidence, **numbers)
     if broken:
-        return result(cid, "fail", "%d of %d compiled modules fail to load (ABI mismatch or a "
+        return result(cid, Status.FAIL,
+                      "%d of %d compiled modules fail to load (ABI mismatch or a "
                       "damaged file)" % (len(broken), len(facts.expected)), evidence, **numbers)
     if needs_absent_torch:
         absent = len(needs_absent_torch)
-        return result(cid, "skip", "torch is not installed in this venv, so %s that %s "
+        return result(cid, Status.SKIP, "torch is not installed in this venv, so %s that %s "
                       "libtorch/CUDA could not be loaded (%d loaded fine); install torch to "
                       "check %s" % (counted(absent, "compiled module"),
                                     "links" if absent == 1 else "link", len(loaded),
@@ -267,7 +271,7 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
                       **numbers)
     with_torch = "torch is not installed, and none needed it" \
         if facts.torch_installed is False else "torch %s" % (torch.detail or "imports")
-    return result(cid, "pass", "%s load%s (%s)" % (
+    return result(cid, Status.PASS, "%s load%s (%s)" % (
         "the compiled module" if len(loaded) == 1 else "all %d compiled modules" % len(loaded),
         "s" if len(loaded) == 1 else "", with_torch), **numbers)
 
@@ -276,7 +280,7 @@ def check_in_progress(integrity: Integrity) -> CheckResult:
     cid = "install-in-progress"
     facts = integrity.in_progress
     if facts.error:
-        return result(cid, "warn", "could not look for running installs: %s" % facts.error)
+        return result(cid, Status.WARN, "could not look for running installs: %s" % facts.error)
     processes = facts.processes
     elsewhere = facts.elsewhere
 
@@ -285,21 +289,22 @@ def check_in_progress(integrity: Integrity) -> CheckResult:
                          % (p.pid, p.cmdline)) for p in items]
 
     if processes:
-        return result(cid, "fail", "%s still running against the checked install (its venv, "
+        return result(cid, Status.FAIL, "%s still running against the checked install (its venv, "
                       "site-packages or source tree): a timed-out client can leave the build "
                       "running on the host; what is on disk may still change: check again "
                       "once the install has finished"
                       % counted(len(processes), "install/build process",
                                 "install/build processes"), evidence(processes + elsewhere))
     if elsewhere:
-        return result(cid, "warn", "%s %s vllm elsewhere on this box (%s), not into the checked "
+        return result(cid, Status.WARN,
+                      "%s %s vllm elsewhere on this box (%s), not into the checked "
                       "install" % (
                           counted(len(elsewhere), "pip/uv/build process",
                                   "pip/uv/build processes"),
                           "installs" if len(elsewhere) == 1 else "install",
                           ", ".join(sorted({p.target or p.cwd or "?" for p in elsewhere}))),
                       evidence(elsewhere))
-    return result(cid, "pass", "no pip/uv/setup.py/cmake/ninja process touches this install")
+    return result(cid, Status.PASS, "no pip/uv/setup.py/cmake/ninja process touches this install")
 
 
 def known(value: object) -> str:
@@ -320,9 +325,9 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
     seen = facts.servers
     servers = seen.servers
     if seen.error:
-        return result(cid, "warn", "could not look for running servers: %s" % seen.error)
+        return result(cid, Status.WARN, "could not look for running servers: %s" % seen.error)
     if not servers:
-        return result(cid, "skip", "no vLLM server process runs on this host")
+        return result(cid, Status.SKIP, "no vLLM server process runs on this host")
     install = facts.install
     site = install.site_packages
     checked_site = install.site_real if install.site_real is not None else site
@@ -366,11 +371,12 @@ def check_running(facts: Facts, integrity: Integrity) -> CheckResult:
                   % (s.pid, known(serving), s.interpreter or "interpreter unknown",
                      ", ".join(s.site_dirs) or "site-packages unknown", site)
                   for s, _ in foreign]
-        return result(cid, "fail", "; ".join(parts) + also, evidence, **details)
+        return result(cid, Status.FAIL, "; ".join(parts) + also, evidence, **details)
     if not fine:
-        return result(cid, "skip", "no vLLM server of the checked install runs on this host"
+        return result(cid, Status.SKIP, "no vLLM server of the checked install runs on this host"
                       + also, evidence, **details)
-    return result(cid, "pass", "%s of the checked install started after it last changed (%s)%s"
+    return result(cid, Status.PASS,
+                  "%s of the checked install started after it last changed (%s)%s"
                   % (counted(len(fine), "vLLM server"), stamp(changed_at), also), evidence,
                   **details)
 
@@ -390,5 +396,5 @@ def judge_integrity_check(check_id: str, facts: Facts, import_enabled: bool) -> 
     With no install at all, each says why instead."""
     install = facts.install
     if not install.dist_infos and not install.package_dir:
-        return result(check_id, "error", no_install_reason(facts))
+        return result(check_id, Status.ERROR, no_install_reason(facts))
     return JUDGES[check_id](facts, import_enabled)

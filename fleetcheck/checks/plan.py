@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fleetcheck.checks.acceptance import FLEET_TITLE
 from fleetcheck.checks.acceptance import TITLE as SMOKE_TITLE
 from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
-from fleetcheck.checks.build import apply_same_build, judge_build
+from fleetcheck.checks.build import apply_same_build, expectation_warnings, judge_build
 from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
@@ -24,13 +24,14 @@ from fleetcheck.checks.integrity import judge_integrity_check
 from fleetcheck.checks.served import SERVED_ID, SERVED_TITLE, apply_served, drafter_checks
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.drafter_expectations import DrafterExpectation
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID
-from fleetcheck.expectations import TITLE as BUILD_TITLE
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
+from fleetcheck.build_details import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
-from fleetcheck.results import NOT_RUN, CheckResult, RunResult, VllmInfo, status_with
+from fleetcheck.results import NOT_RUN, CheckResult, HostResult, RunResult, VllmInfo, status_with
 from fleetcheck.smoke_settings import SmokeSettings
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts
@@ -149,51 +150,51 @@ class CheckPlan:
     def not_run(self, reason: str) -> list[CheckResult]:
         """Every planned check marked as not run, so no host is missing from a matrix or a
         JUnit file."""
-        return [CheckResult(id=cid, title=title, status="skip", message="not run: " + reason,
+        return [CheckResult(id=cid, title=title, status=Status.SKIP, message="not run: " + reason,
                             details={NOT_RUN: True}) for cid, title in self.titles()]
 
 
+def finish_run(run: RunResult, playbook: Playbook,
+               drafters: dict[str, DrafterExpectation] | None = None) -> RunResult:
+    """A run's end: the checks that need every host (only when every host is in), then
+    the run's warnings, computed once from its final results and stored with them."""
+    if run.complete:
+        run = add_fleet_checks(run, playbook, drafters)
+    return replace(run, warnings=expectation_warnings(run.hosts))
+
+
 def add_fleet_checks(run: RunResult, playbook: Playbook,
-                     drafters: dict[str, DrafterExpectation] | None = None) -> None:
+                     drafters: dict[str, DrafterExpectation] | None = None) -> RunResult:
     """Checks that need every host: same_build within each expected group, the served
     config across each group (with the expected drafter), acceptance against the fleet
     median. A bug in one comparison costs only its verdicts, as an `error` check on the
-    hosts it concerns. Results are replaced, never changed in place (the results writer
-    reuses what it encoded)."""
-    run.hosts = [replace(host, checks=[replace(c, details=dict(c.details),
-                                               evidence=list(c.evidence))
-                                       for c in host.checks])
-                 if any(c.id == BUILD_CHECK_ID for c in host.checks) else host
-                 for host in run.hosts]
+    hosts it concerns. The hosts they judge become new results, in a new run."""
+    hosts = list(run.hosts)
     try:
-        apply_same_build(run.hosts)
+        hosts = apply_same_build(hosts)
     except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
         problem = internal_error(exc, "comparing the fleet's builds").message
-        for host in run.hosts:
-            for check in host.checks:
-                if check.id == BUILD_CHECK_ID and host.error is None:
-                    check.status, check.message = "error", problem
-            host.status = status_with(host, host.checks)
+        hosts = [with_build_error(host, problem) for host in hosts]
     try:  # served-config across each group; a bug here costs only these verdicts
-        run.hosts = apply_served(run.hosts, drafters)
+        hosts = apply_served(hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
-        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="error", message=problem)
-        run.hosts = [replace(h, checks=h.checks + [failed],
-                             status=status_with(h, h.checks + [failed]))
-                     for h in run.hosts]
-    measured = [index for index, host in enumerate(run.hosts)
+        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.ERROR,
+                             message=problem)
+        hosts = [replace(h, checks=(*h.checks, failed),
+                         status=status_with(h, (*h.checks, failed))) for h in hosts]
+    measured = [index for index, host in enumerate(hosts)
                 if host.error is None and any(c.id == SMOKE_CHECK_ID for c in host.checks)]
     if not measured:
-        return
-    numbers = {h.name: h.smoke for h in run.hosts if h.smoke}
+        return replace(run, hosts=hosts)
+    numbers = {h.name: h.smoke for h in hosts if h.smoke}
     broken = None  # why the fleet comparison failed for every host, if it did
     try:
-        verdicts = fleet_checks(run.hosts, numbers, playbook.smoke)
+        verdicts = fleet_checks(hosts, numbers, playbook.smoke)
     except Exception as exc:
         verdicts, broken = {}, internal_error(exc, "comparing the fleet's acceptance").message
     for index in measured:
-        host = run.hosts[index]
+        host = hosts[index]
         problem = broken
         if problem is None:
             try:
@@ -202,7 +203,17 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             except Exception as exc:
                 problem = internal_error(exc, "comparing the fleet's acceptance").message
         if problem is not None:
-            verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status="error",
+            verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status=Status.ERROR,
                                   message=problem)
-        checks = host.checks + [verdict]  # a new result: the results writer's cache
-        run.hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
+        checks = (*host.checks, verdict)
+        hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
+    return replace(run, hosts=hosts)
+
+
+def with_build_error(host: HostResult, problem: str) -> HostResult:
+    """The host with its build-expected verdict an `error` for `problem` (a fleetcheck bug)."""
+    if host.error is not None or not any(c.id == BUILD_CHECK_ID for c in host.checks):
+        return host
+    checks = [replace(c, status=Status.ERROR, message=problem) if c.id == BUILD_CHECK_ID else c
+              for c in host.checks]
+    return replace(host, checks=checks, status=status_with(host, checks))

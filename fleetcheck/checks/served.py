@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, status_with
-from fleetcheck.status import worst
+from fleetcheck.status import Status, worst
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import ConfigCode, Facts, ModelPlace, ServedProcess
@@ -114,20 +114,22 @@ class Verdict:
         self.items.append((status, text))
         self.evidence.extend(e for e in evidence if e is not None)
 
-    def result(self, check_id: str, passed: str) -> CheckResult:
+    def result(self, check_id: str, passed: str,
+               recorded: dict[str, Any] | None = None) -> CheckResult:
+        """The check; `recorded`: more details beside its aspects."""
         if not self.items:
-            return CheckResult(id=check_id, title=TITLES[check_id], status="skip",
-                               message=passed)
+            return CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
+                               message=passed, details=dict(recorded or {}))
         statuses = [s for s, _ in self.items]
-        status = "skip" if set(statuses) == {"skip"} else worst(statuses)
-        shown = [t for s, t in self.items if s == status] if status != "pass" else \
+        status = Status.SKIP if set(statuses) == {Status.SKIP} else worst(statuses)
+        shown = [t for s, t in self.items if s == status] if status != Status.PASS else \
             [t for _, t in self.items]
         return CheckResult(id=check_id, title=TITLES[check_id], status=status,
                            message="; ".join(shown[:6]) + (" (and %d more)" % (len(shown) - 6)
                                                            if len(shown) > 6 else ""),
                            evidence=self.evidence,
                            details={"aspects": [{"status": s, "text": t}
-                                                for s, t in self.items]})
+                                                for s, t in self.items], **(recorded or {})})
 
 
 def file_evidence(model: ModelPlace, key: str, value: Any) -> Evidence:
@@ -164,19 +166,19 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
     leaves to the loader (transformers derives `layer_types` when the file has none)."""
     name = drafter_name(model)
     if model.error:
-        status = "fail" if named or not model.absent else "warn"
+        status = Status.FAIL if named or not model.absent else Status.WARN
         verdict.add(status, "drafter %s: %s" % (name, model.error),
                     Evidence(file=model.repo_dir or model.dir, line=None, text=model.error))
         return None
     if model.config is None or model.config.error or not isinstance(model.config.data, dict):
         why = model.config.error if model.config else "no config.json read"
-        verdict.add("fail", "drafter %s: %s" % (name, why),
+        verdict.add(Status.FAIL, "drafter %s: %s" % (name, why),
                     Evidence(file=model.config.path if model.config else model.dir,
                              line=None, text=why or ""))
         return None
     data = model.config.data
     if code is None or code.error:
-        verdict.add("error", "drafter %s: this install's DFlash code could not be read (%s)"
+        verdict.add(Status.ERROR, "drafter %s: this install's DFlash code could not be read (%s)"
                     % (name, code.error if code else "no install"))
         return data
     here = "drafter %s" % name
@@ -185,13 +187,13 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
     registry = Evidence(file="vllm/model_executor/models/registry.py", line=code.registry_line,
                         text="DFlashDraftModel -> %s" % code.module)
     if not isinstance(archs, list) or not set(map(str, archs)) & set(code.architectures):
-        verdict.add("fail", "%s: architectures %s: this install maps %s to its DFlash model "
+        verdict.add(Status.FAIL, "%s: architectures %s: this install maps %s to its DFlash model "
                     "(%s)" % (here, short_json(archs if archs is not None else None),
                               ", ".join(code.architectures), code.module),
                     file_evidence(model, "architectures", archs if archs is not None
                                   else MISSING), registry)
     else:
-        verdict.add("pass", "%s: architecture %s" % (here, archs[0]))
+        verdict.add(Status.PASS, "%s: architecture %s" % (here, archs[0]))
     judge_layer_ids(verdict, model, data, servers, offset, here)
     judge_layer_types(verdict, model, data, code, servers, here, loaded)
     # mask_token_id, read where this install reads it
@@ -202,12 +204,12 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
         found = [(k, lookup(data, k)) for k in mask_keys if lookup(data, k) is not MISSING
                  and lookup(data, k) is not None]
         if not found:
-            verdict.add("fail", "%s: this install reads %s; the drafter has neither"
+            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has neither"
                         % (here, spelled(mask_keys)),
                         file_evidence(model, mask_keys[0], MISSING),
                         read_line(code, mask_keys[0]))
         else:
-            verdict.add("pass", "%s: %s %s" % (here, found[0][0], found[0][1]))
+            verdict.add(Status.PASS, "%s: %s %s" % (here, found[0][0], found[0][1]))
     return data
 
 
@@ -216,12 +218,12 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                     here: str) -> None:
     ids = lookup(data, LAYER_IDS_KEY)
     if ids is MISSING:
-        verdict.add("fail", "%s: no %s: this install then taps its default layers, not the "
+        verdict.add(Status.FAIL, "%s: no %s: this install then taps its default layers, not the "
                     "drafter's" % (here, LAYER_IDS_KEY), file_evidence(model, LAYER_IDS_KEY, ids))
         return
     if not isinstance(ids, list) or not ids or \
             not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        verdict.add("fail", "%s: %s is not a list of layer numbers" % (here, LAYER_IDS_KEY),
+        verdict.add(Status.FAIL, "%s: %s is not a list of layer numbers" % (here, LAYER_IDS_KEY),
                     file_evidence(model, LAYER_IDS_KEY, ids))
         return
     add, how = offset
@@ -239,7 +241,7 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         bad = [i for i in ids if not 0 <= i <= layers - shift]
         target = server.target if server is not None else "its num_target_layers"
         if bad:
-            verdict.add("fail", "%s: target_layer_ids %s out of range for target %s with %d "
+            verdict.add(Status.FAIL, "%s: target_layer_ids %s out of range for target %s with %d "
                         "layers (ids are taken %s, so each must be 0..%d)" % (
                             here, bad, target, layers, how if add is not None else
                             "+1 (assumed: %s)" % how, layers - shift),
@@ -247,14 +249,14 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                         Evidence(file=where.split(": ")[0], line=None,
                                  text="num_hidden_layers: %d" % layers))
         else:
-            verdict.add("pass", "%s: target_layer_ids %s within the %d layers of %s" % (
+            verdict.add(Status.PASS, "%s: target_layer_ids %s within the %d layers of %s" % (
                 here, ids, layers, target))
         if server is not None and isinstance(declared, int) and declared != layers:
-            verdict.add("fail", "%s: num_target_layers %d, but target %s has %d layers" % (
+            verdict.add(Status.FAIL, "%s: num_target_layers %d, but target %s has %d layers" % (
                 here, declared, server.target, layers),
                 file_evidence(model, "num_target_layers", declared))
     if not judged:
-        verdict.add("warn", "%s: target_layer_ids %s not checked: the target's "
+        verdict.add(Status.WARN, "%s: target_layer_ids %s not checked: the target's "
                     "num_hidden_layers is unknown here" % (here, ids))
 
 
@@ -271,27 +273,27 @@ def judge_layer_types(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         here = "%s (layer_types absent in config.json; as this install's loader derives " \
                "it: %s)" % (here, short_json(types))
     elif types is None and data.get("use_sliding_window") is True and not use_swa:
-        verdict.add("warn", "%s: layer_types absent with use_sliding_window true: the loader "
+        verdict.add(Status.WARN, "%s: layer_types absent with use_sliding_window true: the loader "
                     "derives which layers slide (from max_window_layers), and it did not run "
                     "here, so the sliding layers and the runner they need are not judged"
                     % here, file_evidence(model, "layer_types", MISSING))
         return
     if types is not None:
         if not isinstance(types, list) or (isinstance(layers, int) and len(types) != layers):
-            verdict.add("fail", "%s: layer_types has %s entries for %s drafter layers" % (
+            verdict.add(Status.FAIL, "%s: layer_types has %s entries for %s drafter layers" % (
                 here, len(types) if isinstance(types, list) else "no list of",
                 layers), file_evidence(model, "layer_types", types))
             return
     unknown = sorted(set(map(str, (t for t in types or [] if t not in LAYER_TYPES))))
     if unknown:
-        verdict.add("fail", "%s: layer_types holds %s, which no attention layer is (each is "
+        verdict.add(Status.FAIL, "%s: layer_types holds %s, which no attention layer is (each is "
                     "%s)" % (here, ", ".join(unknown), " or ".join(LAYER_TYPES)),
                     file_evidence(model, "layer_types", types))
         return
     sliding = sum(1 for t in types or [] if t == SLIDING)
     total = len(types or [])
     if not sliding and not use_swa:
-        verdict.add("pass", "%s: %s full-attention layer(s), no window needed" % (
+        verdict.add(Status.PASS, "%s: %s full-attention layer(s), no window needed" % (
             here, total or layers))
         return
     keys = window_keys(code)
@@ -299,22 +301,22 @@ def judge_layer_types(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
     values = [(k, lookup(data, k)) for k in keys]
     present = [(k, v) for k, v in values if v is not MISSING and v is not None]
     if not keys:
-        verdict.add("fail", "%s: %d sliding layer(s), but this install reads no window key "
+        verdict.add(Status.FAIL, "%s: %d sliding layer(s), but this install reads no window key "
                     "(its DFlash layers run as full attention; see dflash-swa)" % (here, sliding))
     elif not present:
         unread = sorted(k for k in flat_keys(data) if is_window_key(k) and k not in keys)
         if unread:
-            verdict.add("fail", "%s: this install reads %s; the drafter has %s" % (
+            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has %s" % (
                 here, spelled(keys), ", ".join(unread)),
                 file_evidence(model, unread[0], lookup(data, unread[0])), where)
         else:
-            verdict.add("fail", "%s: %d sliding layer(s) without a window: this install "
+            verdict.add(Status.FAIL, "%s: %d sliding layer(s) without a window: this install "
                         "reads %s, which the drafter %s" % (
                             here, sliding or total, spelled(keys),
                             "sets to null" if any(v is None for _, v in values) else "lacks"),
                         file_evidence(model, keys[-1], lookup(data, keys[-1])), where)
     else:
-        verdict.add("pass", "%s: %d of %d layer(s) sliding, window %s from %s" % (
+        verdict.add(Status.PASS, "%s: %d of %d layer(s) sliding, window %s from %s" % (
             here, sliding or total, total or layers, present[0][1], present[0][0]))
     if 0 < sliding < total:
         judge_runner(verdict, code, servers, here, sliding, total)
@@ -326,7 +328,7 @@ def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess
     environment must select it (or vLLM's own default must)."""
     need = code.v2_required
     if need is None or need.line is None:
-        verdict.add("pass", "%s: mixed layers; this install's DFlash module states no runner "
+        verdict.add(Status.PASS, "%s: mixed layers; this install's DFlash module states no runner "
                     "requirement" % here)
         return
     rule = Evidence(file=need.file, line=need.line, text=need.text or "")
@@ -335,7 +337,7 @@ def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess
     default_ev = Evidence(file=default.file, line=default.line, text=default.text or "") \
         if default and default.line else None
     if not servers:
-        verdict.add("skip", "%s: mixed layers (%d of %d sliding) need the V2 model runner; "
+        verdict.add(Status.SKIP, "%s: mixed layers (%d of %d sliding) need the V2 model runner; "
                     "no server runs it here to check VLLM_USE_V2_MODEL_RUNNER" % (
                         here, sliding, total), rule)
         return
@@ -343,25 +345,25 @@ def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess
         value = server.env.get("VLLM_USE_V2_MODEL_RUNNER")
         who = "server pid %d (port %s)" % (server.pid, server.port)
         if value is None and server.environ_error:
-            verdict.add("warn", "%s: mixed layers need the V2 model runner; %s's environment "
+            verdict.add(Status.WARN, "%s: mixed layers need the V2 model runner; %s's environment "
                         "cannot be read (%s)" % (here, who, server.environ_error), rule)
         elif value is not None and value.strip().lower() in TRUE:
-            verdict.add("pass", "%s: mixed layers on the V2 model runner "
+            verdict.add(Status.PASS, "%s: mixed layers on the V2 model runner "
                         "(VLLM_USE_V2_MODEL_RUNNER=%s)" % (here, value))
         elif value is not None and value.strip().lower() in FALSE:
-            verdict.add("fail", "%s: mixed layers (%d of %d sliding) require the V2 model "
+            verdict.add(Status.FAIL, "%s: mixed layers (%d of %d sliding) require the V2 model "
                         "runner, but %s has VLLM_USE_V2_MODEL_RUNNER=%s" % (
                             here, sliding, total, who, value), rule)
         elif default_text is not None and default_text.strip().lower() in FALSE:
-            verdict.add("fail", "%s: mixed layers (%d of %d sliding) require the V2 model "
+            verdict.add(Status.FAIL, "%s: mixed layers (%d of %d sliding) require the V2 model "
                         "runner; %s does not set VLLM_USE_V2_MODEL_RUNNER and this install "
                         "defaults to %r: relaunch with VLLM_USE_V2_MODEL_RUNNER=1" % (
                             here, sliding, total, who, default_text), rule, default_ev)
         elif default_text is not None and default_text.strip().lower() in TRUE:
-            verdict.add("pass", "%s: mixed layers on the V2 model runner (this install's "
+            verdict.add(Status.PASS, "%s: mixed layers on the V2 model runner (this install's "
                         "default)" % here)
         else:
-            verdict.add("warn", "%s: mixed layers (%d of %d sliding) require the V2 model "
+            verdict.add(Status.WARN, "%s: mixed layers (%d of %d sliding) require the V2 model "
                         "runner; %s leaves VLLM_USE_V2_MODEL_RUNNER unset and this install "
                         "then picks the runner itself (V1 without Triton or with a feature V2 "
                         "lacks): set VLLM_USE_V2_MODEL_RUNNER=1" % (here, sliding, total, who),
@@ -387,10 +389,11 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
     entry = load.configs.get(model.dir or "")
     if entry is None:
         why = load.error or "the loader gave no answer for it"
-        verdict.add("skip", "drafter %s not loaded: %s" % (name, why))
+        verdict.add(Status.SKIP, "drafter %s not loaded: %s" % (name, why))
         return
     if entry.error:
-        verdict.add("fail", "drafter %s: %s refuses it: %s" % (name, load.loader, entry.error),
+        verdict.add(Status.FAIL,
+                    "drafter %s: %s refuses it: %s" % (name, load.loader, entry.error),
                     Evidence(file=model.config.path if model.config else model.dir,
                              line=None, text=entry.error))
         return
@@ -412,7 +415,7 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                         "file has use_sliding_window: %s)" % (
                             entry.cls or "the config class",
                             short_json(data.get("use_sliding_window"))))
-            verdict.add("fail", "drafter %s: %s is %s in config.json but %s once %s loads "
+            verdict.add(Status.FAIL, "drafter %s: %s is %s in config.json but %s once %s loads "
                         "it%s" % (name, key, short_json(before), "absent" if after is MISSING
                                   else short_json(after), load.loader, hint),
                         file_evidence(model, key, before),
@@ -420,13 +423,14 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                             key, "(absent)" if after is MISSING else short_json(after))))
     if not lost:
         compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING]
-        verdict.add("pass", "drafter %s: the %d keys this install reads are the same after "
+        verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same after "
                     "%s loads it (%s, transformers %s)" % (
                         name, len(compared), load.loader, entry.cls, entry.transformers))
     missing = [r.key for r in code.reads if r.required and "." not in r.key and
                lookup(loaded, r.key) is MISSING]
     for key in missing:
-        verdict.add("fail", "drafter %s: this install reads %s (no default), which the loaded "
+        verdict.add(Status.FAIL,
+                    "drafter %s: this install reads %s (no default), which the loaded "
                     "config lacks" % (name, key), read_line(code, key))
 
 
@@ -481,7 +485,7 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
     served = facts.served
     if served is not None and served.error:
-        return [CheckResult(id=DRAFTER_ID, title=DRAFTER_TITLE, status="error",
+        return [CheckResult(id=DRAFTER_ID, title=DRAFTER_TITLE, status=Status.ERROR,
                             message="the probe could not read what the servers serve: %s"
                             % served.error)]
     drafters = drafters_of(facts)
@@ -618,12 +622,12 @@ def apply_served(hosts: list[HostResult],
         reason = host_skip_reason(host, expected.get(host.name))
         for check_id in (DRAFTER_ID, LOADED_ID):
             if check_id not in have:
-                checks.append(CheckResult(id=check_id, title=TITLES[check_id], status="skip",
+                checks.append(CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
                                           message=reason, details=dict(never_ran)))
         if host.error is None and host.name in verdicts:
             checks.append(verdicts[host.name])
         else:
-            checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status="skip",
+            checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.SKIP,
                                       message=reason, details=dict(never_ran)))
         out.append(replace(host, checks=checks, status=status_with(host, checks)))
     return out
@@ -651,17 +655,17 @@ def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
                                "majority": key_label(majority) if majority and
                                len(majority) == 5 else None}
     if majority is None:
-        verdict.add("fail", "%d different served configs among %s, none the majority" % (
+        verdict.add(Status.FAIL, "%d different served configs among %s, none the majority" % (
             len(ranked), group), Evidence(file=None, line=None, text="; ".join(
                 "%d x %s" % (n, describe(k)) for k, n in ranked)))
     elif mine == majority:
-        verdict.add("pass", "serves the same as the majority of %s (%s)%s" % (
+        verdict.add(Status.PASS, "serves the same as the majority of %s (%s)%s" % (
             group, describe(mine), "; differing: %s" % ", ".join(differing) if differing
             else ""))
     else:
         diff = [name for name, a, b in zip(KEY_NAMES, mine, majority) if a != b] \
             if len(mine) == 5 and len(majority) == 5 else ["the set of servers"]
-        verdict.add("fail", "serves another config than the majority of %s (differs in %s): "
+        verdict.add(Status.FAIL, "serves another config than the majority of %s (differs in %s): "
                     "%s; the majority serves %s; hosts off it: %s" % (
                         group, ", ".join(diff), describe(mine), describe(majority),
                         ", ".join(differing)))
@@ -674,12 +678,10 @@ def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
             judge_expected(verdict, server, expectation)
     for server in servers:
         for note in server.get("notes") or []:
-            verdict.add("warn", "pid %s: %s" % (server.get("pid"), note))
-    check = verdict.result(SERVED_ID, "")
-    check.details.update(details)
+            verdict.add(Status.WARN, "pid %s: %s" % (server.get("pid"), note))
     if expectation is not None:
-        check.details["expected"] = expectation.as_dict()
-    return check
+        details = {**details, "expected": expectation.as_dict()}
+    return verdict.result(SERVED_ID, "", details)
 
 
 def describe(key: tuple[Any, ...]) -> str:
@@ -697,10 +699,10 @@ def judge_expected(verdict: Verdict, server: dict[str, Any],
                       % (expectation.label(), expectation.source, spec or "none",
                          "@" + revision if revision else ""))
     if spec != expectation.repo:
-        verdict.add("fail", "pid %s serves drafter %s, expected %s" % (
+        verdict.add(Status.FAIL, "pid %s serves drafter %s, expected %s" % (
             server.get("pid"), spec or "none", expectation.repo), source)
     elif expectation.revision and not revision.startswith(expectation.revision):
-        verdict.add("fail", "pid %s serves drafter %s at revision %s, expected %s" % (
+        verdict.add(Status.FAIL, "pid %s serves drafter %s at revision %s, expected %s" % (
             server.get("pid"), spec, revision[:12] or "unknown", expectation.revision), source)
     else:
-        verdict.add("pass", "the expected drafter %s" % expectation.label(), source)
+        verdict.add(Status.PASS, "the expected drafter %s" % expectation.label(), source)

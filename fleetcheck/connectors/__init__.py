@@ -1,40 +1,86 @@
-"""Ways to reach a host, one module per inventory `connection:` value (ssh, local), and
-the container connector that wraps any of them. A module is a connection when it defines
-a Connector subclass whose `connection` names it; the registry finds it by that name, so
-adding a connection is one new file here."""
+"""Ways to reach a host, one per inventory `connection:` value, registered in the
+entry-point group `fleetcheck.connectors` (`NAME = "module:ConnectorClass"`), so an
+installed package can add one; and the container connector that wraps any of them.
+
+A connection is one module: a Connector subclass whose `connection` is its name, and a
+module-level VARIABLES tuple (fleetcheck.variables.Variable) declaring the inventory
+variables it reads. declarations() collects those for the inventory by importing the
+modules only, never the classes' libraries (ssh's paramiko waits in ssh_transport).
+"""
 
 from __future__ import annotations
 
 import importlib
-import os
-import pkgutil
 import threading
 from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from fleetcheck.connectors.base import Connector
+from fleetcheck.input_error import InputError
+from fleetcheck.variables import Declarations, Variable
 
-# modules of this package that are parts of every connector, not connections
-HELPERS = ("base", "dialogue", "container")
+GROUP = "fleetcheck.connectors"
+# The built-ins, registered in pyproject.toml's group too; known here as well so a source
+# checkout run without installed metadata (PYTHONPATH=...) has them. An installed entry
+# point of the same name takes the built-in's place.
+BUILT_INS = {
+    "kubectl": "fleetcheck.connectors.kubectl:KubectlConnector",
+    "local": "fleetcheck.connectors.local:LocalConnector",
+    "ssh": "fleetcheck.connectors.ssh:SshConnector",
+}
+# modules whose variables every connection takes: the container wrapper's
+WRAPPERS = ("fleetcheck.connectors.container",)
 
 
 @lru_cache(maxsize=1)
+def registered() -> dict[str, EntryPoint]:
+    """Each connection's entry point, by name; nothing is imported."""
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    for name, value in BUILT_INS.items():
+        found.setdefault(name, EntryPoint(name, value, GROUP))
+    return dict(sorted(found.items()))
+
+
 def connection_names() -> tuple[str, ...]:
-    """The inventory's accepted `connection:` values: one per connector module (found
-    without importing them, so validating an inventory imports no SSH library)."""
-    directory = os.path.dirname(__file__)
-    return tuple(sorted(m.name for m in pkgutil.iter_modules([directory])
-                        if m.name not in HELPERS and not m.name.startswith("_")))
+    """The inventory's accepted `connection:` values."""
+    return tuple(registered())
+
+
+def module_variables(module_name: str, label: str) -> tuple[Variable, ...]:
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a third-party package's failure, said as its own
+        raise InputError(label, None, None, "cannot import %s: %s: %s"
+                         % (module_name, type(exc).__name__, exc))
+    variables = getattr(module, "VARIABLES", ())
+    if not isinstance(variables, tuple) or not all(isinstance(v, Variable) for v in variables):
+        raise InputError(label, None, None, "%s.VARIABLES must be a tuple of "
+                         "fleetcheck.variables.Variable" % module_name)
+    return variables
+
+
+@lru_cache(maxsize=1)
+def declarations() -> Declarations:
+    """Every connection's name and every variable the connections and the container
+    wrapper declare, for the inventory."""
+    variables: list[Variable] = []
+    for name, ep in registered().items():
+        variables += module_variables(ep.module, "entry point %s %s = %s"
+                                      % (GROUP, name, ep.value))
+    for module_name in WRAPPERS:
+        variables += module_variables(module_name, module_name)
+    return Declarations(connection_names(), tuple(dict.fromkeys(variables)))
 
 
 def connector_class(connection: str) -> type[Connector]:
-    module = importlib.import_module("fleetcheck.connectors." + connection)
-    for value in vars(module).values():
-        if isinstance(value, type) and issubclass(value, Connector) and \
-                value.connection == connection:
-            return value
-    raise LookupError("fleetcheck.connectors.%s defines no Connector for %r"
-                      % (connection, connection))
+    ep = registered()[connection]
+    value = ep.load()
+    if not (isinstance(value, type) and issubclass(value, Connector)
+            and value.connection == connection):
+        raise LookupError("entry point %s %s = %s is not a Connector whose connection is %r"
+                          % (GROUP, connection, ep.value, connection))
+    return value
 
 
 class Registry:

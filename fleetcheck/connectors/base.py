@@ -116,6 +116,10 @@ class Connector:
     # a running command can be stopped from the controller (Ctrl-C)
     can_cancel = True
 
+    def __init__(self, settings: Any = None):
+        """settings: the run's (SshSettings); each connector takes what it needs."""
+        self.settings = settings
+
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         raise NotImplementedError

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 from fleetcheck.text import printable
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         Target, TransportError)
+from fleetcheck.variables import Check, Variable, text
 
 DOCKER_LIKE = ("docker", "podman", "nerdctl")  # one CLI: inspect, exec -i, ps --format
 ENGINES = DOCKER_LIKE + ("ctr",)
@@ -198,6 +199,28 @@ def container_var_problem(field: str, value: str) -> str | None:
     if field == "containerd_address" and (not value.startswith("/") or " " in value):
         return "must be the absolute path of containerd's socket, got %r" % value
     return None
+
+
+def checked(setting: str) -> Check:
+    """The inventory's check of one container variable: container_var_problem's."""
+    def check(value: Any) -> str:
+        value = text(value)
+        problem = container_var_problem(setting, value)
+        if problem:
+            raise ValueError(problem)
+        return value
+    return check
+
+
+# the inventory variables the wrapper reads, whatever the box's connection
+VARIABLES = (
+    Variable("container", ("container",), checked("container"), common_word=True,
+             not_typos=("containers",)),
+    Variable("container_engine", ("container_engine",), checked("container_engine")),
+    Variable("container_user", ("container_user",)),
+    Variable("containerd_namespace", ("containerd_namespace",), checked("containerd_namespace")),
+    Variable("containerd_address", ("containerd_address",), checked("containerd_address")),
+)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ from typing import Any, Optional
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
+from fleetcheck.variables import Variable
+
+VARIABLES: tuple[Variable, ...] = ()  # this machine: nothing to say how to reach it
 
 
 class PipeStreams:
@@ -127,9 +130,6 @@ class LocalSession(Session):
 
 class LocalConnector(Connector):
     connection = "local"
-
-    def __init__(self, settings: Any = None):
-        self.settings = settings
 
     def open(self, host: Any, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:

@@ -4,7 +4,7 @@ are its parts: one per source format, the model they fill, templates, patterns."
 
 from fleetcheck.inventory.hosts import (Host, Inventory, apply_limit, host_from_vars,
                                         load_inventory, read_inventory)
-from fleetcheck.inventory.proxy_jump import JumpHop, Route, parse_route
+from fleetcheck.addresses import JumpHop, Route, parse_route
 
 __all__ = ["Host", "Inventory", "JumpHop", "Route", "apply_limit", "host_from_vars",
            "load_inventory", "parse_route", "read_inventory"]

@@ -4,22 +4,10 @@ names the same hosts here as in `ansible-inventory`."""
 
 from __future__ import annotations
 
-import re
 import string
 
+from fleetcheck.addresses import split_port
 from fleetcheck.input_error import InputError
-
-BRACKETED_HOST_PORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
-HOST_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
-
-
-def split_port(entry: str) -> tuple[str, int | None]:
-    """`gpu1:2222` -> ("gpu1", 2222); `[::1]:22` -> ("::1", 22); `gpu[1:3]:22` keeps its
-    range; a bare IPv6 address (`fe80::1`) keeps its colons; anything else is unchanged."""
-    match = BRACKETED_HOST_PORT.match(entry) or HOST_PORT.match(entry)
-    if match:
-        return match.group(1), int(match.group(2))
-    return entry, None
 
 
 def expand_host_pattern(pattern: str, source: str, where: str | None = None) -> list[str]:

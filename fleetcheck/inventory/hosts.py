@@ -2,70 +2,33 @@
 and the Host each inventory host becomes.
 
 The sources are read as Ansible reads them (sources.py and the readers it picks);
-here only the variables fleetcheck uses count. Every other variable is ignored, since real
-inventories serve many playbooks, except names that look like a typo of fleetcheck's own
-(`venvv`, `site_package`) or that carry the `fleetcheck_` prefix without being one of its
-variables: those are refused, naming file, host or group, and field, so a typo can never
-silently check the wrong path.
+here only the variables fleetcheck uses count: its own (below) and those each connection
+declares (fleetcheck.variables), handed in by the caller, since the inventory knows no
+connector. Every other variable is ignored, since real inventories serve many playbooks,
+except names that look like a typo of a declared one (`venvv`, `ansible_kubectl_pdo`) or
+that carry the `fleetcheck_` prefix without being one: those are refused, naming file,
+host or group, and field, so a typo can never silently check the wrong path.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from fleetcheck.addresses import Route
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.limit import select_hosts
 from fleetcheck.inventory.model import Setting
-from fleetcheck.inventory.proxy_jump import Route, parse_route
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.inventory.sources import load_sources
 from fleetcheck.inventory.templates import host_context, is_template, render
 from fleetcheck.inventory.yaml_format import Vaulted
-from fleetcheck.text import is_clean_name, is_int, is_number
+from fleetcheck.variables import Declarations, Variable, boolean, path, positive_seconds, text
 
-# fleetcheck's short names -> the field they set; each is also accepted as fleetcheck_NAME
-OWN_NAMES = {
-    "host": "address", "port": "port", "user": "user", "key": "key",
-    "connection": "connection", "python": "python", "venv": "venv",
-    "site_packages": "site_packages", "vllm_url": "vllm_url", "proxy_jump": "proxy_jump",
-    "timeout": "timeout", "smoke": "smoke", "become": "become", "become_user": "become_user",
-    "expect_version": "expect_version", "expect_commit": "expect_commit",
-    "expect_drafter": "expect_drafter",
-    "container": "container", "container_engine": "container_engine",
-    "container_user": "container_user", "containerd_namespace": "containerd_namespace",
-    "containerd_address": "containerd_address",
-}
-ANSIBLE_NAMES = {
-    "ansible_host": "address", "ansible_ssh_host": "address",
-    "ansible_port": "port", "ansible_ssh_port": "port",
-    "ansible_user": "user", "ansible_ssh_user": "user",
-    "ansible_ssh_private_key_file": "key", "ansible_private_key_file": "key",
-    "ansible_connection": "connection", "ansible_python_interpreter": "python",
-    "ansible_ssh_common_args": "ssh_common_args",
-    "ansible_become": "become", "ansible_become_user": "become_user",
-    "ansible_become_method": "become_method",
-}
-# Accepted var names -> the canonical field they set.
-VAR_ALIASES = {**ANSIBLE_NAMES, **OWN_NAMES,
-               **{"fleetcheck_" + name: canonical for name, canonical in OWN_NAMES.items()}}
-# Names too generic to guess typos of (`env`, `users`, `ports` are other playbooks' vars);
-# the rest are fleetcheck's own words.
-TYPO_TARGETS = ("venv", "site_packages", "vllm_url", "proxy_jump", "smoke", "become_user",
-                "container", "container_engine", "container_user", "containerd_namespace",
-                "containerd_address", "python", "connection",
-                "expect_version", "expect_commit", "expect_drafter")
-# Other playbooks' words a typo target is one letter from: never a typo of fleetcheck's
-NOT_TYPOS = frozenset({"containers", "connections", "pythons", "venvs"})
-# Everyday words among the targets, whose neighbours are other words (`collection`,
-# `containerd`): one edit from them is a typo, two are not
-COMMON_WORDS = frozenset({"connection", "container", "python"})
-# Ansible's other connection and become variables (its docs, ansible-core 2.15+): names
-# fleetcheck does not read but an inventory may well set, never a typo of one it reads
+# Ansible's connection and become variables (its docs, ansible-core 2.15+) that no
+# fleetcheck connection reads but an inventory may well set: never a typo of one it reads
 OTHER_ANSIBLE_NAMES = frozenset({
     "ansible_password", "ansible_ssh_pass", "ansible_ssh_password",
     "ansible_become_password", "ansible_become_pass", "ansible_become_exe",
@@ -83,12 +46,7 @@ OTHER_ANSIBLE_NAMES = frozenset({
     "ansible_sudo_flags",
 })
 OWN_PREFIX = "fleetcheck_"
-PATH_FIELDS = {"key", "python", "venv", "site_packages"}
-CONTAINER_FIELDS = {"container", "container_engine", "containerd_namespace",
-                    "containerd_address"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-BOOLEANS_TRUE = {"y", "yes", "on", "1", "true", "t"}
-BOOLEANS_FALSE = {"n", "no", "off", "0", "false", "f"}
 
 
 @dataclass
@@ -122,6 +80,8 @@ class Host:
     container_user: str | None = None
     containerd_namespace: str | None = None  # None: k8s.io, then default
     containerd_address: str | None = None  # None: ctr's default socket, then k3s's
+    # what other connections' declared variables set (ansible_kubectl_pod -> kubectl_pod)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def destination(self) -> str:
@@ -140,67 +100,162 @@ class Host:
         return "python3"
 
 
+HOST_FIELDS = frozenset(f.name for f in fields(Host))
+
+
+def python_interpreter(value: Any) -> str:
+    """An absolute path, or a bare command found on the host's PATH (`python3.11`)."""
+    value = text(value)
+    return value if "/" not in value else path(value)
+
+
+def url(value: Any) -> str:
+    value = text(value)
+    problem = url_problem(value)
+    if problem:
+        raise ValueError("%r %s" % (value, problem))
+    return value
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("must be a mapping")
+    return dict(value)
+
+
+# fleetcheck's own variables: what to probe and what to expect, whatever the connection
+CORE_VARIABLES = (
+    Variable("connection", ("connection", "ansible_connection"), common_word=True,
+             not_typos=("connections",)),
+    Variable("python", ("python", "ansible_python_interpreter"), python_interpreter,
+             common_word=True, not_typos=("pythons",)),
+    Variable("venv", ("venv",), path, not_typos=("venvs",)),
+    Variable("site_packages", ("site_packages",), path),
+    Variable("vllm_url", ("vllm_url",), url),
+    Variable("timeout", ("timeout",), positive_seconds, typo_guard=False),
+    Variable("smoke", ("smoke",), mapping),
+    Variable("become", ("become", "ansible_become"), boolean, typo_guard=False),
+    Variable("become_user", ("become_user", "ansible_become_user")),
+    Variable("become_method", ("ansible_become_method",)),
+    Variable("expect_version", ("expect_version",)),
+    Variable("expect_commit", ("expect_commit",)),
+    Variable("expect_drafter", ("expect_drafter",)),
+)
+
+
 # A feature's own check of the variable it reads (`smoke`: the smoke settings), handed in
 # by the caller so the inventory never imports a feature; called with the file and the
 # group or host that set the value, so its errors name them too.
 FeatureCheck = Callable[[str, str, Any], None]
 
 
-def check_var(source: str, where: str, name: str, value: Any,
-              features: Mapping[str, FeatureCheck] = {}) -> tuple[str, Any]:
-    """The field a variable fleetcheck uses sets, and its checked value."""
-    canonical = VAR_ALIASES[name]
-    if isinstance(value, Vaulted):
-        raise InputError(source, where, name, "is vault-encrypted; fleetcheck cannot decrypt "
-                         "it: set this variable in clear text")
-    if canonical == "port":
-        if isinstance(value, str) and value.isdigit():
-            value = int(value)
-        if not is_int(value) or not 0 < value < 65536:
-            raise InputError(source, where, name, "must be a port number 1-65535, got %r"
-                             % (value,))
-        return canonical, value
-    if canonical == "become":
-        return canonical, ansible_boolean(source, where, name, value)
-    if canonical == "smoke":
-        if not isinstance(value, dict):
-            raise InputError(source, where, "smoke", "must be a mapping")
-        if "smoke" in features:
-            features["smoke"](source, where, value)
-        return canonical, dict(value)
-    if canonical == "timeout":
-        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]*)?", value.strip()):
-            value = float(value)  # INI [g:vars] "30.5", a template's "{{ 30 * 2 }}"
-        if not is_number(value) or value <= 0:
-            raise InputError(source, where, name, "must be a positive number of seconds")
-        return canonical, float(value)
-    if not isinstance(value, str) or not value:
-        raise InputError(source, where, name, "must be a non-empty string, got %r" % (value,))
-    if not is_clean_name(value):
-        raise InputError(source, where, name, "contains control characters")
-    if canonical in PATH_FIELDS and not (value.startswith("/") or value.startswith("~")
-                                          or (canonical == "python" and "/" not in value)):
-        raise InputError(source, where, name, "must be an absolute path, got %r" % value)
-    if canonical == "connection":
-        from fleetcheck.connectors import connection_names  # one module per connection
-        if value not in connection_names():
+def spellings(variable: Variable) -> list[str]:
+    """Every name that sets the variable: its own, and fleetcheck_NAME for short ones."""
+    return list(variable.names) + [OWN_PREFIX + name for name in variable.names
+                                   if not name.startswith("ansible_")]
+
+
+class VariableTable:
+    """The variables fleetcheck reads (its own and the connections' declared ones) by
+    name, with the typo guard over them."""
+
+    def __init__(self, declarations: Declarations):
+        self.connections = declarations.connections
+        self.by_name: dict[str, Variable] = {}
+        for variable in CORE_VARIABLES + tuple(declarations.variables):
+            for name in spellings(variable):
+                known = self.by_name.setdefault(name, variable)
+                if known is not variable and known != variable:
+                    raise InputError("the connections' declarations", None, name,
+                                     "is declared twice, for settings %s and %s"
+                                     % (known.setting, variable.setting))
+        self.own_names = sorted({n for v in self.by_name.values() for n in v.names
+                                 if not n.startswith("ansible_")})
+        self.ansible_names = sorted(n for n in self.by_name if n.startswith("ansible_"))
+        guarded = [v for v in dict.fromkeys(self.by_name.values()) if v.typo_guard]
+        self.typo_targets = [(name, v) for v in guarded for name in v.names
+                             if not name.startswith("ansible_")]
+        self.not_typos = frozenset(word for v in guarded for word in v.not_typos)
+        self._guesses: dict[str, str | None] = {}
+
+    def near_miss(self, name: str) -> str | None:
+        """The variable this unknown name is probably a typo of, or None when it is
+        simply another playbook's variable. Remembered: a big inventory repeats names."""
+        if name not in self._guesses:
+            self._guesses[name] = self._near_miss(name)
+        return self._guesses[name]
+
+    def _near_miss(self, name: str) -> str | None:
+        if name.startswith(OWN_PREFIX):
+            bare = name[len(OWN_PREFIX):].lower()
+            best = min(self.own_names, key=lambda known: edit_distance(bare, known))
+            return OWN_PREFIX + best if edit_distance(bare, best) <= 3 else ""
+        if len(name) < 4:
+            return None
+        lowered = name.lower().replace("-", "_")
+        prefix, _, rest = lowered.partition("_")
+        if rest and prefix != "ansible" and edit_distance(prefix, "ansible") <= 2:
+            # `ansibel_user`, `ansbile_port`: the prefix misspelt
+            return self.closest_ansible_name("ansible_" + rest)
+        if lowered.startswith("ansible_"):
+            if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith("ansible_docker_"):
+                return None
+            return self.closest_ansible_name(lowered)
+        if lowered in self.not_typos:
+            return None
+        for target, variable in self.typo_targets:
+            suffix = lowered[len(target):] if lowered.startswith(target) else None
+            if suffix and (suffix.isdigit() or suffix in ("d", "s")):
+                continue  # python3, venv2, containerd: other words, not a typo of this one
+            limit = 1 if len(target) <= 6 or variable.common_word else 2
+            if abs(len(lowered) - len(target)) <= limit and \
+                    edit_distance(lowered, target) <= limit:
+                return target
+        return None
+
+    def closest_ansible_name(self, lowered: str) -> str | None:
+        """The Ansible variable fleetcheck reads that is two edits or fewer away."""
+        best = min(self.ansible_names, key=lambda known: edit_distance(lowered, known))
+        return best if edit_distance(lowered, best) <= 2 else None
+
+    def check_name(self, source: str, where: str, name: str) -> None:
+        """Refuse typos of declared variables, unknown fleetcheck_ names and variables
+        fleetcheck refuses to use; ignore the rest (other playbooks' variables)."""
+        variable = self.by_name.get(name)
+        if variable is not None:
+            if variable.refused:
+                raise InputError(source, where, name, variable.refused)
+            return
+        guess = self.near_miss(name)
+        if guess is None:
+            return
+        if guess:
+            raise InputError(source, where, name, "unknown variable: did you mean %s?" % guess)
+        raise InputError(source, where, name, "unknown fleetcheck variable; fleetcheck_ names "
+                         "are: %s" % ", ".join(OWN_PREFIX + n for n in self.own_names))
+
+    def check_var(self, source: str, where: str, name: str, value: Any,
+                  features: Mapping[str, FeatureCheck] = {}) -> tuple[str, Any]:
+        """The setting a variable fleetcheck uses fills, and its checked value."""
+        variable = self.by_name[name]
+        if isinstance(value, Vaulted):
+            raise InputError(source, where, name, "is vault-encrypted; fleetcheck cannot "
+                             "decrypt it: set this variable in clear text")
+        try:
+            value = variable.check(value)
+        except ValueError as exc:
+            raise InputError(source, where, name, str(exc))
+        if variable.setting == "connection" and value not in self.connections:
             raise InputError(source, where, name, "must be one of %s, got %r" % (
-                ", ".join(connection_names()), value))
-    if canonical in CONTAINER_FIELDS:
-        from fleetcheck.connectors.container import container_var_problem
-        problem = container_var_problem(canonical, value)
-        if problem:
-            raise InputError(source, where, name, problem)
-    if canonical == "vllm_url":
-        problem = url_problem(value)
-        if problem:
-            raise InputError(source, where, name, "%r %s" % (value, problem))
-    if canonical == "ssh_common_args":
-        jump = proxy_jump_from_args(source, where, name, value)
-        return "proxy_jump", None if jump is None else checked_route(source, where, name, jump)
-    if canonical == "proxy_jump":
-        return canonical, checked_route(source, where, name, value)
-    return canonical, value
+                ", ".join(self.connections), value))
+        if variable.setting in features:
+            features[variable.setting](source, where, value)
+        return variable.setting, value
+
+
+@lru_cache(maxsize=8)
+def variable_table(declarations: Declarations) -> VariableTable:
+    return VariableTable(declarations)
 
 
 def url_problem(url: str) -> str | None:
@@ -225,79 +280,6 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def checked_route(source: str, where: str, name: str, spec: str) -> Route:
-    try:
-        return parse_route(spec)
-    except ValueError as exc:
-        raise InputError(source, where, name, "ProxyJump %r: %s" % (spec, exc))
-
-
-# ssh options that change neither where fleetcheck connects nor whom it trusts, so a
-# shared inventory's common args can keep them: host keys are verified whatever
-# StrictHostKeyChecking says (an unknown key names --host-key-policy accept-new).
-IGNORED_SSH_OPTIONS = {"stricthostkeychecking", "userknownhostsfile", "serveraliveinterval",
-                       "serveralivecountmax", "controlmaster", "controlpersist",
-                       "controlpath", "connecttimeout", "compression", "loglevel",
-                       "identitiesonly", "forwardagent", "tcpkeepalive"}
-IGNORED_SSH_FLAGS = {"-q", "-C", "-A", "-T", "-4"}
-
-
-def proxy_jump_from_args(source: str, where: str, name: str, value: str) -> str | None:
-    """The bastion in ansible_ssh_common_args (-J, -o ProxyJump=), if any. Options that do
-    not change where or how fleetcheck connects are ignored; anything else (ProxyCommand,
-    a port, a key) is refused rather than silently dropped."""
-    try:
-        args = shlex.split(value)
-    except ValueError as exc:
-        raise InputError(source, where, name, str(exc))
-    jump = None
-    i = 0
-
-    def once(spec: str) -> str:
-        if jump is not None:  # ssh itself refuses a second -J
-            raise InputError(source, where, name, "a bastion is given twice (%r and %r): "
-                             "give one route, its hops separated by commas" % (jump, spec))
-        return spec
-    while i < len(args):
-        arg = args[i]
-        if arg == "-J" and i + 1 < len(args):
-            jump, i = once(args[i + 1]), i + 2
-            continue
-        if arg.startswith("-J") and len(arg) > 2:
-            jump, i = once(arg[2:]), i + 1
-            continue
-        if arg in IGNORED_SSH_FLAGS:
-            i += 1
-            continue
-        if arg.startswith("-o"):
-            option = arg[2:] if len(arg) > 2 else (args[i + 1] if i + 1 < len(args) else "")
-            i += 1 if len(arg) > 2 else 2
-            key, _, setting = option.replace(" ", "=", 1).partition("=")
-            if key.lower() == "proxyjump" and setting:
-                jump = once(setting)
-                continue
-            if key.lower() in IGNORED_SSH_OPTIONS:
-                continue
-            arg = "-o " + option
-        raise InputError(source, where, name, "only a bastion (-J / -o ProxyJump=...) and "
-                         "options that do not change the connection (%s) are supported, got %r"
-                         % (", ".join(sorted(IGNORED_SSH_OPTIONS)), arg))
-    return jump
-
-
-def ansible_boolean(source: str, where: str, name: str, value: Any) -> bool:
-    """Ansible's boolean(): true/yes/on/1/t/y (any case), bools and 0/1."""
-    if isinstance(value, bool):
-        return value
-    normalized = value.strip().lower() if isinstance(value, str) else value
-    if normalized in BOOLEANS_TRUE or normalized in (1, 1.0):
-        return True
-    if normalized in BOOLEANS_FALSE or normalized in (0, 0.0):
-        return False
-    raise InputError(source, where, name, "must be a boolean (true/false, yes/no), got %r"
-                     % (value,))
-
-
 def edit_distance(a: str, b: str) -> int:
     """Optimal string alignment distance: insertions, deletions, substitutions and
     swaps of neighbours each count 1 (`vnev` is one step from `venv`)."""
@@ -309,58 +291,6 @@ def edit_distance(a: str, b: str) -> int:
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1)
     return rows[len(a)][len(b)]
-
-
-@lru_cache(maxsize=4096)
-def near_miss(name: str) -> str | None:
-    """The fleetcheck variable this unknown name is probably a typo of, or None when it
-    is simply another playbook's variable. Cached: a big inventory repeats its names."""
-    if name.startswith(OWN_PREFIX):
-        bare = name[len(OWN_PREFIX):]
-        best = min(OWN_NAMES, key=lambda known: edit_distance(bare.lower(), known))
-        return OWN_PREFIX + best if edit_distance(bare.lower(), best) <= 3 else ""
-    if len(name) < 4:
-        return None
-    lowered = name.lower().replace("-", "_")
-    prefix, _, rest = lowered.partition("_")
-    if rest and prefix != "ansible" and edit_distance(prefix, "ansible") <= 2:
-        # `ansibel_user`, `ansbile_port`: the prefix misspelt
-        return closest_ansible_name("ansible_" + rest)
-    if lowered.startswith("ansible_"):
-        if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith(("ansible_kubectl_",
-                                                                 "ansible_docker_")):
-            return None
-        return closest_ansible_name(lowered)
-    if lowered in NOT_TYPOS:
-        return None
-    for target in TYPO_TARGETS:
-        suffix = lowered[len(target):] if lowered.startswith(target) else None
-        if suffix and (suffix.isdigit() or suffix in ("d", "s")):
-            continue  # python3, venv2, containerd: other words, not a typo of this one
-        limit = 1 if len(target) <= 6 or target in COMMON_WORDS else 2
-        if abs(len(lowered) - len(target)) <= limit and edit_distance(lowered, target) <= limit:
-            return target
-    return None
-
-
-def closest_ansible_name(lowered: str) -> str | None:
-    """The Ansible connection variable fleetcheck reads that is two edits or fewer away."""
-    best = min(ANSIBLE_NAMES, key=lambda known: edit_distance(lowered, known))
-    return best if edit_distance(lowered, best) <= 2 else None
-
-
-def check_name(source: str, where: str, name: str) -> None:
-    """Refuse typos of fleetcheck's variables and unknown fleetcheck_ names; ignore the
-    rest (other playbooks' variables)."""
-    if name in VAR_ALIASES:
-        return
-    guess = near_miss(name)
-    if guess is None:
-        return
-    if guess:
-        raise InputError(source, where, name, "unknown variable: did you mean %s?" % guess)
-    raise InputError(source, where, name, "unknown fleetcheck variable; fleetcheck_ names "
-                     "are: %s" % ", ".join(sorted(OWN_PREFIX + n for n in OWN_NAMES)))
 
 
 # When several spellings of one field are set for a host, the most specific wins, at
@@ -389,21 +319,24 @@ class Inventory:
 
 
 def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
-                   features: Mapping[str, FeatureCheck] = {}) -> Inventory:
+                   features: Mapping[str, FeatureCheck] = {}, *,
+                   declarations: Declarations) -> Inventory:
     """Every host of the sources, merged as Ansible merges them, as fleetcheck Hosts.
-    features: the checks of feature variables (see FeatureCheck)."""
+    features: the checks of feature variables (see FeatureCheck); declarations: the
+    connections and the variables they read (fleetcheck.connectors.declarations())."""
+    table = variable_table(declarations)
     data = load_sources(sources, script_timeout)
     label = ", ".join(sources)
     passwords: dict[str, list[str]] = {}
     for name, site in data.definitions():
-        check_name(site.source, site.where, name)
+        table.check_name(site.source, site.where, name)
         if name in PASSWORD_NAMES:
             passwords.setdefault(name, []).append("%s %s" % (site.source, site.where))
     if not data.hosts:
         raise InputError(label, None, "hosts", "inventory defines no hosts")
     hosts = [host_from_vars(name, data.merged_vars(name),
                             [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
-                            features)
+                            features, declarations=declarations)
              for name in data.hosts]
     notes = ["password auth is not supported: %s ignored (set in %s%s); fleetcheck logs in "
              "with keys and the agent, and become runs sudo -n" % (
@@ -413,48 +346,57 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
 
 
 def load_inventory(sources: str | list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
-                   features: Mapping[str, FeatureCheck] = {}) -> list[Host]:
+                   features: Mapping[str, FeatureCheck] = {}, *,
+                   declarations: Declarations) -> list[Host]:
     """Every host of the inventory (one source, or several merged in order)."""
     return read_inventory([sources] if isinstance(sources, str) else sources,
-                          script_timeout, features).hosts
+                          script_timeout, features, declarations=declarations).hosts
 
 
 def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
-                   features: Mapping[str, FeatureCheck] = {}) -> Host:
+                   features: Mapping[str, FeatureCheck] = {}, *,
+                   declarations: Declarations) -> Host:
     """The Host for one inventory host, from its merged variables (templates in the ones
     fleetcheck uses evaluated, each value checked where it was set)."""
+    table = variable_table(declarations)
     chosen: dict[str, tuple[int, str, Setting]] = {}
     for var, setting in merged.items():
-        canonical = VAR_ALIASES.get(var)
-        if canonical is None:
+        variable = table.by_name.get(var)
+        if variable is None:
             continue
         rank = spelling_rank(var)
-        if canonical not in chosen or rank < chosen[canonical][0]:
-            chosen[canonical] = (rank, var, setting)
-    fields: dict[str, Any] = {}
+        known = chosen.get(variable.setting)
+        if known is None or rank < known[0]:
+            chosen[variable.setting] = (rank, var, setting)
+    values: dict[str, Any] = {}
     sites: dict[str, Any] = {}
     context: dict[str, Any] | None = None
-    for canonical, (_, var, setting) in chosen.items():
+    for key, (_, var, setting) in chosen.items():
         site, value = setting.site, setting.value
         if is_template(value):
             if context is None:
                 context = host_context(name, {k: s.value for k, s in merged.items()},
                                        groups or ["ungrouped"])
             value = render(value, context, site, var)
-        field_name, value = check_var(site.source, site.where, var, value, features)
-        if field_name == "proxy_jump" and ("proxy_jump" in chosen and canonical != "proxy_jump"
-                                           or value is None):
-            continue  # an explicit proxy_jump beats one read from ssh common args
-        fields[field_name] = value
-        sites[field_name] = (site, var)
-    method = fields.pop("become_method", "sudo")
-    if fields.get("become") and method != "sudo":
+        _, value = table.check_var(site.source, site.where, var, value, features)
+        fills = table.by_name[var].fills
+        if fills is not None:
+            if fills in chosen or value is None:
+                continue  # the setting itself, given, beats what stands in for it
+            key = fills
+        values[key] = value
+        sites[key] = (site, var)
+    method = values.pop("become_method", "sudo")
+    if values.get("become") and method != "sudo":
         site, var = sites["become_method"]
         raise InputError(site.source, site.where, var, "become is on and only sudo is "
                          "supported, got %r" % method)
     host = Host(name=name, groups=groups)
-    for key, value in fields.items():
-        setattr(host, key, value)
+    for key, value in values.items():
+        if key in HOST_FIELDS:
+            setattr(host, key, value)
+        else:
+            host.settings[key] = value
     if host.connection == "ssh" and host.destination.startswith("-"):
         site, var = sites.get("address", (None, "ansible_host"))
         raise InputError(site.source if site else "inventory", "host '%s'" % name, var,

@@ -19,7 +19,7 @@ import re
 from typing import Protocol, Sequence, TypeVar
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory.hostnames import BRACKETED_HOST_PORT, HOST_PORT
+from fleetcheck.addresses import BRACKETED_HOST_PORT, HOST_PORT
 
 SPLIT_ON_COLONS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 SUBSCRIPT = re.compile(r"^(.+)\[(?:-?[0-9]+|[0-9]+[:-][0-9]*)\]$")

@@ -23,7 +23,7 @@ import os
 import re
 
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory.hostnames import split_port
+from fleetcheck.addresses import split_port
 from fleetcheck.inventory.ini import parse_ini
 from fleetcheck.inventory.model import InventoryData
 from fleetcheck.inventory.script import (DEFAULT_SCRIPT_TIMEOUT, add_script_output, is_script,

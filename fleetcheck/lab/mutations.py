@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from fleetcheck.lab.wheels import unpacked
+from fleetcheck.status import Status
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
@@ -24,7 +25,7 @@ DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 SPECULATIVE = "vllm/config/speculative.py"
 HELPERS = "vllm/v1/worker/dflash_aux.py"
-BASE = {"0.33.0": "pass", "0.20.1": "fail"}
+BASE = {"0.33.0": Status.PASS, "0.20.1": Status.FAIL}
 LAYER = "dflash-layer-offset"
 SWA = "dflash-swa"
 DROP = "dflash-cache-drop"
@@ -44,7 +45,7 @@ class Mutation:
         if self.expect:
             return self.expect
         base = BASE[self.version]
-        return base if self.keeps else ("fail" if base == "pass" else "pass")
+        return base if self.keeps else (Status.FAIL if base == Status.PASS else Status.PASS)
 
 
 class Cases(list):
@@ -92,6 +93,23 @@ def guarded(test_v1: str, test_v2: str, shifted_first: bool = True) -> dict:
             V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", test_v2)))}
 
 
+def matched(cases_v1: list[tuple[str, bool]], subject_v1: str = "self.speculative_config.method",
+            subject_v2: str = "spec_config.method") -> dict:
+    """PR #40898's form written as a `match` on the method, on both runners: each case
+    (pattern, shifted) returns the ids shifted or plain."""
+    def block(indent: str, subject: str) -> str:
+        inner = indent + "    "
+        text = indent + "if layer_ids and isinstance(layer_ids, (list, tuple)):\n" + \
+            inner + "match %s:\n" % subject
+        for pattern, shifted in cases_v1:
+            text += inner + "    case %s:\n" % pattern + inner + "        return %s\n" % (
+                "tuple(layer_id + 1 for layer_id in layer_ids)" if shifted else
+                "tuple(layer_ids)")
+        return text
+    return {RUNNER: ((V1_READ, V1_PLAIN), (V1_RETURN, block("        ", subject_v1))),
+            V2: ((V2_READ, V2_PLAIN), (V2_RETURN, block("    ", subject_v2)))}
+
+
 def bound_test(test: str) -> dict:
     """PR #40898's form with the V1 runner's test bound to a name first."""
     read = "        hf_config = self.speculative_config.draft_model_config.hf_config\n"
@@ -135,6 +153,16 @@ def offset_cases() -> list[Mutation]:
     case("pr40898-form", ok, "PR #40898: shift on return when method == \"dflash\"",
          guarded('self.speculative_config.method == "dflash"',
                  'spec_config.method == "dflash"'))
+    case("match-dflash-case", ok, "`match method:` with `case \"dflash\":` shifting",
+         matched([('"dflash"', True), ("_", False)]))
+    case("match-others-first", ok, "`match method:` whose other methods' case comes first",
+         matched([('"eagle" | "eagle3"', False), ("other", True)]))
+    case("match-no-catch-all", ok, "`match method:` with no catch-all: DFlash's case returns",
+         matched([('"eagle3"', False), ('"mtp" | "dflash"', True)]))
+    case("match-dflash-unshifted", bad, "`match method:` whose DFlash case is unshifted",
+         matched([('"dflash"', False), ("_", True)]))
+    case("match-falls-to-plain", bad, "`match method:` where DFlash reaches the plain catch-all",
+         matched([('"eagle3"', True), ("_", False)]))
     case("method-not-equal", ok, "method != \"dflash\" guards the unshifted branch",
          guarded('self.speculative_config.method != "dflash"',
                  'spec_config.method != "dflash"', shifted_first=False))
@@ -242,12 +270,12 @@ def offset_cases() -> list[Mutation]:
                         % added))})
     case("tensor-method", bad, "the ids through a tensor method, not followed",
          v1("                layer_ids = torch.tensor(%s).add(0).tolist()\n" % IDS),
-         expect="warn")
+         expect=Status.WARN)
     # a module's add() is a function call, not a set being filled: the path must not vanish
     case("operator-add-zero", bad, "operator.add(i, 0): a module function named add",
-         v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect="warn")
+         v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect=Status.WARN)
     case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
-         v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect="warn")
+         v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect=Status.WARN)
     case("double-shift", bad, "the +1 added twice",
          v1(V1_READ.replace("i + 1", "i + 1 + 1")))
     case("helper-twice", bad, "a +1 helper applied twice",
@@ -352,6 +380,13 @@ def offset_cases_020() -> list[Mutation]:
          returned("dflash", "tuple(layer_id + 1 for layer_id in layer_ids)"))
     case("eagle-shift-added", True, "a +1 added for EAGLE only",
          returned("eagle3", "tuple(i + 1 for i in layer_ids)"))
+    case("match-added", False, "PR #40898's form added as a `match` on the method",
+         {RUNNER: ((ret, ret.replace(
+             "            return tuple(layer_ids)\n",
+             "            match self.speculative_config.method:\n"
+             '                case "dflash":\n'
+             "                    return tuple(layer_id + 1 for layer_id in layer_ids)\n"
+             "            return tuple(layer_ids)\n")),)})
     return out
 
 
@@ -483,7 +518,7 @@ def drop_cases() -> list[Mutation]:
     case("gate-reverted", False, "needs_eagle_block_drop() no longer excludes DFlash",
          {SPECULATIVE: (("        return self.use_eagle() and not (self.use_dflash() or "
                          "self.use_dspark())\n", "        return self.use_eagle()\n"),)},
-         expect="warn")
+         expect=Status.WARN)
     return out
 
 
@@ -519,7 +554,7 @@ def corpus() -> list[Mutation]:
 def vacuous(mutation: Mutation, result) -> bool:
     """A layer-offset pass whose evidence comes from none of the runner files the
     rewrite edited: the rewritten read was not found, and another runner passed alone."""
-    if mutation.check != LAYER or result.status != "pass":
+    if mutation.check != LAYER or result.status != Status.PASS:
         return False
     edited = set(mutation.edits) & {RUNNER, V2}
     return bool(edited) and not edited <= {e.file for e in result.evidence}

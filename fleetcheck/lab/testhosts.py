@@ -68,10 +68,13 @@ class TestHost:
 class LoopbackFleet:
     """A set of sshd hosts sharing one client key and one known_hosts file."""
 
-    def __init__(self, workdir: str, first_octet: int = 1, base_index: int = 10,
+    def __init__(self, workdir: str, first_octet: int | None = None, base_index: int = 10,
                  stock_bashrc: bool = True):
-        """stock_bashrc: each host's root sees Debian's stock .bashrc (bind-mounted in its
-        mount namespace) rather than this machine's."""
+        """first_octet: the third octet of its addresses (127.NET.first_octet.x), by default
+        FLEETCHECK_LOOPBACK_BLOCK or 1 (the test suite gives each of its processes a block
+        of its own, so the demos its tests start never share an address). stock_bashrc:
+        each host's root sees Debian's stock .bashrc (bind-mounted in its mount namespace)
+        rather than this machine's."""
         self.stock_bashrc = stock_bashrc and os.path.isfile(STOCK_ROOT_BASHRC)
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
@@ -80,7 +83,8 @@ class LoopbackFleet:
             keygen(self.client_key)
         self.known_hosts = os.path.join(self.workdir, "known_hosts")
         self.hosts: list[TestHost] = []
-        self.third_octet = first_octet
+        self.third_octet = (first_octet if first_octet is not None
+                            else int(os.environ.get("FLEETCHECK_LOOPBACK_BLOCK", "1")))
         self.next_index = base_index
         os.makedirs("/run/sshd", exist_ok=True)
 

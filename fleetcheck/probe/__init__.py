@@ -3,5 +3,6 @@ under the host's Python 3.8+. They import only the standard library and each oth
 they can run where fleetcheck is not installed."""
 
 MODULES = ("jsonlite", "files", "install", "yaml_subset", "config_file_args", "servers", "served", "lexer", "source", "patterns",
-           "codebase", "conditions", "dataflow", "signatures", "config_keys", "config_loader",
+           "codebase", "conditions", "dataflow_values", "dataflow", "key_offset",
+           "value_source", "signatures", "config_keys", "config_loader",
            "integrity", "shared_bytes", "smoke_load", "main")

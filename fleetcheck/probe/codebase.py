@@ -1,8 +1,10 @@
 """Where a name used in vLLM's code is defined: the function or class a call reaches, in
 the same module, in a `vllm.*` module it imports (any import form, aliases, re-exports),
-or as a method of a class. Only the function a flow reaches is cut out of its file and
-parsed (a 250 KB runner file holds hundreds), so following a helper costs what it covers.
-Files are read through the finders' shared cache, so a build's analysis ships them."""
+or as a method of a class; the class a receiver is an instance of; the value of a named
+constant. The dataflow asks a Scope (one function's view of the tree) and never looks
+names up itself, so what a name means is decided in one place. Only the function a flow
+reaches is cut out of its file and parsed (a 250 KB runner file holds hundreds), so
+following a helper costs what it covers. Files are read through the finders' shared cache, so a build's analysis ships them."""
 
 import ast
 import re
@@ -329,6 +331,233 @@ class Codebase(object):
     def resolve_in_module(self, dotted, name):
         where = self.module_file(dotted)
         return self.resolve(where, name) if where else None
+
+
+class Scope(object):
+    """What names mean inside one function: `self_cls` is the class `self` is known to be
+    (or derive from), `local_defs` the functions the body has defined so far (shared
+    with the flow that fills it)."""
+
+    def __init__(self, codebase, fn, self_cls, local_defs):
+        self.codebase = codebase
+        self.fn = fn
+        self.self_cls = self_cls
+        self.local_defs = local_defs
+
+    def callee(self, func, local_only=False):
+        """(FunctionRef, "") for a function of the tree, or (None, why not). local_only:
+        only the module's own functions and methods (nothing else is read)."""
+        codebase = self.codebase
+        if isinstance(func, ast.Name):
+            if func.id in self.local_defs:
+                return self.local_defs[func.id], ""
+            found = codebase.function(self.fn.rel, func.id)
+            if found is None and not local_only:
+                resolved = codebase.resolve(self.fn.rel, func.id)
+                found = resolved[1] if resolved and resolved[0] == "function" else None
+                if resolved and resolved[0] == "class":
+                    return None, " (a class: the ids are kept in an instance)"
+            return (found, "") if found else (None, " (not defined in the tree)")
+        if not isinstance(func, ast.Attribute):
+            return None, " (a computed callee)"
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and self.self_cls:
+            found = codebase.method(self.self_cls[0], self.self_cls[1], func.attr)
+            return (found, "") if found else (None, " (no such method in the tree)")
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and \
+                base.func.id == "super" and self.fn.cls:
+            for base_rel, base_cls in codebase.class_bases(*self.fn.cls):
+                found = codebase.method(base_rel, base_cls, func.attr)
+                if found:
+                    return found, ""
+            return None, " (the base class is not in the tree)"
+        prefix = dotted_name(base)
+        if prefix is None:
+            return None, ""
+        if codebase.class_block(self.fn.rel, prefix) is not None:
+            found = codebase.method(self.fn.rel, prefix, func.attr)
+            return (found, "") if found else (None, "")
+        if local_only:
+            return None, ""
+        resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
+        if resolved and resolved[0] == "module":
+            module = self.module_named(prefix, resolved[1])
+            target = codebase.resolve_in_module(module, func.attr)
+            if target and target[0] == "function":
+                return target[1], ""
+            return None, " (not defined in %s)" % module
+        if resolved and resolved[0] == "class":
+            found = codebase.method(resolved[1], resolved[2], func.attr)
+            return (found, "") if found else (None, "")
+        return None, ""
+
+    def module_named(self, prefix, first):
+        """The dotted module `prefix.attr` reads from: `first` is what the prefix's first
+        name resolved to (`import vllm.a.b as m`; `import vllm.a.b` then `vllm.a.b.f`)."""
+        imported = self.codebase.imports(self.fn.rel).get(prefix)
+        if imported is not None and imported[1] is None:
+            return imported[0]
+        if "." in prefix:
+            return first + "." + prefix.split(".", 1)[1]
+        return first
+
+    def overrides(self, func, ref, files):
+        """(method, class) of each subclass in the tree (`rel` and `files`) that
+        overrides the method `self.m()` reaches: the code does not say which class was
+        built, so each counts."""
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and
+                func.value.id in ("self", "cls") and self.self_cls):
+            return []
+        codebase = self.codebase
+        out = []
+        for rel, cls in codebase.subclasses(self.self_cls[0], self.self_cls[1], files):
+            found = codebase.function(rel, func.attr, cls)
+            if found is not None and found.key != ref.key:
+                out.append((found, (rel, cls)))
+        return out
+
+    def predicate(self, func):
+        """The function a predicate call (`spec.use_dflash()`) reaches, or None."""
+        if isinstance(func, ast.Name) and func.id in self.local_defs:
+            return self.local_defs[func.id]
+        if isinstance(func, ast.Name):
+            return self.codebase.function(self.fn.rel, func.id)
+        if not isinstance(func, ast.Attribute):
+            return None
+        owner = self.receiver_class(func.value, 0)
+        if owner is None:
+            return None
+        return self.codebase.method(owner[0], owner[1], func.attr)
+
+    def receiver_class(self, node, depth):
+        """(rel, class) an expression's value is an instance of, from what the code
+        declares: `self`, a parameter's annotation, a field's annotation in its class,
+        the value `__init__` assigns to `self.x`, or the class its name spells
+        (`speculative_config` -> `SpeculativeConfig`) as the module imports it."""
+        codebase = self.codebase
+        if depth > 3:
+            return None
+        if isinstance(node, ast.Name):
+            if node.id in ("self", "cls"):
+                return self.self_cls
+            for arg in all_args(self.fn.node):
+                if arg.arg == node.id and arg.annotation is not None:
+                    found = self.class_among(self.fn.rel, annotation_names(arg.annotation))
+                    if found:
+                        return found
+            for statement in ast.walk(self.fn.node):
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                        isinstance(statement.targets[0], ast.Name) and \
+                        statement.targets[0].id == node.id:
+                    found = self.receiver_class(statement.value, depth + 1)
+                    if found:
+                        return found
+            return self.class_among(self.fn.rel, [camel(node.id)])
+        if not isinstance(node, ast.Attribute):
+            return None
+        owner = self.receiver_class(node.value, depth + 1)
+        if owner is not None:
+            field = codebase.class_field(owner[0], owner[1], node.attr)
+            if field:
+                found = self.class_among(owner[0], re.findall(r"[A-Za-z_]\w*", field))
+                if found:
+                    return found
+            init = codebase.method(owner[0], owner[1], "__init__")
+            if init is not None:
+                for statement in ast.walk(init.node):
+                    if isinstance(statement, ast.Assign) and any(
+                            dotted_name(t) == "self." + node.attr for t in statement.targets):
+                        found = Scope(codebase, init, owner, {}).receiver_class(
+                            statement.value, depth + 1)
+                        if found:
+                            return found
+        return self.class_among(self.fn.rel, [camel(node.attr)])
+
+    def class_among(self, rel, names):
+        for name in names:
+            if name and name[0].isupper():
+                found = self.codebase.resolve(rel, name)
+                if found and found[0] == "class":
+                    return found[1:]
+        return None
+
+    def named_constant(self, node):
+        """(value, rel, line) of a named constant: module level (here or imported from
+        `vllm.*`), class level (`self.X`, `Class.X`, enum members and their `.value`),
+        or a module's (`module.X`); None otherwise."""
+        codebase = self.codebase
+        found = None
+        if isinstance(node, ast.Name):
+            found = codebase.constant(self.fn.rel, node.id)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "value" and isinstance(node.value, ast.Attribute):
+                return self.named_constant(node.value)
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                if self.self_cls:
+                    found = codebase.class_constant(self.self_cls[0], self.self_cls[1],
+                                                    node.attr)
+            elif dotted_name(base):
+                prefix = dotted_name(base)
+                if codebase.class_block(self.fn.rel, prefix) is not None:
+                    found = codebase.class_constant(self.fn.rel, prefix, node.attr)
+                else:
+                    resolved = codebase.resolve(self.fn.rel, prefix.split(".")[0])
+                    if resolved and resolved[0] == "class" and "." not in prefix:
+                        found = codebase.class_constant(resolved[1], resolved[2], node.attr)
+                    elif resolved and resolved[0] == "module":
+                        where = codebase.module_file(self.module_named(prefix, resolved[1]))
+                        found = codebase.constant(where, node.attr) if where else None
+            if found is None and not (isinstance(base, ast.Name) and
+                                      base.id in ("self", "cls")):
+                owner = self.receiver_class(base, 0)
+                if owner is not None:
+                    found = codebase.class_constant(owner[0], owner[1], node.attr)
+        return found
+
+
+def callee_name(func):
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def dotted_name(node):
+    """a.b.c for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def all_args(node):
+    args = node.args
+    return list(getattr(args, "posonlyargs", [])) + list(args.args) + list(args.kwonlyargs)
+
+
+def annotation_names(node):
+    """Class names an annotation mentions (`SpeculativeConfig | None`, Optional[...],
+    "Forward")."""
+    out = []
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name):
+            out.append(inner.id)
+        elif isinstance(inner, ast.Attribute):
+            out.append(inner.attr)
+        elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            out.extend(re.findall(r"[A-Za-z_]\w*", inner.value))
+    return out
+
+
+def camel(name):
+    """speculative_config -> SpeculativeConfig."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
 
 
 NOT_LITERAL = object()

@@ -4,7 +4,8 @@ branch without the +1 does not fail a build that shifts on its DFlash branch. Te
 told True, False or None (undecided: both branches stay in, as any unknown test does).
 
 What is decided: `method == "dflash"`, `!=`, `in (...)`, `not in` (the strings may be
-named constants), `isinstance(x, DFlash...)`, `not`, `and`, `or`, and, through the
+named constants), the cases of `match method:` (in order: none after one that must catch
+DFlash), `isinstance(x, DFlash...)`, `not`, `and`, `or`, and, through the
 callbacks a flow passes in, names bound to such tests and predicates of the tree
 (`use_dflash()`, `_is_dflash(config)`: functions and methods named `use_`, `uses_`,
 `is_`, `needs_`, `has_`) whose bodies return one (whatever their arguments: a body that
@@ -133,3 +134,42 @@ def predicate_body(node):
     if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
         return body[0].value
     return None
+
+
+def case_truth(pattern, strings):
+    """Can a `case` pattern of `match method:` match "dflash"? True/False when its
+    values say, None when it is not told (a class, mapping or sequence pattern). A
+    capture or `_` matches anything: True."""
+    kind = type(pattern).__name__
+    if kind == "MatchValue":
+        named = strings(pattern.value)
+        if named is NO_STRINGS or len(named) != 1 or not named & METHODS:
+            return None
+        return named == {METHOD}
+    if kind == "MatchOr":
+        return both([case_truth(p, strings) for p in pattern.patterns], False)
+    if kind == "MatchAs":
+        return True if pattern.pattern is None else case_truth(pattern.pattern, strings)
+    return None
+
+
+def irrefutable(pattern):
+    """`case _:` or `case name:` (or an or-pattern holding one): every value matches."""
+    kind = type(pattern).__name__
+    if kind == "MatchAs":
+        return pattern.pattern is None or irrefutable(pattern.pattern)
+    if kind == "MatchOr":
+        return any(irrefutable(p) for p in pattern.patterns)
+    return False
+
+
+def pattern_names(pattern):
+    """The names a pattern binds (captures, `*rest`, `**rest`)."""
+    names = []
+    for node in ast.walk(pattern):
+        kind = type(node).__name__
+        if kind in ("MatchAs", "MatchStar") and node.name:
+            names.append(node.name)
+        elif kind == "MatchMapping" and node.rest:
+            names.append(node.rest)
+    return names

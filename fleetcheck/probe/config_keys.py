@@ -13,7 +13,7 @@ found: a host without one pays nothing."""
 import ast
 import os
 
-from fleetcheck.probe.dataflow import callee_name  # signatures loads it anyway
+from fleetcheck.probe.codebase import callee_name  # signatures loads it anyway
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 from fleetcheck.probe.signatures import resolve_registry_module
 

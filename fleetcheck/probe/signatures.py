@@ -6,11 +6,12 @@ import os
 import re
 
 from fleetcheck.probe.codebase import Codebase
-from fleetcheck.probe.dataflow import Analysis
 from fleetcheck.probe.files import MissingFile, ProbeFileError, expand_globs, read_bytes
+from fleetcheck.probe.key_offset import KeyOffset
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.probe.patterns import MAX_GAP_TOKENS, find_pattern, find_string
 from fleetcheck.probe.source import SourceFile
+from fleetcheck.probe.value_source import ValueSource
 
 MAX_EVIDENCE_PER_FINDING = 5
 WINDOW_BACK_LINES = 60
@@ -133,8 +134,7 @@ def run_dataflow(root, finder, files, cache):
     helpers read (and cached, so they ship) only when a flow reaches them."""
     codebase = Codebase(lambda rel: load_source(root, rel, cache))
     if finder["kind"] == "key-offset":
-        analysis = Analysis(codebase, "offset", key=finder["key"],
-                            container=finder.get("container"), scope=files)
+        analysis = KeyOffset(codebase, finder["key"], finder.get("container"), files)
     else:
         sources = {}
         for label, names in sorted(finder["sources"].items()):
@@ -142,18 +142,15 @@ def run_dataflow(root, finder, files, cache):
                 sources.setdefault(name, label)
         constants = dict((value, label) for label, values in
                          sorted(finder.get("constants", {}).items()) for value in values)
-        analysis = Analysis(codebase, "source", sources=sources, scope=files,
-                            constants=constants)
+        analysis = ValueSource(codebase, finder["call"], finder["argument"], sources,
+                               constants, files)
     errors = []
     for rel, source in readable(root, files, cache, errors):
         if not source.contains(finder["needles"][0]):
             continue
         source.examined = True
         try:
-            if finder["kind"] == "key-offset":
-                analysis.offset_roots(source)
-            else:
-                analysis.source_roots(source, finder["call"], finder["argument"])
+            analysis.examine(source)
         except (SyntaxError, ValueError, RecursionError) as exc:
             errors.append("%s: cannot parse: %s" % (rel, exc))
         except Exception as exc:  # a tree the dataflow does not expect: an error, never a pass
@@ -162,7 +159,7 @@ def run_dataflow(root, finder, files, cache):
         entry = cache.get(rel)
         if entry is not None and not isinstance(entry, ProbeFileError):
             entry.examined = True
-    hits = analysis.finish() if finder["kind"] == "key-offset" else analysis.findings
+    hits = analysis.finish()
     return hits, errors
 
 

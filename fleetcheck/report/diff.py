@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
 from fleetcheck.report.served import served_drafters
 from fleetcheck.results import CheckResult, HostResult, RunResult
-from fleetcheck.status import worse
+from fleetcheck.status import Status, worse
 
 
 
@@ -37,13 +37,21 @@ def integrity_counts(host: HostResult) -> dict[str, Any]:
     return {}
 
 
+def aspects(check: CheckResult, move: str) -> tuple[str, ...]:
+    """What build-expected found off the expected build (`off`), or matched (`onto`)."""
+    details = build_details(check)
+    if details is None:
+        return ()
+    return details.problems if move == "off" else details.matched
+
+
 def expected_build_move(before: CheckResult | None, after: CheckResult | None) -> str | None:
     """'onto' / 'off' when a host's build-expected went fail -> pass / pass -> fail."""
     if before is None or after is None:
         return None
-    if before.status == "fail" and after.status == "pass":
+    if before.status == Status.FAIL and after.status == Status.PASS:
         return "onto"
-    if before.status == "pass" and after.status == "fail":
+    if before.status == Status.PASS and after.status == Status.FAIL:
         return "off"
     return None
 
@@ -68,7 +76,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
     for check in new.checks:
         before = old_checks.get(check.id)
         if before is None:
-            bad = check.status in ("fail", "error")
+            bad = check.status in (Status.FAIL, Status.ERROR)
             out.note("check " + check.id, None, check.status, worse=bad, check=check.id,
                      **({"message": check.message} if bad else {}))
         elif before.status != check.status:
@@ -89,8 +97,7 @@ def diff_host(old: HostResult, new: HostResult) -> HostDiff:
                 expected_label(after) or "-")
         out.note("expected build", "off" if move == "onto" else "on",
                  "on" if move == "onto" else "off", worse=move == "off", moved=moved,
-                 message="; ".join(after.details.get("problems" if move == "off" else "matched")
-                                   or [after.message]))
+                 message="; ".join(aspects(after, move) or [after.message]))
     drafters_before, drafters_after = served_drafters(old), served_drafters(new)
     if drafters_before != drafters_after and not new.error:
         out.note("served drafters", ", ".join(drafters_before) or None,
@@ -113,11 +120,11 @@ def added_host(new: HostResult) -> HostDiff:
     """A host the earlier run did not have: its status, and each check that does not pass
     with its message (a new failure says why wherever it appears)."""
     out = HostDiff(new.name)
-    out.note("status", None, new.status, worse=new.status != "pass",  # as for the verdict
+    out.note("status", None, new.status, worse=new.status != Status.PASS,  # as for the verdict
              **error_message(new))
     if new.error is None:
         for check in new.checks:
-            if check.status in ("fail", "error"):
+            if check.status in (Status.FAIL, Status.ERROR):
                 out.note("check " + check.id, None, check.status, worse=True, check=check.id,
                          message=check.message)
     return out
@@ -138,7 +145,7 @@ def diff_runs(old: RunResult, new: RunResult) -> dict[str, Any]:
     added = [h.name for h in new.hosts if h.name not in old_hosts]
     removed = [h.name for h in old.hosts if h.name not in new_hosts]
     worse = any(h["worse"] for h in hosts) or any(
-        new_hosts[name].status != "pass" for name in added)
+        new_hosts[name].status != Status.PASS for name in added)
     return {"old": old.started_at, "new": new.started_at, "hosts": hosts, "added": added,
             "removed": removed, "worse": worse}
 

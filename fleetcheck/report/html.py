@@ -11,7 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 
 from fleetcheck.atomic_file import write_atomically
-from fleetcheck.expectations import CHECK_ID as BUILD_CHECK_ID, expected_label
+from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
 from fleetcheck.report.served import served_lines
@@ -63,11 +63,11 @@ def drift_groups(run: RunResult) -> list[dict[str, Any]]:
         off = []
         for host in members:
             check = next((c for c in host.checks if c.id == BUILD_CHECK_ID), None)
-            if check is None or "expected" not in check.details:
+            if build_details(check) is None:
                 continue
-            if check.status == "pass":
+            if check.status == Status.PASS:
                 expected[expected_label(check)].append(host.name)
-            elif check.status == "fail":
+            elif check.status == Status.FAIL:
                 off.append({"host": host.name, "expected": expected_label(check),
                             "message": check.message})
         statuses = Counter(h.status for h in members)

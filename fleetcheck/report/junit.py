@@ -11,6 +11,7 @@ from fleetcheck.faults import inject
 from fleetcheck.report.served import served_lines
 from fleetcheck.results import RunResult
 from fleetcheck.text import xml_safe
+from fleetcheck.status import Status
 
 # XML 1.0 cannot carry most control characters: hosts' text is made printable first.
 clean = xml_safe
@@ -35,15 +36,17 @@ def junit_tree(run: RunResult) -> ET.ElementTree:
                                      message=clean(host.error.message))
                 node.text = clean(host.error.message)
                 totals["errors"] += 1
-            elif check.status == "fail":
-                node = ET.SubElement(case, "failure", type="fail", message=clean(check.message))
+            elif check.status == Status.FAIL:
+                node = ET.SubElement(case, "failure", type=Status.FAIL,
+                                     message=clean(check.message))
                 node.text = body
                 totals["failures"] += 1
-            elif check.status == "error":
-                node = ET.SubElement(case, "error", type="error", message=clean(check.message))
+            elif check.status == Status.ERROR:
+                node = ET.SubElement(case, "error", type=Status.ERROR,
+                                     message=clean(check.message))
                 node.text = body
                 totals["errors"] += 1
-            elif check.status == "skip":
+            elif check.status == Status.SKIP:
                 ET.SubElement(case, "skipped", message=clean(check.message))
                 totals["skipped"] += 1
             else:

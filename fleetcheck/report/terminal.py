@@ -121,7 +121,7 @@ def failure_kind(host: HostResult) -> str:
     every = [c.id for c in host.checks]
     by_status: dict[str, list[str]] = {}
     for check in host.checks:
-        if check.status in ("fail", "error", "warn"):
+        if check.status in (Status.FAIL, Status.ERROR, Status.WARN):
             by_status.setdefault(check.status, []).append(check.id)
     if not by_status:
         return host.status
@@ -154,7 +154,7 @@ def render_evidence(console: Console, run: RunResult, verbose: bool,
     groups: dict[tuple, list[str]] = {}
     for host in run.hosts:
         for check in host.checks:
-            if check.status in ("skip",) or (check.status == "pass" and not verbose):
+            if check.status in (Status.SKIP,) or (check.status == Status.PASS and not verbose):
                 continue
             key = (check.id, check.status, check.message,
                    tuple((item.file, item.line, item.text, item.step)
@@ -326,7 +326,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     render_internal_errors(console, run)
     groups: dict[str, list[str]] = defaultdict(list)
     for host in run.hosts:
-        if host.status != "pass":
+        if host.status != Status.PASS:
             groups[failure_kind(host)].append(host.name)
     if groups:
         console.print(Text("Recap (hosts not passing, by kind):", style="bold"))

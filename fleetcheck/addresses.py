@@ -1,7 +1,9 @@
-"""ProxyJump routes as OpenSSH reads them: `none`, or a comma-separated list of
-`[user@]host[:port]` and `ssh://[user@]host[:port]` hops, visited in order.
+"""Addresses as Ansible and OpenSSH write them: `host:port` entries, and ProxyJump routes
+(`none`, or a comma-separated list of `[user@]host[:port]` and `ssh://[user@]host[:port]`
+hops, visited in order). Shared by the inventory and the ssh connector, which do not
+import each other.
 
-Parsed where a route is read (the inventory, ssh_config), so a route that cannot be
+Parsed where a route is read (the inventory's proxy_jump, ssh_config), so a route that cannot be
 followed exactly is refused before any host is contacted: a second bastion dropped or a
 port misread would quietly change which machines a connection passes through.
 """
@@ -11,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fleetcheck.inventory.hostnames import split_port
-
+BRACKETED_HOST_PORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
+HOST_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
 HOST_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_.])?$")
 IPV6 = re.compile(r"^[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?$")
 USER_NAME = re.compile(r"^[^\s\x00-\x1f\x7f:/,\[\]]+$")
@@ -31,6 +33,15 @@ class JumpHop:
         host = "[%s]" % self.host if ":" in self.host else self.host
         return "%s%s%s" % (self.user + "@" if self.user else "", host,
                            ":%d" % self.port if self.port is not None else "")
+
+
+def split_port(entry: str) -> tuple[str, int | None]:
+    """`gpu1:2222` -> ("gpu1", 2222); `[::1]:22` -> ("::1", 22); `gpu[1:3]:22` keeps its
+    range; a bare IPv6 address (`fe80::1`) keeps its colons; anything else is unchanged."""
+    match = BRACKETED_HOST_PORT.match(entry) or HOST_PORT.match(entry)
+    if match:
+        return match.group(1), int(match.group(2))
+    return entry, None
 
 
 # A route: the hops in order; () is `none` (no bastion, and ssh_config's is not used).

@@ -1,0 +1,210 @@
+"""`connection: kubectl`: the probe runs in a Kubernetes pod through `kubectl exec -i` on
+this machine, with the variables and command line of Ansible's kubernetes.core.kubectl
+connection, so an inventory written for it works unchanged:
+
+    kubectl [-n NS] [--kubeconfig F] [--context C] [--server ...] [EXTRA ARGS]
+            exec -i POD -c CONTAINER -- sh -c '<command>'
+
+The pod is ansible_kubectl_pod, else the host's ansible_host, else its inventory name (as
+Ansible's remote_addr). With no container named and several in the pod, the one whose
+processes include a vLLM server is chosen: `kubectl get pod -o json` lists them, and a
+`cat` of /proc/*/cmdline in each tells which one serves.
+
+The command runs through the local connection's session (its dialogue, caps, deadline
+and cancel); kubectl's own failures (no such pod, forbidden, no context) are host errors
+of kind `container` quoting kubectl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import threading
+from typing import Any
+
+from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
+                                        Target, TransportError)
+from fleetcheck.connectors.container import INSIDE, looks_like_vllm_server, quote_text
+from fleetcheck.connectors.local import LocalSession
+from fleetcheck.variables import Variable, boolean, path, string_mapping, text
+
+SECRET_ON_COMMAND_LINE = ("would put a credential on kubectl's command line, where any user "
+                          "of this machine sees it in `ps`: put it in a kubeconfig "
+                          "(ansible_kubectl_kubeconfig) instead")
+# each process's command line, one a line (arguments NUL-separated): cheap in any image
+PROCESS_LISTING = 'for f in /proc/[0-9]*/cmdline; do cat "$f"; echo; done 2>/dev/null'
+
+
+def kubeconfig(value: Any) -> str:
+    if isinstance(value, dict):
+        raise ValueError("an inline kubeconfig mapping is not supported: give the path of "
+                         "a kubeconfig file")
+    return os.path.expanduser(text(value))  # kubectl itself takes `~` literally
+
+
+def argument_list(value: Any) -> list[str]:
+    """Extra kubectl arguments, split as a shell splits them (Ansible splits on spaces;
+    the two agree wherever no argument holds a quoted space)."""
+    return shlex.split(text(value))
+
+
+# Ansible's kubernetes.core.kubectl options, by the variable names it reads
+VARIABLES = (
+    Variable("kubectl_pod", ("ansible_kubectl_pod",)),
+    Variable("kubectl_container", ("ansible_kubectl_container",)),
+    Variable("kubectl_namespace", ("ansible_kubectl_namespace",)),
+    Variable("kubectl_context", ("ansible_kubectl_context",)),
+    Variable("kubectl_kubeconfig", ("ansible_kubectl_kubeconfig", "ansible_kubectl_config"),
+             kubeconfig),
+    Variable("kubectl_extra_args", ("ansible_kubectl_extra_args",), argument_list),
+    Variable("kubectl_server", ("ansible_kubectl_host", "ansible_kubectl_server")),
+    Variable("kubectl_client_cert", ("ansible_kubectl_cert_file",
+                                     "ansible_kubectl_client_cert")),
+    Variable("kubectl_client_key", ("ansible_kubectl_key_file", "ansible_kubectl_client_key")),
+    Variable("kubectl_ca_cert", ("ansible_kubectl_ssl_ca_cert", "ansible_kubectl_ca_cert")),
+    Variable("kubectl_validate_certs", ("ansible_kubectl_verify_ssl",
+                                        "ansible_kubectl_validate_certs"), boolean),
+    Variable("kubectl_local_env_vars", ("ansible_kubectl_local_env_vars",), string_mapping),
+    Variable("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user"),
+             refused="is not supported: basic auth " + SECRET_ON_COMMAND_LINE),
+    Variable("kubectl_password", ("ansible_kubectl_password",),
+             refused="is not supported: it " + SECRET_ON_COMMAND_LINE),
+    Variable("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key"),
+             refused="is not supported: it " + SECRET_ON_COMMAND_LINE),
+    # fleetcheck's own: the kubectl to run, when not the one on PATH
+    Variable("kubectl_command", ("kubectl_command",), path),
+)
+# setting -> kubectl's global flag, in Ansible's order
+FLAGS = (("kubectl_namespace", "-n"), ("kubectl_kubeconfig", "--kubeconfig"),
+         ("kubectl_context", "--context"), ("kubectl_server", "--server"),
+         ("kubectl_client_cert", "--client-certificate"),
+         ("kubectl_client_key", "--client-key"), ("kubectl_ca_cert", "--certificate-authority"))
+
+
+def global_arguments(settings: dict[str, Any]) -> list[str]:
+    """kubectl's arguments before the subcommand: which cluster, as whom, which namespace."""
+    args: list[str] = []
+    for setting, flag in FLAGS:
+        if settings.get(setting):
+            args += [flag, settings[setting]]
+    if "kubectl_validate_certs" in settings:
+        args.append("--insecure-skip-tls-verify=%s"
+                    % str(not settings["kubectl_validate_certs"]).lower())
+    return args + list(settings.get("kubectl_extra_args", []))
+
+
+class KubectlSession(Session):
+    """Commands run in one pod's container, each as one kubectl child of this machine."""
+
+    def __init__(self, host: Any, kubectl: str, deadline: Deadline):
+        self.settings: dict[str, Any] = host.settings
+        self.pod: str = self.settings.get("kubectl_pod") or host.address or host.name
+        self.container: str | None = self.settings.get("kubectl_container")
+        self.kubectl = kubectl
+        self.local = LocalSession(deadline)
+
+    def where(self) -> str:
+        parts = ["pod %s" % self.pod]
+        if self.container:
+            parts.append("container %s" % self.container)
+        for setting in ("kubectl_namespace", "kubectl_context"):
+            if self.settings.get(setting):
+                parts.append("%s %s" % (setting[len("kubectl_"):], self.settings[setting]))
+        return ", ".join(parts)
+
+    def kubectl_line(self, *args: str) -> str:
+        """The shell line running kubectl with its global arguments and then args."""
+        env = ["%s=%s" % item for item in self.settings.get("kubectl_local_env_vars", {}).items()]
+        argv = (["env", "--"] + env if env else []) + [self.kubectl] + \
+            global_arguments(self.settings) + list(args)
+        return "exec " + " ".join(shlex.quote(arg) for arg in argv)
+
+    def exec_line(self, container: str | None, command: str) -> str:
+        inside = "printf %s >&2; %s" % (shlex.quote(INSIDE.decode()[:-1] + "\\n"), command)
+        chosen = ["-c", container] if container else []
+        return self.kubectl_line("exec", "-i", self.pod, *chosen, "--", "sh", "-c", inside)
+
+    def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
+            answer: Answerer | None = None) -> CommandResult:
+        result = self.local.run(self.exec_line(self.container, command), payload, cancel,
+                                answer)
+        start = result.stderr.find(INSIDE)
+        if start < 0:  # kubectl's words, never the command's
+            raise TransportError("container", "%s: kubectl could not run the probe (exit %d): "
+                                 "%s" % (self.where(), result.exit_status,
+                                         quote_text(result.stderr)))
+        return CommandResult(result.stdout, result.stderr[start + len(INSIDE):],
+                             result.exit_status)
+
+    def choose_container(self, cancel: threading.Event | None) -> None:
+        """With no container named: the pod's only one, or the one serving vLLM."""
+        if self.container:
+            return
+        names = self.containers(cancel)
+        if len(names) == 1:
+            self.container = names[0]
+            return
+        serving = [name for name in names if self.serves_vllm(name, cancel)]
+        if len(serving) == 1:
+            self.container = serving[0]
+            return
+        if serving:
+            problem = "containers %s run vLLM servers" % ", ".join(serving)
+        else:
+            problem = "none of its containers (%s) runs a vLLM server" % ", ".join(names)
+        raise TransportError("container", "%s: %s; set ansible_kubectl_container to the one "
+                             "to check" % (self.where(), problem))
+
+    def containers(self, cancel: threading.Event | None) -> list[str]:
+        result = self.local.run(self.kubectl_line("get", "pod", self.pod, "-o", "json"), b"",
+                                cancel)
+        if result.exit_status != 0:
+            raise TransportError("container", "%s: kubectl could not read the pod (exit %d): "
+                                 "%s" % (self.where(), result.exit_status,
+                                         quote_text(result.stderr)))
+        try:
+            spec = json.loads(result.stdout)["spec"]
+            names = [str(c["name"]) for c in spec["containers"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError("container", "%s: `kubectl get pod -o json` gave no container "
+                                 "list (%s): %s" % (self.where(), exc, quote_text(result.stdout)))
+        if not names:
+            raise TransportError("container", "%s: the pod lists no containers" % self.where())
+        return names
+
+    def serves_vllm(self, container: str, cancel: threading.Event | None) -> bool:
+        """A container without sh or cat (a distroless sidecar) serves nothing we probe."""
+        result = self.local.run(self.exec_line(container, PROCESS_LISTING), b"", cancel)
+        if INSIDE not in result.stderr:
+            return False
+        lines = result.stdout.decode("utf-8", "replace").split("\n")
+        return any(looks_like_vllm_server(line.replace("\0", " ")) for line in lines)
+
+    def close(self) -> None:
+        self.local.close()
+
+
+class KubectlConnector(Connector):
+    connection = "kubectl"
+
+    def open(self, host: Any, deadline: Deadline,
+             cancel: threading.Event | None = None) -> Session:
+        deadline.left()
+        if host.container:  # the engine wrapper would look for docker inside the pod
+            raise TransportError("container", "host %s: `container` names a container of an "
+                                 "engine on a box; in a pod, set ansible_kubectl_container"
+                                 % host.name)
+        command = host.settings.get("kubectl_command") or "kubectl"
+        kubectl = shutil.which(os.path.expanduser(command))
+        if kubectl is None:
+            raise TransportError("container", "host %s: %s not found on this machine%s" % (
+                host.name, command, "'s PATH" if "/" not in command else ""))
+        return KubectlSession(host, kubectl, deadline)
+
+    def targets(self, host: Any, session: Session, deadline: Deadline,
+                cancel: threading.Event | None = None) -> list[Target]:
+        assert isinstance(session, KubectlSession)
+        session.choose_container(cancel)
+        return [Target(host.name, session)]

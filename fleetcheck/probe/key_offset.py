@@ -1,0 +1,281 @@
+"""The key-offset question: what constant is added to the ids read under a key of a named
+container (`dflash_config["target_layer_ids"]`, not DSpark's `hf_config.target_layer_ids`)
+on their way out of the function that reads them?
+
+The ids are followed through names, comprehensions, map(lambda), `array + n`, append
+loops, and into helpers (same module, `vllm.*` imports, methods) and back, with a step of
+evidence at each. Where they leave (returned, stored, or lost in a construct that is not
+followed) is a finding; a flow that cannot be followed is a finding of its own (`:?`),
+never silence. Values other than ids and constant ints are not tracked: they are EMPTY.
+"""
+
+import ast
+import re
+
+from fleetcheck.probe.dataflow import MAX_FINDINGS, Analysis, Flow, const_int
+from fleetcheck.probe.dataflow_values import (EMPTY, IDS_KINDS, NONINT, Container, Ids, Int,
+                                              Items, Keyed, Lost, as_elements, carries_ids,
+                                              flat, with_step)
+
+# builtins whose result is (one of) their argument(s) as a number: ids stay ids
+SAME_VALUE = {"int", "float", "round", "abs", "min", "max", "sum"}
+CONSTANT_LINE = re.compile(r"(_*[A-Z][A-Z0-9_]*)\s*(?::[^=]*)?=")
+CONTAINER_ATOM = Container()
+CONTAINER = frozenset([CONTAINER_ATOM])
+
+
+class OffsetFlow(Flow):
+    """Ids and constant ints through one function; anything else is EMPTY, and ids that
+    go where the interpreter does not follow are lost (a `:?` finding), never dropped."""
+
+    def unknown(self, node, why):
+        return EMPTY
+
+    def constant(self, node, value):
+        return EMPTY
+
+    def eval_Constant(self, node, env):
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return frozenset([Int(node.value, None)])
+        return EMPTY
+
+    def key_read(self, node, base, name):
+        if name == self.a.key and (self.a.container is None or CONTAINER_ATOM in base):
+            return frozenset([Ids(0, (self.step(node, "read"),))])
+        if self.a.container is not None and name == self.a.container:
+            return CONTAINER
+        return None
+
+    def free_name(self, node):
+        return CONTAINER if node.id == self.a.container else EMPTY
+
+    def unbound_attribute(self, node, name, base):
+        return frozenset(a for a in base if isinstance(a, Lost))
+
+    def untraced(self, node, value, lost_why, unknown_why):
+        return self.lose(value, node, lost_why) if carries_ids(value) else EMPTY
+
+    def unary(self, node, value):
+        return self.lose(value, node, "ids negated or inverted at %s:%d" %
+                         (self.fn.rel, self.line(node))) if carries_ids(value) else EMPTY
+
+    def tuple_of(self, node, items):
+        if all(not carries_ids(i) for i in items):
+            return EMPTY
+        return frozenset([Items(items)])
+
+    def arithmetic(self, node, left, op, right, right_node, left_node):
+        if isinstance(op, (ast.Add, ast.Sub)):
+            sign = 1 if isinstance(op, ast.Add) else -1
+            # ids + n, n + ids, ids - n (never n - ids)
+            sides = [(left, right_node, right)] + \
+                ([(right, left_node, left)] if sign == 1 else [])
+            for ids, other_node, other in sides:
+                carried = [a for a in ids if isinstance(a, IDS_KINDS)]
+                amounts = self.amounts(other_node, other) if carried else None
+                if carried and amounts:
+                    out = set()
+                    for amount, named in amounts:
+                        step = self.step(node, "%+d" % (sign * amount))
+                        out |= set(type(a)(a.offset + sign * amount,
+                                           a.trail + ((named,) if named else ()) + (step,))
+                                   for a in carried)
+                    return frozenset(out)
+            if isinstance(op, ast.Add) and any(isinstance(a, Ids) for a in left) and \
+                    any(isinstance(a, Ids) for a in right):
+                return left | right  # list concatenation
+        if carries_ids(left) or carries_ids(right):
+            return self.lose(left | right, node, "ids combined with a value that is not a "
+                             "constant at %s:%d" % (self.fn.rel, self.line(node)))
+        return EMPTY
+
+    def numeric_call(self, call):
+        """int(i), max(ids): an id itself; sum(ids) is none of them."""
+        node, func, args = call.node, call.node.func, call.args
+        if not (isinstance(func, ast.Name) and args and func.id in SAME_VALUE and
+                any(carries_ids(v) for v in args)):
+            return None
+        if func.id == "sum":
+            return self.lose(args[0], node, "ids summed at %s:%d" % (self.fn.rel,
+                                                                     self.line(node)))
+        if func.id in ("min", "max") and len(args) == 1:
+            return as_elements(args[0])
+        return frozenset().union(*args) if func.id in ("min", "max") else args[0]
+
+    def relevant(self, values):
+        return any(carries_ids(v) for v in values)
+
+    def ignored_call(self, node, func, env):
+        """A method of the ids themselves (tensor.add(0)): what it returns is not known."""
+        if isinstance(func, ast.Attribute):
+            receiver = self.eval(func.value, env)
+            if carries_ids(receiver):
+                return self.lose(receiver, node, "ids flow into .%s() at %s:%d, which is "
+                                 "not followed" % (func.attr, self.fn.rel, self.line(node)))
+        return EMPTY
+
+    def spread(self, node, expression, value):
+        return value
+
+    def unfollowed(self, node, what, why, args, keywords, opaque, func=None):
+        """The ids a call that is not followed gets are lost there."""
+        step = self.step(node, "lost")
+        values = [flat(v) for v in args + list(keywords.values()) + list(opaque)]
+        return frozenset(Lost(a.offset, a.trail + (step,), "ids flow into %s at %s:%d, "
+                              "which could not be followed%s"
+                              % (what, self.fn.rel, self.line(node), why))
+                         for value in values for a in value
+                         if isinstance(a, IDS_KINDS)) | frozenset(
+            a for value in values for a in value if isinstance(a, Lost))
+
+    def not_followed(self, ref, node, args, keywords, why):
+        return self.lose(frozenset(a for v in args + list(keywords.values()) for a in v),
+                         node, "ids flow into %s() at %s:%d, not followed (%s)"
+                         % (ref.name, self.fn.rel, self.line(node), why))
+
+    def passed(self, step, value):
+        return frozenset(with_step(a, step) for a in value)
+
+    def spare(self, node, ref, values):
+        """Ids passed beyond a function's parameters are lost there, never dropped."""
+        if not any(carries_ids(v) for v in values):
+            return EMPTY
+        return self.lose(frozenset().union(*values), node, "ids passed to %s() at %s:%d "
+                         "beyond its parameters" % (ref.name, self.fn.rel, self.line(node)))
+
+    def bound(self, value):
+        """A name that holds no int on some path is not a constant."""
+        if not any(isinstance(a, Int) for a in value):
+            return value | frozenset([NONINT])
+        return value
+
+    def stored(self, node, value, name):
+        if carries_ids(value):
+            self.a.end(frozenset(a for a in value if not isinstance(a, Container)),
+                       self.step(node, "stored"),
+                       "stored on %s" % name if name else "stored in a subscript")
+
+    def discarded(self, node, value):
+        lost = frozenset(atom for atom in value if isinstance(atom, Lost))
+        if lost:
+            self.a.end(lost, self.step(node, "lost"))
+
+    def leaving(self, node, value):
+        if self.depth == 0:
+            self.a.end(value, self.step(node, "return"))
+
+    def default_value(self, node):
+        """A default named by an int constant is that constant."""
+        value = self.eval(node, {})
+        if not any(isinstance(a, Int) for a in value) and \
+                isinstance(node, (ast.Name, ast.Attribute)):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], int) and \
+                    not isinstance(found[0], bool):
+                return frozenset([Int(found[0], found[1])])
+        return value
+
+    def lose(self, value, node, why):
+        step = self.step(node, "lost")
+        value = flat(value)
+        return frozenset(Lost(a.offset, a.trail + (step,), why) for a in value
+                         if isinstance(a, IDS_KINDS)) | \
+            frozenset(a for a in value if isinstance(a, Lost))
+
+    def amounts(self, node, value):
+        """(n, step naming it or None) for each constant int the operand may be on the
+        paths that reach here; None when it is not a constant on every path."""
+        literal = const_int(node) if node is not None else None
+        if literal is not None:
+            return [(literal, None)]
+        if value and all(isinstance(a, Int) for a in value):
+            return [(a.value, a.step) for a in value]
+        if not value and isinstance(node, (ast.Name, ast.Attribute)):
+            found = self.named_constant(node)
+            if found is not None and isinstance(found[0], int) and \
+                    not isinstance(found[0], bool):
+                return [found]
+        return None
+
+
+class KeyOffset(Analysis):
+    """Flows from each function that reads the key; findings by the offset they end at."""
+
+    flow_class = OffsetFlow
+
+    def __init__(self, codebase, key, container=None, files=()):
+        Analysis.__init__(self, codebase, files)
+        self.key = key
+        self.container = container
+
+    def examine(self, source):
+        """One flow per function around the key's occurrences in a file."""
+        self.examined.add(source.rel)
+        lines = source.hit_lines(self.key)
+        for line in list(lines):
+            # the key named by a module constant: the functions reading that name
+            named = CONSTANT_LINE.match(source.lines[line - 1])
+            if named and source.lines[line - 1].rstrip().endswith(("'%s'" % self.key,
+                                                                    '"%s"' % self.key)):
+                lines += source.hit_lines(named.group(1), True)
+        for _, ref in self.functions_around(source, lines):
+            OffsetFlow(self, ref, self.entry_env(ref), 0, (ref.key,)).run()
+
+    def entry_env(self, ref):
+        """Parameters hold their defaults (a parameter named like the container is the
+        container)."""
+        defaults = ref.defaults()
+        flow = OffsetFlow(self, ref, {}, 0, ())
+        return dict((name, flow.default_value(defaults[name]) if name in defaults
+                     else EMPTY) for name in ref.params() if name != self.container)
+
+    def end(self, value, step, stored=None):
+        """Ids leaving a flow (returned, stored, or lost in a call): a finding each.
+        `stored` names where ids were stored for other code to read (not followed)."""
+        for atom in value:
+            if isinstance(atom, Items):
+                for item in atom.items:
+                    self.end(item, step, stored)
+            elif isinstance(atom, Keyed):
+                for _, item in atom.items:
+                    self.end(item, step, stored)
+            elif isinstance(atom, IDS_KINDS):
+                trail = atom.trail + ((step,) if step[:2] != atom.trail[-1][:2] else ())
+                if stored:
+                    self.add_finding("?", trail, "ids (%+d so far) are %s at %s:%d and read "
+                                     "elsewhere, which is not followed"
+                                     % (atom.offset, stored, step[0], step[1]), stored=True)
+                else:
+                    self.add_finding(atom.offset, trail)
+            elif isinstance(atom, Lost):
+                self.add_finding("?", atom.trail, atom.why)
+
+    def finish(self):
+        """Ids stored on an object are only a loss when their read reaches no other end
+        of the flow (a value kept on self and also returned is judged by the return)."""
+        ended = set((f["trail"][0]["file"], f["trail"][0]["line"]) for f in self.findings
+                    if not f.get("stored"))
+        self.findings = [f for f in self.findings if not f.get("stored") or
+                         (f["trail"][0]["file"], f["trail"][0]["line"]) not in ended]
+        for finding in self.findings:
+            finding.pop("stored", None)
+        return self.findings
+
+    def add_finding(self, offset, trail, why=None, stored=False):
+        if len(self.findings) >= MAX_FINDINGS:
+            return
+        if offset == "?":
+            decisive = trail[-1]
+        else:
+            shifts = [s for s in trail if s[2].startswith(("+", "-"))]
+            decisive = shifts[-1] if shifts else trail[0]
+        entry = {"offset": offset, "file": decisive[0], "line": decisive[1],
+                 "text": decisive[3], "step": decisive[2],
+                 "trail": [{"file": s[0], "line": s[1], "step": s[2], "text": s[3]}
+                           for s in trail]}
+        if why:
+            entry["why"] = why
+        if stored:
+            entry["stored"] = True
+        if entry not in self.findings:
+            self.findings.append(entry)

@@ -1,0 +1,298 @@
+"""The value-source question: what reaches one argument of a call (Attention's
+per_layer_sliding_window, the KV cache manager's block-drop flag)? A read of a named
+config key or method, a constant, or something that cannot be traced.
+
+A flow runs over each function holding the call; the argument's value is then traced
+back from a parameter to what the module's call sites pass for it, and into helpers of
+other modules only when their result reaches the argument (Deferred): the calls that
+build a layer are many, and their modules are not read for nothing. A finding is filed
+per label the value may come from; `?` with the reason where it cannot be traced.
+"""
+
+import ast
+import re
+
+from fleetcheck.probe.codebase import dotted_name
+from fleetcheck.probe.dataflow import MAX_CALL_DEPTH, MAX_FINDINGS, Analysis, Flow, step_of
+from fleetcheck.probe.dataflow_values import (CallLookup, Constant, ConstantLookup, Deferred,
+                                              Items, Keyed, Param, Source, Unknown)
+
+MAX_CALLER_DEPTH = 3
+
+
+class Capture(object):
+    """Record the value of one argument wherever a call to `call` is evaluated: by
+    keyword, or (for a parameter traced back to its callers) by position."""
+
+    def __init__(self, call, keyword, position=None):
+        self.call = call
+        self.keyword = keyword
+        self.position = position
+        self.values = []  # (value or None, the call's step, the argument's own step)
+
+
+class SourceFlow(Flow):
+    """Every value is something: a source, a constant, or an Unknown with its reason.
+    Values also carry the config reads of the tests they are computed under."""
+
+    LOCAL_CALLEES_ONLY = True
+
+    def __init__(self, analysis, fn, env, depth, stack, self_cls=None, captures=()):
+        Flow.__init__(self, analysis, fn, env, depth, stack, self_cls)
+        self.captures = captures
+
+    def unknown(self, node, why):
+        return frozenset([Unknown(why, self.step(node, "untraced"))])
+
+    def constant(self, node, value):
+        return frozenset([Constant(repr(value)[:40], self.step(node, "constant"))])
+
+    def key_read(self, node, base, name):
+        label = self.a.sources.get(name)
+        if label is not None:
+            return frozenset([Source(label, self.step(node, "source"))])
+        return None
+
+    def named_call(self, call):
+        if call.name in self.a.sources:
+            return frozenset([Source(self.a.sources[call.name],
+                                     self.step(call.node, "source"))])
+        return None
+
+    def free_name(self, node):
+        found = self.a.codebase.module_constant(self.fn.rel, node.id)
+        if found is not None:
+            return frozenset([Constant(repr(found[0])[:40],
+                                       step_of(self.a.codebase, self.fn.rel, found[1],
+                                               found[1], "constant"))])
+        if node.id in self.a.codebase.imports(self.fn.rel):
+            return self.deferred_constant(node, "%s is not assigned in %s()"
+                                          % (node.id, self.fn.name))
+        return Flow.free_name(self, node)
+
+    def unbound_attribute(self, node, name, base):
+        """A class constant, or a config field's declared default."""
+        if name and name.startswith("self."):
+            return self.deferred_constant(node, "%s is set outside %s()"
+                                          % (name, self.fn.name))
+        return self.deferred_constant(node, "attribute .%s" % node.attr)
+
+    def deferred_constant(self, node, why):
+        """A name of another module (or class) that may be a constant: looked up only if
+        its value reaches the call (ValueSource.expand)."""
+        return frozenset([Deferred(why, self.step(node, "untraced"),
+                                   ConstantLookup(self, node))])
+
+    def untraced(self, node, value, lost_why, unknown_why):
+        return self.unknown(node, unknown_why)
+
+    def read_with_default(self, found, args):
+        return found | args[1] if len(args) > 1 else found
+
+    def spread(self, node, expression, value):
+        return self.unknown(expression, "keywords passed as **%s at %s:%d could not be "
+                            "followed" % (dotted_name(expression) or "a value",
+                                          self.fn.rel, self.line(node)))
+
+    def unfollowed(self, node, what, why, args, keywords, opaque, func=None):
+        """A helper of another module is looked up only if its value reaches the call."""
+        if func is None:
+            return self.unknown(node, "%s could not be followed%s" % (what, why))
+        lookup = CallLookup(self, func, node, tuple(args), tuple(sorted(keywords.items())))
+        return frozenset([Deferred("%s could not be followed%s" % (what, why),
+                                   self.step(node, "untraced"), lookup)])
+
+    def not_followed(self, ref, node, args, keywords, why):
+        return self.unknown(node, "%s() not followed (%s)" % (ref.name, why))
+
+    def at_call(self, call):
+        node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
+        for capture in self.captures:
+            if call.name != capture.call:
+                continue
+            step = self.step(node, "call")
+            if capture.keyword not in keywords and opaque:
+                capture.values.append((frozenset().union(*opaque), step, None))
+            elif capture.keyword in keywords:
+                given = [k.value for k in node.keywords if k.arg == capture.keyword]
+                capture.values.append((keywords[capture.keyword], step,
+                                       self.argument_step(given, capture.keyword)))
+            elif capture.position is not None and capture.position < len(node.args) and \
+                    not any(isinstance(a, ast.Starred) for a in node.args):
+                capture.values.append((args[capture.position], step,
+                                       self.argument_step([node.args[capture.position]],
+                                                          None)))
+            elif capture.position is not None:
+                capture.values.append((None, step, None))
+
+    def argument_step(self, given, keyword):
+        """The traced argument's own line ('use_eagle=...'), or None when it came through
+        a ** spread (no line of the call names it)."""
+        if not given:
+            return None
+        node = given[0]
+        rel, first, step, text = self.step(node, "argument")
+        if keyword is not None and keyword + "=" not in text.replace(" ", ""):
+            text = "%s=%s" % (keyword, text)  # the keyword sits on the line before its value
+        return (rel, first, step, text)
+
+
+class ValueSource(Analysis):
+    """Findings for the argument `argument` of every call of `call` in the files."""
+
+    flow_class = SourceFlow
+
+    def __init__(self, codebase, call, argument, sources, constants=None, files=()):
+        Analysis.__init__(self, codebase, files)
+        self.call = call
+        self.argument = argument
+        self.sources = sources  # name -> label
+        self.constants = constants or {}  # repr of a constant -> label
+
+    def examine(self, source):
+        """Flows over the functions holding `call(..., argument=...)`; a finding per
+        call."""
+        self.examined.add(source.rel)
+        keyword = self.argument
+        for text, ref in self.functions_around(source, source.hit_lines(keyword, True)):
+            if self.call + "(" not in text or not passes_keyword(keyword, text):
+                continue  # the name is a parameter or a variable here, not the call's keyword
+            capture = Capture(self.call, keyword)
+            SourceFlow(self, ref, self.entry_env(ref), 0, (ref.key,), captures=[capture]).run()
+            for value, sink, argument in capture.values:
+                self.classify(self.expand(self.through_callers(value, 0), 0), sink, argument)
+
+    def entry_env(self, ref):
+        """Parameters hold themselves, to be replaced by what the module's call sites
+        pass."""
+        return dict((name, frozenset([Param(ref, name, index)]))
+                    for index, name in enumerate(ref.params()))
+
+    def through_callers(self, value, depth):
+        """Parameters replaced by what the module's call sites pass for them."""
+        out = set()
+        for atom in value:
+            if isinstance(atom, Items):
+                out.add(Items(tuple(frozenset(self.through_callers(v, depth))
+                                    for v in atom.items)))
+                continue
+            if not isinstance(atom, Param):
+                out.add(atom)
+                continue
+            ref, name = atom.ref, atom.name
+            passed = self.passed_by_callers(ref, name, atom.position) \
+                if depth < MAX_CALLER_DEPTH else []
+            if not passed:
+                out.add(Unknown("parameter %s of %s() gets no value from a call in %s"
+                                % (name, ref.name, ref.rel),
+                                step_of(self.codebase, ref.rel,
+                                        ref.node.lineno + ref.line_offset,
+                                        ref.node.lineno + ref.line_offset, "parameter")))
+            for item in passed:
+                out |= self.through_callers(item, depth + 1)
+        return frozenset(out)
+
+    def expand(self, value, depth):
+        """Deferred values that reach the call, followed now (their modules read only
+        now), to what they are."""
+        out = set()
+        for atom in value:
+            if not isinstance(atom, Deferred) or depth >= MAX_CALL_DEPTH:
+                out.add(atom.unknown() if isinstance(atom, Deferred) else atom)
+                continue
+            lookup = atom.lookup
+            if isinstance(lookup, ConstantLookup):
+                found = lookup.flow.named_constant(lookup.node)
+                out.add(Constant(repr(found[0])[:40], found[1]) if found else atom.unknown())
+                continue
+            flow = lookup.flow
+            ref, why = flow.names.callee(lookup.func)
+            if ref is None:
+                out.add(atom.unknown())
+                continue
+            result = flow.follow(ref, lookup.node, list(lookup.args), dict(lookup.keywords))
+            for index in atom.projection:
+                picked = set()
+                for item in result:
+                    if isinstance(item, Items) and -len(item.items) <= index < len(item.items):
+                        picked |= item.items[index]
+                    else:
+                        picked.add(item)
+                result = frozenset(picked)
+            out |= self.expand(self.through_callers(result, depth), depth + 1)
+        return frozenset(out)
+
+    def passed_by_callers(self, ref, name, position):
+        """The values call sites in the function's module pass for one parameter."""
+        source = self.codebase.source(ref.rel)
+        constructor = ref.name == "__init__" and ref.cls is not None
+        called = ref.cls[1] if constructor else ref.name
+        out = []
+        def_line = ref.node.lineno + ref.line_offset
+        lines = [line for line in source.hit_lines(called, True) if line != def_line]
+        for _, site in self.functions_around(source, lines):
+            capture = Capture(called, name, position)
+            SourceFlow(self, site, self.entry_env(site), 0, (site.key,),
+                       captures=[capture]).run()
+            out.extend(value for value, _, _ in capture.values)
+        if not out:
+            return out
+        default = ref.defaults().get(name)
+        if any(value is None for value in out):
+            out = [v for v in out if v is not None]
+            out.append(SourceFlow(self, ref, {}, 0, ()).eval(default, {})
+                       if default is not None else
+                       frozenset([Unknown("no value for %s" % name,
+                                          step_of(self.codebase, ref.rel, def_line, def_line,
+                                                  "parameter"))]))
+        return out
+
+    def classify(self, value, sink, argument=None):
+        labels = {}
+        constants = []
+        unknown = []
+        for atom in value:
+            if isinstance(atom, Source):
+                labels.setdefault(atom.label, []).append(atom.step)
+            elif isinstance(atom, Constant):
+                constants.append(atom.step)
+                if atom.text in self.constants:
+                    labels.setdefault(self.constants[atom.text], []).append(atom.step)
+            elif isinstance(atom, (Unknown, Deferred)):
+                unknown.append((atom.why, atom.step))
+            elif isinstance(atom, Items):
+                unknown.append(("a tuple", sink))
+            elif isinstance(atom, Keyed):
+                if atom.items:
+                    unknown.append(("a dict", sink))
+                else:
+                    constants.append(sink)
+        head = [sink] + ([argument] if argument is not None and argument != sink else [])
+        for label, steps in sorted(labels.items()):
+            self.add_finding(label, head, sorted(set(steps))[:3])
+        named = set(self.constants.values())
+        if not [label for label in labels if label not in named] and constants and \
+                not unknown:
+            self.add_finding("constant", head, sorted(set(constants))[:3])
+        for why, step in sorted(set(unknown))[:2]:
+            self.add_finding("?", head, [step], why)
+
+    def add_finding(self, label, head, steps, why=None):
+        """`head`: the call, then the argument it was traced from on its own line (a long
+        call's evidence text elides its middle, where that argument often is)."""
+        sink = head[0]
+        entry = {"source": label, "file": sink[0], "line": sink[1], "text": sink[3],
+                 "step": "call",
+                 "trail": [{"file": s[0], "line": s[1], "step": s[2], "text": s[3]}
+                           for s in head + [s for s in steps if s not in head]]}
+        if why:
+            entry["why"] = why
+        if entry not in self.findings and len(self.findings) < MAX_FINDINGS:
+            self.findings.append(entry)
+
+
+def passes_keyword(name, text):
+    """Does a function's text pass `name=` as a keyword (not `name ==`), or name it as a
+    dict key (keywords passed as `**kwargs`)?"""
+    return re.search(r"[(,\s]%s\s*=(?!=)" % re.escape(name), text) is not None or \
+        re.search(r"[\"']%s[\"']" % re.escape(name), text) is not None
