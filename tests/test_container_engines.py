@@ -343,3 +343,16 @@ def test_the_kubernetes_node_example_loads():
     edge = hosts["edge-node01"]
     assert edge.containerd_address == "/run/k3s/containerd/containerd.sock"
     assert edge.containerd_namespace == "k8s.io" and edge.user == "root"
+
+
+def test_containerd_variables_are_typo_guarded_and_take_the_fleetcheck_prefix(tmp_path):
+    with pytest.raises(InputError) as raised:
+        load_inventory(write_inventory(tmp_path, {"containerd_namspace": "k8s.io"}),
+                       declarations=declarations())
+    assert "field 'containerd_namspace': unknown variable: did you mean " \
+           "containerd_namespace?" in str(raised.value)
+    (host,) = load_inventory(write_inventory(tmp_path, {
+        "fleetcheck_containerd_address": "/run/k3s/containerd/containerd.sock",
+        "containerd_address": "/elsewhere.sock", "containerd": "yes"}),
+        declarations=declarations())
+    assert host.containerd_address == "/run/k3s/containerd/containerd.sock"
