@@ -111,6 +111,8 @@ class HostResult:
     internal_errors: Sequence[HostError] = ()
     # what each running server serves (checks/served.py summaries); None: not looked at
     served: list[dict[str, Any]] | None = None
+    # the container the probe ran in (engine, id, names); None: on the host itself
+    container: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -228,7 +230,8 @@ def host_dict(host: HostResult) -> dict[str, Any]:
             "smoke": host.smoke, "analysis": host.analysis,
             "internal_errors": [{"kind": e.kind, "message": e.message}
                                 for e in host.internal_errors],
-            **({"served": host.served} if host.served is not None else {})}
+            **({"served": host.served} if host.served is not None else {}),
+            **({"container": host.container} if host.container is not None else {})}
 
 
 class ResultsWriter:
@@ -285,7 +288,7 @@ def _host_from(data: dict[str, Any]) -> HostResult:
                       checks=[_check_from(c) for c in data.get("checks", [])],
                       smoke=data.get("smoke"), analysis=data.get("analysis"),
                       internal_errors=[HostError(**e) for e in data.get("internal_errors", [])],
-                      served=data.get("served"))
+                      served=data.get("served"), container=data.get("container"))
 
 
 class ResultsFileError(ValueError):

@@ -175,7 +175,8 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
                           status=host_status(checks, None, bugs), error=None,
                           duration_s=round(time.monotonic() - started, 3),
                           vllm=info, checks=checks, smoke=numbers, analysis=note,
-                          internal_errors=bugs, served=served_summary(facts))
+                          internal_errors=bugs, served=served_summary(facts),
+                          container=target.session.placement())
     if shared is None:
         return failed_host(host, name, playbook, options, smoke, error, started)
     shared.abandon(name)

@@ -12,6 +12,7 @@ command -v ip >/dev/null || need_apt+=(iproute2)  # scripts/unit_lane.sh brings 
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the report tests open reports in it
 command -v sudo >/dev/null || need_apt+=(sudo)  # the become tests run the probe through it
 command -v podman >/dev/null || need_apt+=(podman runc podman-docker)  # container tests
+command -v ctr >/dev/null || need_apt+=(containerd)  # Kubernetes-node tests (a private containerd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

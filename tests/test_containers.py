@@ -9,54 +9,20 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 
 import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
-from install_builders import cached, uv_binary, wheel_path
+from podman_installs import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
+                            private_storage, release_storage, system_site_by_uv)
 
 pytestmark = pytest.mark.containers
-
-SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
-RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
-             "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000", "--rootfs"]
-ROOTFS = "/:O"  # the rootfs takes the image's place: after every option
-
-
-def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
-                          check=check, timeout=300)
-
-
-def system_site_by_uv(env: dict) -> str:
-    """dist-packages as the official image makes it, built once inside a container."""
-    wheel = wheel_path("vllm-0.33.0-", "vllm==0.33.0")
-    uv = uv_binary()
-
-    def build(target: str) -> None:
-        for sub in ("dist-packages", "bin"):
-            os.makedirs(os.path.join(target, sub))
-        podman(env, "run", "--rm", *RUN_FLAGS, *mounts(target, ""),
-               "-v", "%s:/wheels/%s:ro" % (wheel, os.path.basename(wheel)),
-               ROOTFS, uv, "pip", "install", "-q", "--offline", "--system", "--break-system-packages",
-               "--no-deps", "--python", "/usr/bin/python3", "/wheels/" + os.path.basename(wheel))
-    return cached("container-system-vllm-0.33.0", build)
-
-
-def mounts(install: str, mode: str = ":ro") -> list[str]:
-    """The install's site and its console scripts (RECORD's ../../../bin/vllm)."""
-    return ["-v", "%s/dist-packages:%s%s" % (install, SYSTEM_SITE, mode),
-            "-v", "%s/bin:/usr/local/bin%s" % (install, mode)]
 
 
 @pytest.fixture(scope="module")
 def boxes(tmp_path_factory):
     work = tmp_path_factory.mktemp("containers")
-    conf = work / "storage.conf"
-    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n'
-                    % (work / "graph", work / "run"))
-    env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(conf))
+    env, conf = private_storage(work)
     site = system_site_by_uv(env)
     server = work / "bin" / "vllm"
     server.parent.mkdir()
@@ -73,29 +39,6 @@ def boxes(tmp_path_factory):
     finally:
         podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", "stopped", check=False)
         release_storage(work / "graph")
-
-
-def release_storage(graph) -> None:
-    """Podman's overlay driver leaves its graph dir bind-mounted on itself: unmount it so
-    the test's directory can be removed."""
-    overlay = os.path.join(str(graph), "overlay")
-    if os.path.ismount(overlay):
-        subprocess.run(["umount", overlay], check=False)
-
-
-def assert_official_image_install(run, name: str) -> None:
-    host = run.host(name)
-    assert host["error"] is None, host["error"]
-    info = host["vllm"]
-    assert info["version"] == "0.33.0" and info["commit"] == "4ba787ec9", info
-    assert info["site_packages"] == SYSTEM_SITE
-    assert info["found_by"].startswith("running server pid "), info
-    for check_id in ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop",
-                     "install-record", "install-leftovers", "install-metadata",
-                     "install-in-progress"):
-        assert run.check(name, check_id)["status"] == "pass", run.check(name, check_id)
-    running = run.check(name, "install-running")
-    assert running["status"] == "pass" and running["details"]["servers"][0]["port"] == 8000
 
 
 def test_named_and_auto_containers_locally(tmp_path, boxes):
@@ -130,9 +73,9 @@ def test_named_and_auto_containers_over_ssh(tmp_path, fleet, boxes):
 def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxes):
     _, env, _ = boxes
     marker = tmp_path / "pwned"
-    hosts = {"no-such": {"container": "nope; touch %s" % marker},
+    hosts = {"no-such": {"container": "nope; touch pwned"},  # run from tmp_path
              "stopped": {"container": "stopped"},
-             "no-engine": {"container": "vllm"}}
+             "no-daemon": {"container": "vllm", "container_engine": "docker"}}
     hosts["no-such"]["container_engine"] = "podman"
     hosts["stopped"]["container_engine"] = "podman"
     inventory = {"all": {"vars": {"connection": "local"}, "hosts": hosts}}
@@ -145,8 +88,8 @@ def test_container_faults_are_container_errors_quoting_the_engine(tmp_path, boxe
     assert "no such container" in errors["no-such"]["message"]
     assert "stopped" in errors["stopped"]["message"]
     assert "state improper" in errors["stopped"]["message"]
-    # the first engine found is /usr/local/bin/docker, a Docker client with no daemon here
-    assert "Cannot connect to the Docker daemon" in errors["no-engine"]["message"]
+    # /usr/local/bin/docker, pinned: a Docker client with no daemon here
+    assert "Cannot connect to the Docker daemon" in errors["no-daemon"]["message"]
     assert run.code == 3
 
     # no engine on the box at all; and `auto` on a box whose store has no vLLM container
@@ -177,9 +120,10 @@ def unix_listener(path: str, mode: int) -> "socket.socket":
     return sock
 
 
-def test_engine_socket_denied_over_ssh_and_an_exec_that_hangs(tmp_path, fleet):
+def test_engine_socket_denied_over_ssh_and_a_daemon_that_never_answers(tmp_path, fleet):
     """Docker's own client (the machine's /usr/local/bin/docker): as an unprivileged
-    login its socket is refused; and a daemon that never answers is cut at the deadline."""
+    login its socket is refused; and a daemon that never answers is given a quarter of
+    the host's deadline (2 s of 4) to say whether it holds the container."""
     sockets = tmp_path / "sockets"
     sockets.mkdir()
     os.chmod(tmp_path, 0o755)
@@ -205,11 +149,34 @@ def test_engine_socket_denied_over_ssh_and_an_exec_that_hangs(tmp_path, fleet):
             error["message"]
         wedged = run.host("wedged")
         assert wedged["error"]["kind"] == "container", wedged["error"]
-        assert "did not finish within the host deadline" in wedged["error"]["message"]
-        assert wedged["duration_s"] < 15
+        assert "docker: did not answer within 2 s" in wedged["error"]["message"]
+        assert wedged["duration_s"] < 4
     finally:
         denied.close()
         silent.close()
+
+
+def test_an_exec_that_hangs_is_cut_at_the_host_deadline(tmp_path, boxes):
+    """The container's `sh` (first in its PATH) never returns: the engine found the
+    container and started the command, which the deadline ends."""
+    work, env, _ = boxes
+    hang = work / "hang"
+    hang.mkdir(exist_ok=True)
+    (hang / "sh").write_text("#!/bin/sh\nexec sleep 1000\n")
+    (hang / "sh").chmod(0o755)
+    podman(env, "run", "-d", *RUN_FLAGS, "-v", "%s:/hang:ro" % hang, "-e",
+           "PATH=/hang:/usr/bin:/bin", "--name", "hangs", ROOTFS, "/bin/sleep", "100000")
+    try:
+        inventory = {"all": {"hosts": {"here": {"connection": "local", "container": "hangs",
+                                                "container_engine": "podman", "timeout": 5}}}}
+        run = run_fleetcheck(tmp_path, inventory, env=env)
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "hangs", check=False)
+    error = run.host("here")["error"]
+    assert error["kind"] == "container", error
+    assert "container hangs on here: exec did not finish within the host deadline of 5s" in \
+        error["message"]
+    assert run.host("here")["duration_s"] < 15
 
 
 def test_container_user_runs_the_probe_as_that_user(tmp_path, boxes):

@@ -167,6 +167,20 @@ def test_vllm_info_and_errors_round_trip_as_json_objects(tmp_path):
     assert load_json(str(tmp_path / "r.json")).hosts == (broken,)
 
 
+def test_the_container_object_is_written_only_for_a_container_and_read_back(tmp_path):
+    placed = {"engine": "ctr", "id": "vllm-0-main", "containerd_namespace": "k8s.io",
+              "containerd_address": "/run/containerd/containerd.sock", "k8s_pod": "vllm-0",
+              "k8s_container": "vllm"}
+    inside = HostResult(name="node/vllm-0/vllm", address="10.0.0.2", groups=[], status="pass",
+                        checks=[check("pass")], container=placed)
+    outside = HostResult(name="box", address="10.0.0.3", groups=[], status="pass",
+                         checks=[check("pass")])
+    dump_json(run_of(inside, outside), str(tmp_path / "r.json"))
+    data = json.load(open(tmp_path / "r.json", encoding="utf-8"))["hosts"]
+    assert data[0]["container"] == placed and "container" not in data[1]
+    assert load_json(str(tmp_path / "r.json")).hosts == (inside, outside)
+
+
 def test_evidence_says_where_it_was_found_the_same_way_everywhere():
     from fleetcheck.results import Evidence
     assert Evidence("vllm/a.py", 12, "x = 1", "read").as_line() == "vllm/a.py:12: [read] x = 1"

@@ -84,6 +84,11 @@ class Session:
     def close(self) -> None:
         """Release what the session holds; safe to call twice."""
 
+    def placement(self) -> dict[str, str] | None:
+        """Where inside the host the last command ran, for the results (a container's
+        engine, id and names); None: on the host itself."""
+        return None
+
     def __enter__(self) -> "Session":
         return self
 

@@ -75,9 +75,11 @@ class Host:
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     expect_drafter: str | None = None  # REPO[@REV], checked by drafter_expectations.py
     groups: list[str] = field(default_factory=list)
-    container: str | None = None  # a container name on the box, or "auto"
-    container_engine: str | None = None  # docker | podman; None: the first found on the box
+    container: str | None = None  # a name or id on the box, [NAMESPACE/]POD/CONTAINER, "auto"
+    container_engine: str | None = None  # docker | podman | nerdctl | ctr; None: any present
     container_user: str | None = None
+    containerd_namespace: str | None = None  # None: k8s.io, then default
+    containerd_address: str | None = None  # None: ctr's default socket, then k3s's
     # what other connections' declared variables set (ansible_kubectl_pod -> kubectl_pod)
     settings: dict[str, Any] = field(default_factory=dict)
 

@@ -200,12 +200,7 @@ class LoopbackFleet:
                 time.sleep(0.05)
 
     def log(self, host: TestHost) -> str:
-        try:
-            with open(os.path.join(host.directory, "sshd.log"), encoding="utf-8",
-                      errors="replace") as handle:
-                return handle.read()[-2000:]
-        except OSError:
-            return ""
+        return log_tail(os.path.join(host.directory, "sshd.log"))
 
     def kill(self, host: TestHost) -> None:
         if host.process is not None and host.process.poll() is None:
@@ -232,6 +227,15 @@ class LoopbackFleet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def log_tail(path: str, size: int = 2000) -> str:
+    """The end of a daemon's log, for the error saying it did not start."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()[-size:]
+    except OSError:
+        return ""
 
 
 def banner_ready(address: str, port: int) -> bool:
