@@ -123,6 +123,13 @@ def test_an_inventory_for_ansibles_kubectl_connection_checks_the_pods(tmp_path, 
     assert pinned and all(c[:14] == [
         "-n", "ml", "--kubeconfig", config, "--request-timeout", "20s", "exec", "-i", "web-0",
         "-c", "vllm", "--", "sh", "-c"] for c in pinned), pinned
+    # the results say which pod and container ran the probe
+    assert run.host("solo")["container"] == {"engine": "kubectl", "k8s_pod": "solo-7f9c",
+                                             "k8s_container": "vllm"}
+    assert run.host("prod-box")["container"] == {
+        "engine": "kubectl", "k8s_pod": "gpu-pod", "k8s_container": "vllm",
+        "k8s_namespace": "serving", "kubectl_context": "prod"}
+    assert "in pod serving/gpu-pod, container vllm, through kubectl (context prod)" in run.html
     # the pod is ansible_host when no ansible_kubectl_pod is given, as Ansible's remote_addr
     prod = [c for c in probes if "prod" in c]
     assert prod and all(c[:11] == ["-n", "serving", "--kubeconfig", config, "--context", "prod",

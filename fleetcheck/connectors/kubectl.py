@@ -200,6 +200,17 @@ class KubectlSession(Session):
         lines = result.stdout.decode("utf-8", "replace").split("\n")
         return any(looks_like_vllm_server(line.replace("\0", " ")) for line in lines)
 
+    def placement(self) -> dict[str, str] | None:
+        """The pod and container checked, for the results: the inventory name may be a
+        Service-like prefix (KServe's `qwen-predictor`) of the pod that really ran it."""
+        place = {"engine": "kubectl", "k8s_pod": self.pod}
+        for key, value in (("k8s_container", self.container),
+                           ("k8s_namespace", self.settings.get("kubectl_namespace")),
+                           ("kubectl_context", self.settings.get("kubectl_context"))):
+            if value:
+                place[key] = value
+        return place
+
     def close(self) -> None:
         self.local.close()
 
