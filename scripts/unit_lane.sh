@@ -4,6 +4,7 @@
 # chromium and sudo hidden, root's home (its caches, playwright's browsers) out of sight,
 # and the test extras playwright, ansible-core and uv failing to import as if not
 # installed. CI runs it to prove the lane needs none of them; it prints the wall time.
+# Two pytest-xdist workers by default (FLEETCHECK_UNIT_WORKERS=0: one process).
 # Run it as root (it builds the namespaces, then drops to nobody); arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,8 @@ setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
     env -i HOME="$work/home" PATH="$(dirname "$python"):/usr/local/bin:/usr/bin:/bin" \
     LANG=C.UTF-8 PYTHONPATH="$work/without:$work/tree" \
     FLEETCHECK_LOOPBACK_NET="${FLEETCHECK_LOOPBACK_NET:-0}" \
-    "$python" -m pytest -m unit -q -p no:cacheprovider "$@" || status=$?
+    "$python" -m pytest -m unit -n "${FLEETCHECK_UNIT_WORKERS:-2}" -q -p no:cacheprovider \
+    "$@" || status=$?
 elapsed=$("$python" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" \
     "$start" "$(date +%s.%N)")
 echo "unit lane: ${elapsed} s wall time, as nobody, without sshd, podman, chromium, network" \
