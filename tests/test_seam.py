@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import yaml
@@ -81,7 +82,10 @@ def test_ansible_carries_the_probe_and_judge_gives_runs_verdicts(tmp_path, ansib
     tree = tmp_path / "facts"
     home = tmp_path / "ansible-home"
     env = dict(os.environ, ANSIBLE_HOME=str(home), ANSIBLE_LOCAL_TEMP=str(home / "tmp"),
-               ANSIBLE_SSH_CONTROL_PATH_DIR=str(home / "cp"), ANSIBLE_NOCOLOR="1",
+               # a short directory: ssh's control sockets must fit a Unix socket path's
+               # 108 bytes, which pytest's tmp_path under an xdist worker outgrows
+               ANSIBLE_SSH_CONTROL_PATH_DIR=tempfile.mkdtemp(prefix="fc-cp-"),
+               ANSIBLE_NOCOLOR="1",
                ANSIBLE_HOST_KEY_CHECKING="true", ANSIBLE_TIMEOUT="20")
     ansible = subprocess.run(
         [ansible_executable(), "all", "-i", inventory, "-m", "script",
