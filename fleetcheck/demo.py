@@ -76,6 +76,13 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
     test gives other trees to see the demo catch a host that is not what it expects).
     SIGTERM and SIGHUP stop it as Ctrl-C does: its sshd hosts and files never outlive it."""
     installs = installs or INSTALLS
+    try:  # where its outputs go, before any host starts
+        os.makedirs(REPORT_DIR, exist_ok=True)
+    except OSError as exc:
+        print("fleetcheck: error: cannot write the demo's outputs in %s: %s (run it from a "
+              "directory where it can create reports/demo/)"
+              % (os.path.abspath(REPORT_DIR), exc.strerror or exc), file=sys.stderr)
+        return 2
     previous = {sig: signal.signal(sig, stop_as_ctrl_c) for sig in (signal.SIGTERM,
                                                                     signal.SIGHUP)}
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
@@ -115,7 +122,6 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
 
 def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: str,
          keep: bool) -> int:
-    os.makedirs(REPORT_DIR, exist_ok=True)
     inventory = os.path.join(REPORT_DIR, "inventory.yaml")  # kept: the results name it
     results = os.path.join(REPORT_DIR, "results.json")
     with open(inventory, "w", encoding="utf-8") as handle:

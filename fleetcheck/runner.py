@@ -177,11 +177,20 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
                           vllm=info, checks=checks, smoke=numbers, analysis=note,
                           internal_errors=bugs, served=served_summary(facts),
                           container=target.session.placement())
+    # where the probe was to run (a container found, a pod) says most when it failed there
+    failed = replace(failed_host(host, name, playbook, options, smoke, error, started),
+                     container=placement_of(target))
     if shared is None:
-        return failed_host(host, name, playbook, options, smoke, error, started)
+        return failed
     shared.abandon(name)
-    return replace(failed_host(host, name, playbook, options, smoke, error, started),
-                   internal_errors=shared.internal_errors(name))
+    return replace(failed, internal_errors=shared.internal_errors(name))
+
+
+def placement_of(target: Target) -> dict[str, str] | None:
+    try:
+        return target.session.placement()
+    except Exception:  # a third party's session: its placement is not worth the host
+        return None
 
 
 def assemble(run: RunResult, hosts: list[Host], done: dict[str, list[HostResult]],

@@ -108,6 +108,14 @@ def test_demo_help_documents_its_exit_codes(tmp_path):
     assert "\n  1    something differed: each difference is printed as host" in text
 
 
+def test_demo_that_cannot_write_its_outputs_says_where_before_starting_hosts(tmp_path):
+    (tmp_path / "reports").write_text("a file where the demo's directory would go")
+    proc = fleetcheck("demo", cwd=str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot write the demo's outputs in %s" % (tmp_path / "reports" / "demo") \
+        in proc.stderr
+
+
 def test_default_outputs_go_to_reports_timestamp(tmp_path):
     venv = str(tmp_path / "env")
     write_install(venv, "0.33.0", FIXED)

@@ -318,6 +318,10 @@ def write_inventory(tmp_path, host_vars: dict) -> str:
     ("container_engine", "crictl", "must be one of docker, podman, nerdctl, ctr"),
     ("containerd_namespace", "k8s io", "is not a containerd namespace"),
     ("containerd_address", "run/containerd.sock", "must be the absolute path"),
+    ("container", "-l", "must not start with '-' (the engine would read it as an option)"),
+    ("container", "--help", "must not start with '-'"),
+    ("container_user", "-0", "must not start with '-'"),
+    ("container", "AUTO", "write `auto` (lowercase)"),
 ])
 def test_bad_container_variables_name_file_host_and_field(tmp_path, field, value, problem):
     path = write_inventory(tmp_path, {field: value})
@@ -325,6 +329,13 @@ def test_bad_container_variables_name_file_host_and_field(tmp_path, field, value
         load_inventory(path, declarations=declarations())
     assert str(raised.value).startswith("%s: host 'gpu-node01': field '%s': " % (path, field))
     assert problem in str(raised.value)
+
+
+def test_numbers_yaml_reads_are_a_uid_and_an_id(tmp_path):
+    """`container_user: 1000` (a uid) and an all-digit short id are what the engine takes."""
+    path = write_inventory(tmp_path, {"container": 123456789012, "container_user": 1000})
+    (host,) = load_inventory(path, declarations=declarations())
+    assert (host.container, host.container_user) == ("123456789012", "1000")
 
 
 def test_kubernetes_names_with_a_pinned_docker_say_ctr_finds_them(tmp_path):
@@ -356,3 +367,15 @@ def test_containerd_variables_are_typo_guarded_and_take_the_fleetcheck_prefix(tm
         "containerd_address": "/elsewhere.sock", "containerd": "yes"}),
         declarations=declarations())
     assert host.containerd_address == "/run/k3s/containerd/containerd.sock"
+
+
+def test_a_listing_row_a_containers_command_could_forge_is_never_probed():
+    """`ps` prints a container's command as it is: a newline in it starts a row of its
+    own, whose id or name would reach the engine as an option. Such rows are dropped."""
+    from fleetcheck.connectors.container import listed_containers
+    listing = ("fleetcheck-engine podman\n"
+               "3f2a1b\tvllm-a\tvllm serve /m --x 'y\n"
+               "--privileged\t-l\tvllm serve /forged'\n"
+               "9c8d7e\tvllm-b\tvllm serve /m\n")
+    found = [(p.id, p.name) for p, _ in listed_containers(listing)]
+    assert found == [("3f2a1b", "vllm-a"), ("9c8d7e", "vllm-b")]

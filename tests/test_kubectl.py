@@ -32,6 +32,8 @@ PODS = {
                           "labels": {"app": "router"}},
         "ml/twins-0": {"containers": {"a": "vllm", "b": "vllm"}},
         "ml/locked-0": {"containers": {"vllm": "vllm"}, "forbidden": True},
+        "ml/noexec-0": {"containers": {"proxy": "sidecar", "vllm": "vllm"},
+                        "exec_forbidden": True},
         "batch/web-0": {"containers": {"vllm": "vllm"}, "labels": {"app": "vllm"}},
     },
     "prod": {"serving/gpu-pod": {"containers": {"vllm": "vllm"}}},
@@ -146,7 +148,8 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
              "no-kubectl": {"ansible_kubectl_pod": "web-0",
                             "kubectl_command": "/nonexistent/kubectl"},
              "engine-container": {"ansible_kubectl_pod": "web-0", "container": "vllm"},
-             "token-0": {"ansible_kubectl_pod": "web-0", "ansible_kubectl_token": "abc"}}
+             "token-0": {"ansible_kubectl_pod": "web-0", "ansible_kubectl_token": "abc"},
+             "noexec-0": {}}
     run = run_fleetcheck(tmp_path, {"all": {"vars": {"connection": "kubectl"},
                                             "hosts": hosts}}, env=env)
     assert run.code == 3, run.stdout[-2000:]
@@ -161,10 +164,17 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
     assert "context was not found for specified context: nope" in said["bad-context"]
     assert "context nope" in said["bad-context"]
     assert "container vlm is not valid for pod web-0" in said["bad-container"]
+    # a host that failed where it was to run still says where that was
+    assert run.host("bad-container")["container"] == {"engine": "kubectl", "k8s_pod": "web-0",
+                                                      "k8s_container": "vlm"}
     assert "none of its containers (proxy, metrics) runs a vLLM server" in said["sidecars-0"]
     assert "containers a, b run vLLM servers; set ansible_kubectl_container" in said["twins-0"]
     assert "/nonexistent/kubectl not found on this machine" in said["no-kubectl"]
     assert "in a pod, set ansible_kubectl_container" in said["engine-container"]
+    # RBAC that lets kubectl read the pod but not exec: said, not taken for "no vLLM"
+    assert said["noexec-0"].startswith("pod noexec-0: kubectl could not exec into container "
+                                       "proxy (exit 1)")
+    assert 'cannot create resource "pods/exec"' in said["noexec-0"]
     assert said["token-0"] == ("host token-0: ansible_kubectl_token / ansible_kubectl_api_key "
                                "is not supported: it would put a credential on kubectl's "
                                "command line, where any user of this machine sees it in `ps`: "
@@ -231,8 +241,6 @@ def load(path: str):
     ({"ansible_kubectl_local_env_vars": {"A B": "1"}}, "environment variable names"),
     ({"ansible_connection": "kubectll"}, "must be one of kubectl, local, ssh, got 'kubectll'"),
     ({"kubectl_comand": "/usr/bin/kubectl"}, "did you mean kubectl_command?"),
-    ({"kubectl_pod": "web-0"}, "did you mean ansible_kubectl_pod?"),
-    ({"kubectl_namespace": "ml"}, "did you mean ansible_kubectl_namespace?"),
 ])
 def test_declared_kubectl_variables_are_checked_naming_file_host_and_field(tmp_path, variables,
                                                                            said):
@@ -242,6 +250,36 @@ def test_declared_kubectl_variables_are_checked_naming_file_host_and_field(tmp_p
     assert str(raised.value).startswith("%s: host 'web-0': field '%s'" % (
         path, next(iter(variables)))), raised.value
     assert said in str(raised.value)
+
+
+def test_values_ansible_takes_are_taken(tmp_path):
+    """Ansible's full connection names, its empty option defaults, numbers YAML reads
+    from a pod name, and env vars as JSON text (as Ansible decodes a string option)."""
+    path = write(tmp_path, {"all": {"hosts": {
+        "web-0": {"ansible_connection": "kubernetes.core.kubectl", "ansible_kubectl_pod": 12345,
+                  "ansible_kubectl_extra_args": "", "ansible_kubectl_namespace": "",
+                  "ansible_kubectl_local_env_vars": '{"AWS_PROFILE": "eks"}'},
+        "old": {"ansible_connection": "community.kubernetes.kubectl"},
+        "box": {"ansible_connection": "ansible.builtin.ssh"},
+        "here": {"ansible_connection": "ansible.builtin.local"}}}})
+    hosts = {h.name: h for h in load(path)}
+    assert {n: h.connection for n, h in hosts.items()} == {
+        "web-0": "kubectl", "old": "kubectl", "box": "ssh", "here": "local"}
+    assert hosts["web-0"].settings == {"kubectl_pod": "12345",
+                                       "kubectl_local_env_vars": {"AWS_PROFILE": "eks"}}
+
+
+def test_ansibles_k8s_auth_environment_fills_what_the_inventory_leaves_unset(
+        tmp_path, monkeypatch):
+    from fleetcheck.connectors.base import Deadline
+    from fleetcheck.connectors.kubectl import KubectlSession
+    path = write(tmp_path, {"all": {"hosts": {"web-0": {
+        "ansible_connection": "kubectl", "ansible_kubectl_namespace": "ml"}}}})
+    (host,) = load(path)
+    monkeypatch.setenv("K8S_AUTH_CONTEXT", "prod-east")
+    monkeypatch.setenv("K8S_AUTH_NAMESPACE", "ignored")  # the inventory's namespace wins
+    line = KubectlSession(host, "/usr/bin/kubectl", Deadline(5)).exec_line("vllm", "true")
+    assert "-n ml " in line and "--context prod-east " in line and "ignored" not in line
 
 
 def test_kubectl_credentials_set_for_ansible_do_not_stop_other_hosts(tmp_path):

@@ -49,6 +49,7 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONTAINERD_NAME = re.compile(r"[A-Za-z0-9]+([._-][A-Za-z0-9]+)*")
+ENGINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # docker's and podman's names and ids
 
 # The engine-finding functions every script starts with. Inventory values reach them only
 # as shell variables assigned with shlex.quote (assign(), call()). Their stderr protocol:
@@ -67,10 +68,10 @@ has() {
   [ -z "$pinned" ] || said "$1" "not found on the box (PATH=$PATH)"; return 1
 }
 bounded() {
-  if command -v timeout >/dev/null 2>&1; then timeout "$bound" "$@"; else "$@"; fi
+  if command -v timeout >/dev/null 2>&1; then timeout -s KILL "$bound" "$@"; else "$@"; fi
 }
 asked() {
-  if [ "$2" = 124 ]; then said "$1" "did not answer within $bound s${3:+ ($3)}"
+  if [ "$2" = 124 ] || [ "$2" = 137 ]; then said "$1" "did not answer within $bound s${3:+ ($3)}"
   else said "$1" "$3"; fi
 }
 socket_up() {
@@ -187,6 +188,11 @@ def kube_name(spec: str) -> KubeName | None:
 
 def container_var_problem(field: str, value: str) -> str | None:
     """What makes an inventory value of a container variable unusable, or None."""
+    if field == "container" and value.lower() == "auto" and value != "auto":
+        return "is %r: write `auto` (lowercase) to find the box's vLLM containers" % value
+    if field in ("container", "container_user") and value.startswith("-"):
+        return "must not start with '-' (the engine would read it as an option), got %r" \
+            % value
     if field == "container" and value != "auto":
         try:
             kube_name(value)
@@ -201,9 +207,15 @@ def container_var_problem(field: str, value: str) -> str | None:
     return None
 
 
+NUMBERS_ALLOWED = ("container", "container_user")
+
+
 def checked(setting: str) -> Check:
     """The inventory's check of one container variable: container_var_problem's."""
     def check(value: Any) -> str:
+        if setting in NUMBERS_ALLOWED and isinstance(value, int) and \
+                not isinstance(value, bool):
+            value = str(value)  # a uid (`container_user: 1000`), an all-digit short id
         value = text(value)
         problem = container_var_problem(setting, value)
         if problem:
@@ -217,7 +229,7 @@ VARIABLES = (
     Variable("container", ("container",), checked("container"), common_word=True,
              not_typos=("containers",)),
     Variable("container_engine", ("container_engine",), checked("container_engine")),
-    Variable("container_user", ("container_user",)),
+    Variable("container_user", ("container_user",), checked("container_user")),
     Variable("containerd_namespace", ("containerd_namespace",), checked("containerd_namespace")),
     Variable("containerd_address", ("containerd_address",), checked("containerd_address")),
 )
@@ -501,7 +513,9 @@ def listed_containers(text: str) -> Iterator[tuple[Placement, str]]:
         if section and section[0] == "docker-like":
             cid, _, rest = line.partition("\t")
             name, _, command = rest.partition("\t")
-            if cid.strip() and name.strip():
+            # a row a container's own command could forge (its text holds a newline) names
+            # no container an engine would make: never handed to the engine
+            if ENGINE_NAME.fullmatch(cid.strip()) and ENGINE_NAME.fullmatch(name.strip()):
                 yield Placement(section[1], cid.strip(), name=name.strip()), command
         else:
             block.append(line)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import threading
@@ -28,14 +29,29 @@ from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Dead
                                         Target, TransportError)
 from fleetcheck.connectors.container import INSIDE, looks_like_vllm_server, quote_text
 from fleetcheck.connectors.local import LocalSession
-from fleetcheck.variables import Variable, boolean, path, string_mapping, text
+from fleetcheck.variables import Check, Variable, boolean, path, string_mapping, text
 
 SECRET_ON_COMMAND_LINE = ("would put a credential on kubectl's command line, where any user "
                           "of this machine sees it in `ps`: put it in a kubeconfig "
                           "(ansible_kubectl_kubeconfig) instead")
 CREDENTIAL_FLAGS = ("--token", "--password", "--username")
+# how kubectl's own failures begin (the API server's, its config's), unlike a container
+# that has no sh or cat
+KUBECTL_REFUSED = re.compile(rb"^(Error from server|error: |Error in configuration|Unable to "
+                             rb"connect to the server|Unauthorized)", re.M)
 # each process's command line, one a line (arguments NUL-separated): cheap in any image
 PROCESS_LISTING = 'for f in /proc/[0-9]*/cmdline; do cat "$f"; echo; done 2>/dev/null'
+
+
+def env_mapping(value: Any) -> dict[str, str]:
+    """A mapping, or the JSON text of one (Ansible decodes a string option as JSON)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError("must be a mapping of environment variable names to values "
+                             "(or its JSON text), got %r" % value)
+    return string_mapping(value)
 
 
 def kubeconfig(value: Any) -> str:
@@ -43,6 +59,14 @@ def kubeconfig(value: Any) -> str:
         raise ValueError("an inline kubeconfig mapping is not supported: give the path of "
                          "a kubeconfig file")
     return os.path.expanduser(text(value))  # kubectl itself takes `~` literally
+
+
+def unset_when_empty(check: Check) -> Check:
+    """Ansible's kubectl options default to "": an empty value (a template that renders
+    to nothing) leaves the option unset rather than refused."""
+    def checked(value: Any) -> Any:
+        return None if value == "" or value is None else check(value)
+    return checked
 
 
 def argument_list(value: Any) -> list[str]:
@@ -57,7 +81,10 @@ def argument_list(value: Any) -> list[str]:
 
 
 def kube_name(value: Any) -> str:
-    """A pod, container, namespace or context: never one kubectl would take for a flag."""
+    """A pod, container, namespace or context: never one kubectl would take for a flag
+    (a number, as YAML reads `12345`, is its digits)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     value = text(value)
     if value.startswith("-"):
         raise ValueError("must not start with '-' (kubectl would read it as an option), "
@@ -67,26 +94,33 @@ def kube_name(value: Any) -> str:
 
 # Ansible's kubernetes.core.kubectl options, by the variable names it reads
 VARIABLES = (
-    Variable("kubectl_pod", ("ansible_kubectl_pod",), kube_name),
-    Variable("kubectl_container", ("ansible_kubectl_container",), kube_name),
-    Variable("kubectl_namespace", ("ansible_kubectl_namespace",), kube_name),
-    Variable("kubectl_context", ("ansible_kubectl_context",), kube_name),
+    Variable("kubectl_pod", ("ansible_kubectl_pod",), unset_when_empty(kube_name)),
+    Variable("kubectl_container", ("ansible_kubectl_container",), unset_when_empty(kube_name)),
+    Variable("kubectl_namespace", ("ansible_kubectl_namespace",), unset_when_empty(kube_name)),
+    Variable("kubectl_context", ("ansible_kubectl_context",), unset_when_empty(kube_name)),
     Variable("kubectl_kubeconfig", ("ansible_kubectl_kubeconfig", "ansible_kubectl_config"),
-             kubeconfig),
-    Variable("kubectl_extra_args", ("ansible_kubectl_extra_args",), argument_list),
-    Variable("kubectl_server", ("ansible_kubectl_host", "ansible_kubectl_server")),
+             unset_when_empty(kubeconfig)),
+    Variable("kubectl_extra_args", ("ansible_kubectl_extra_args",),
+             unset_when_empty(argument_list)),
+    Variable("kubectl_server", ("ansible_kubectl_host", "ansible_kubectl_server"),
+             unset_when_empty(text)),
     Variable("kubectl_client_cert", ("ansible_kubectl_cert_file",
-                                     "ansible_kubectl_client_cert")),
-    Variable("kubectl_client_key", ("ansible_kubectl_key_file", "ansible_kubectl_client_key")),
-    Variable("kubectl_ca_cert", ("ansible_kubectl_ssl_ca_cert", "ansible_kubectl_ca_cert")),
+                                     "ansible_kubectl_client_cert"), unset_when_empty(text)),
+    Variable("kubectl_client_key", ("ansible_kubectl_key_file", "ansible_kubectl_client_key"),
+             unset_when_empty(text)),
+    Variable("kubectl_ca_cert", ("ansible_kubectl_ssl_ca_cert", "ansible_kubectl_ca_cert"),
+             unset_when_empty(text)),
     Variable("kubectl_validate_certs", ("ansible_kubectl_verify_ssl",
                                         "ansible_kubectl_validate_certs"), boolean),
-    Variable("kubectl_local_env_vars", ("ansible_kubectl_local_env_vars",), string_mapping),
+    Variable("kubectl_local_env_vars", ("ansible_kubectl_local_env_vars",),
+             unset_when_empty(env_mapping)),
     # read, so an inventory that sets them for Ansible still loads, but refused on each
     # kubectl host that would use them (open, below): other hosts never look at them
-    Variable("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user")),
-    Variable("kubectl_password", ("ansible_kubectl_password",)),
-    Variable("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key")),
+    Variable("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user"),
+             unset_when_empty(text)),
+    Variable("kubectl_password", ("ansible_kubectl_password",), unset_when_empty(text)),
+    Variable("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key"),
+             unset_when_empty(text)),
     # fleetcheck's own: the kubectl to run, when not the one on PATH
     Variable("kubectl_command", ("kubectl_command",), path),
 )
@@ -94,6 +128,34 @@ CREDENTIAL_SETTINGS = (
     ("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user")),
     ("kubectl_password", ("ansible_kubectl_password",)),
     ("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key")))
+# Ansible's kubectl connection takes an option the inventory leaves unset from these
+# environment variables of the controller (AWX's Kubernetes credential sets them)
+ENVIRONMENT = (("kubectl_kubeconfig", "K8S_AUTH_KUBECONFIG"),
+               ("kubectl_context", "K8S_AUTH_CONTEXT"),
+               ("kubectl_namespace", "K8S_AUTH_NAMESPACE"),
+               ("kubectl_server", "K8S_AUTH_HOST"),
+               ("kubectl_client_cert", "K8S_AUTH_CERT_FILE"),
+               ("kubectl_client_key", "K8S_AUTH_KEY_FILE"),
+               ("kubectl_ca_cert", "K8S_AUTH_SSL_CA_CERT"),
+               ("kubectl_token", "K8S_AUTH_TOKEN"),
+               ("kubectl_username", "K8S_AUTH_USERNAME"),
+               ("kubectl_password", "K8S_AUTH_PASSWORD"))
+
+
+def with_environment(settings: dict[str, Any]) -> dict[str, Any]:
+    """The host's kubectl settings, each unset one from its K8S_AUTH_* variable."""
+    merged = dict(settings)
+    for setting, variable in ENVIRONMENT:
+        if not merged.get(setting) and os.environ.get(variable):
+            merged[setting] = os.environ[variable]
+    if "kubectl_validate_certs" not in merged and os.environ.get("K8S_AUTH_VERIFY_SSL"):
+        try:
+            merged["kubectl_validate_certs"] = boolean(os.environ["K8S_AUTH_VERIFY_SSL"])
+        except ValueError:
+            pass  # not a boolean: kubectl verifies, as when it is unset
+    return merged
+
+
 # setting -> kubectl's global flag, in Ansible's order
 FLAGS = (("kubectl_namespace", "-n"), ("kubectl_kubeconfig", "--kubeconfig"),
          ("kubectl_context", "--context"), ("kubectl_server", "--server"),
@@ -110,14 +172,14 @@ def global_arguments(settings: dict[str, Any]) -> list[str]:
     if "kubectl_validate_certs" in settings:
         args.append("--insecure-skip-tls-verify=%s"
                     % str(not settings["kubectl_validate_certs"]).lower())
-    return args + list(settings.get("kubectl_extra_args", []))
+    return args + list(settings.get("kubectl_extra_args") or [])
 
 
 class KubectlSession(Session):
     """Commands run in one pod's container, each as one kubectl child of this machine."""
 
     def __init__(self, host: Any, kubectl: str, deadline: Deadline):
-        self.settings: dict[str, Any] = host.settings
+        self.settings: dict[str, Any] = with_environment(host.settings)
         self.pod: str = self.settings.get("kubectl_pod") or host.address or host.name
         self.container: str | None = self.settings.get("kubectl_container")
         self.kubectl = kubectl
@@ -196,6 +258,11 @@ class KubectlSession(Session):
         """A container without sh or cat (a distroless sidecar) serves nothing we probe."""
         result = self.local.run(self.exec_line(container, PROCESS_LISTING), b"", cancel)
         if INSIDE not in result.stderr:
+            if KUBECTL_REFUSED.search(result.stderr):  # kubectl's own error, not the image's
+                raise TransportError("container", "%s: kubectl could not exec into container "
+                                     "%s (exit %d): %s" % (self.where(), container,
+                                                          result.exit_status,
+                                                          quote_text(result.stderr)))
             return False
         lines = result.stdout.decode("utf-8", "replace").split("\n")
         return any(looks_like_vllm_server(line.replace("\0", " ")) for line in lines)
@@ -225,8 +292,9 @@ class KubectlConnector(Connector):
             raise TransportError("container", "host %s: `container` names a container of an "
                                  "engine on a box; in a pod, set ansible_kubectl_container"
                                  % host.name)
+        settings = with_environment(host.settings)
         for setting, names in CREDENTIAL_SETTINGS:
-            if host.settings.get(setting):
+            if settings.get(setting):
                 raise TransportError("container", "host %s: %s is not supported: it %s" % (
                     host.name, " / ".join(names), SECRET_ON_COMMAND_LINE))
         pod = host.settings.get("kubectl_pod") or host.address or host.name

@@ -46,6 +46,14 @@ OTHER_ANSIBLE_NAMES = frozenset({
     "ansible_sudo_flags",
 })
 OWN_PREFIX = "fleetcheck_"
+# Ansible's names for the connections fleetcheck has (fully qualified, as the k8s inventory
+# plugin writes them; `smart` and paramiko are Ansible's ways of running ssh)
+ANSIBLE_CONNECTIONS = {
+    "ansible.builtin.ssh": "ssh", "ansible.legacy.ssh": "ssh", "smart": "ssh",
+    "paramiko": "ssh", "paramiko_ssh": "ssh", "ansible.builtin.paramiko_ssh": "ssh",
+    "ansible.legacy.paramiko_ssh": "ssh",
+    "ansible.builtin.local": "local", "ansible.legacy.local": "local",
+    "kubernetes.core.kubectl": "kubectl", "community.kubernetes.kubectl": "kubectl"}
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 
 
@@ -201,9 +209,6 @@ class VariableTable:
             if lowered in OTHER_ANSIBLE_NAMES or lowered.startswith("ansible_docker_"):
                 return None
             return self.closest_ansible_name(lowered)
-        if lowered.partition("_")[0] in self.connections and \
-                "ansible_" + lowered in self.ansible_names:
-            return "ansible_" + lowered  # `kubectl_pod`: Ansible's name lacks its prefix
         if lowered in self.not_typos:
             return None
         for target, variable in self.typo_targets:
@@ -248,6 +253,9 @@ class VariableTable:
             value = variable.check(value)
         except (ValueError, TypeError) as exc:  # TypeError: a check handed a shape it
             raise InputError(source, where, name, str(exc))  # never expected (a list)
+        if variable.setting == "connection" and \
+                ANSIBLE_CONNECTIONS.get(value) in self.connections:
+            value = ANSIBLE_CONNECTIONS[value]  # kubernetes.core.kubectl: Ansible's full name
         if variable.setting == "connection" and value not in self.connections:
             raise InputError(source, where, name, "must be one of %s, got %r" % (
                 ", ".join(self.connections), value))
@@ -396,6 +404,8 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
                          "supported, got %r" % method)
     host = Host(name=name, groups=groups)
     for key, value in values.items():
+        if value is None:
+            continue  # a check's "unset" (Ansible's empty default for a kubectl option)
         if key in HOST_FIELDS:
             setattr(host, key, value)
         else:
