@@ -361,6 +361,8 @@ def command_run(args: argparse.Namespace) -> int:
                                declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
+    from fleetcheck.connectors import check_connections
+    check_connections(sorted({host.connection for host in hosts}))  # before any host
     playbook = tuned_playbook(args)
     if args.ssh_config and not os.path.exists(args.ssh_config):
         raise InputError(args.ssh_config, None, "--ssh-config", "no such file")

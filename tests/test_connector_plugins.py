@@ -49,7 +49,8 @@ def test_an_installed_package_adds_a_connection_by_entry_point(tmp_path, with_pl
                              "from fleetcheck.connectors import connection_names; "
                              "print(' '.join(connection_names()))"],
                             capture_output=True, text=True, cwd=str(tmp_path), env=clean_env())
-    assert listed.stdout.split() == ["journal", "kubectl", "local", "ssh"], listed.stderr
+    assert listed.stdout.split() == ["journal", "journal_broken", "kubectl", "local",
+                                     "ssh"], listed.stderr
     install = str(tmp_path / "env")
     write_install(install, "0.33.0", FIXED, commit="g4ba787ec9")
     journal = tmp_path / "journal.jsonl"
@@ -73,6 +74,19 @@ def test_a_plugins_declared_variables_are_checked_like_fleetchecks_own(tmp_path,
     relative = inventory(tmp_path, {"connection": "journal", "journal_file": "j.log"})
     run = installed_fleetcheck(with_plugin, tmp_path, "run", relative)
     assert run.returncode == 2 and "field 'journal_file': must be an absolute path" in run.stderr
+
+
+def test_a_packages_entry_point_that_is_no_connector_is_bad_input_naming_the_package(
+        tmp_path, with_plugin):
+    """Not every host's fleetcheck bug: exit 2 before any host, naming the entry point and
+    the package that installed it."""
+    run = installed_fleetcheck(with_plugin, tmp_path, "run", inventory(tmp_path, {
+        "connection": "journal_broken"}))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert ("entry point fleetcheck.connectors journal_broken = "
+            "fleetcheck_journal:not_a_connector (package fleetcheck-journal): cannot be used "
+            "as the 'journal_broken' connection: LookupError: ") in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and "audited" not in run.stdout
 
 
 def test_reading_an_inventory_imports_no_ssh_library(tmp_path):

@@ -69,11 +69,31 @@ def declarations() -> Declarations:
     wrapper declare, for the inventory."""
     variables: list[Variable] = []
     for name, ep in registered().items():
-        variables += module_variables(ep.module, "entry point %s %s = %s"
-                                      % (GROUP, name, ep.value))
+        variables += module_variables(ep.module, entry_point_label(name, ep))
     for module_name in WRAPPERS:
         variables += module_variables(module_name, module_name)
     return Declarations(connection_names(), tuple(dict.fromkeys(variables)))
+
+
+def entry_point_label(name: str, ep: EntryPoint) -> str:
+    """An entry point as a user finds it: its group, name, target and the package that
+    installed it (the one to fix or uninstall)."""
+    package = getattr(ep.dist, "name", None)
+    return "entry point %s %s = %s%s" % (GROUP, name, ep.value,
+                                         " (package %s)" % package if package else "")
+
+
+def check_connections(names: list[str]) -> None:
+    """Load the connectors a run will use, before it connects: a package's connector that
+    does not import or is no Connector is bad input (exit 2) naming its entry point, not
+    every host's fleetcheck bug."""
+    for name in names:
+        try:
+            connector_class(name)
+        except Exception as exc:
+            raise InputError(entry_point_label(name, registered()[name]), None, None,
+                             "cannot be used as the %r connection: %s: %s"
+                             % (name, type(exc).__name__, exc))
 
 
 def connector_class(connection: str) -> type[Connector]:

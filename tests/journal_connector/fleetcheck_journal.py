@@ -39,3 +39,7 @@ class JournalConnector(Connector):
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
         return JournalSession(host, deadline)
+
+
+def not_a_connector() -> None:
+    """What the `journal_broken` entry point names by mistake."""
