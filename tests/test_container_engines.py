@@ -379,3 +379,16 @@ def test_a_listing_row_a_containers_command_could_forge_is_never_probed():
                "9c8d7e\tvllm-b\tvllm serve /m\n")
     found = [(p.id, p.name) for p, _ in listed_containers(listing)]
     assert found == [("3f2a1b", "vllm-a"), ("9c8d7e", "vllm-b")]
+
+
+@pytest.mark.parametrize("command, serves", [
+    ("vllm serve /models/qwen --port 8000", True),
+    ("/opt/venv/bin/python3 -m vllm.entrypoints.openai.api_server --model m", True),
+    ("python3 -m vllm.entrypoints.cli.main serve m", True),
+    ("python3 -m dynamo.vllm --model Qwen/Qwen3-8B", True),
+    ("envoy -c /etc/envoy.yaml", False),
+    ("python3 -m vllm_router.app --port 8001", False),
+    ("/pause", False)])
+def test_which_commands_auto_takes_for_a_vllm_server(command, serves):
+    from fleetcheck.connectors.container import looks_like_vllm_server
+    assert looks_like_vllm_server(command) is serves

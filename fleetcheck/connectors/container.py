@@ -44,7 +44,8 @@ POD_CONTAINER = "io.kubernetes.container.name"
 # means the engine never ran the command, and what came before it is the engine's words
 INSIDE = b"fleetcheck-inside-container\n"
 SERVER_MARKS = ("vllm serve", "vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
-                "/vllm serve")
+                "/vllm serve", "vllm.entrypoints.cli.main serve",
+                "-m dynamo.vllm")  # NVIDIA Dynamo's vLLM worker
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -116,7 +117,8 @@ ask_ctr() {
     elif out=$(bounded ctr -a "$sock" -n "$ns" containers info "$want" 2>&1 >/dev/null); then
       run_ctr "$sock" "$ns" "$want"
     else
-      asked ctr $? "$out"
+      s=$?; asked ctr $s "$out"
+      case $s in 124|137) return 0;; esac  # a wedged containerd: its other namespaces too
     fi
   done
   [ -z "$filter" ] || said ctr "no container of $wanted in namespaces $* at $sock"
