@@ -140,6 +140,8 @@ def test_an_inventory_for_ansibles_kubectl_connection_checks_the_pods(tmp_path, 
 
 def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
     _, env = cluster
+    not_executable = tmp_path / "kubectl"
+    not_executable.write_text("#!/bin/sh\n")  # mode 644
     hosts = {"gone-0": {}, "locked-0": {}, "bad-context": {"ansible_kubectl_context": "nope",
                                                            "ansible_kubectl_pod": "web-0"},
              "bad-container": {"ansible_kubectl_pod": "web-0",
@@ -147,6 +149,8 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
              "sidecars-0": {}, "twins-0": {},
              "no-kubectl": {"ansible_kubectl_pod": "web-0",
                             "kubectl_command": "/nonexistent/kubectl"},
+             "not-executable": {"ansible_kubectl_pod": "web-0",
+                                "kubectl_command": str(not_executable)},
              "engine-container": {"ansible_kubectl_pod": "web-0", "container": "vllm"},
              "token-0": {"ansible_kubectl_pod": "web-0", "ansible_kubectl_token": "abc"},
              "noexec-0": {}}
@@ -170,6 +174,8 @@ def test_kubectls_own_errors_are_container_errors_quoting_it(tmp_path, cluster):
     assert "none of its containers (proxy, metrics) runs a vLLM server" in said["sidecars-0"]
     assert "containers a, b run vLLM servers; set ansible_kubectl_container" in said["twins-0"]
     assert "/nonexistent/kubectl not found on this machine" in said["no-kubectl"]
+    assert said["not-executable"] == "host not-executable: %s is not executable on this " \
+                                     "machine" % not_executable
     assert "in a pod, set ansible_kubectl_container" in said["engine-container"]
     # RBAC that lets kubectl read the pod but not exec: said, not taken for "no vLLM"
     assert said["noexec-0"].startswith("pod noexec-0: kubectl could not exec into container "

@@ -304,6 +304,9 @@ class KubectlConnector(Connector):
                                  % (host.name, pod))
         command = host.settings.get("kubectl_command") or "kubectl"
         kubectl = shutil.which(os.path.expanduser(command))
+        if kubectl is None and os.path.isfile(os.path.expanduser(command)):
+            raise TransportError("container", "host %s: %s is not executable on this machine"
+                                 % (host.name, command))
         if kubectl is None:
             raise TransportError("container", "host %s: %s not found on this machine%s" % (
                 host.name, command, "'s PATH" if "/" not in command else ""))
