@@ -124,10 +124,8 @@ VARIABLES = (
     # fleetcheck's own: the kubectl to run, when not the one on PATH
     Variable("kubectl_command", ("kubectl_command",), path),
 )
-CREDENTIAL_SETTINGS = (
-    ("kubectl_username", ("ansible_kubectl_username", "ansible_kubectl_user")),
-    ("kubectl_password", ("ansible_kubectl_password",)),
-    ("kubectl_token", ("ansible_kubectl_token", "ansible_kubectl_api_key")))
+CREDENTIALS = ("kubectl_username", "kubectl_password", "kubectl_token")
+NAMES = {variable.setting: variable.names for variable in VARIABLES}
 # Ansible's kubectl connection takes an option the inventory leaves unset from these
 # environment variables of the controller (AWX's Kubernetes credential sets them)
 ENVIRONMENT = (("kubectl_kubeconfig", "K8S_AUTH_KUBECONFIG"),
@@ -292,16 +290,6 @@ class KubectlConnector(Connector):
             raise TransportError("container", "host %s: `container` names a container of an "
                                  "engine on a box; in a pod, set ansible_kubectl_container"
                                  % host.name)
-        settings = with_environment(host.settings)
-        for setting, names in CREDENTIAL_SETTINGS:
-            if settings.get(setting):
-                raise TransportError("container", "host %s: %s is not supported: it %s" % (
-                    host.name, " / ".join(names), SECRET_ON_COMMAND_LINE))
-        pod = host.settings.get("kubectl_pod") or host.address or host.name
-        if pod.startswith("-"):
-            raise TransportError("container", "host %s: pod %r starts with '-', which "
-                                 "kubectl would read as an option: set ansible_kubectl_pod"
-                                 % (host.name, pod))
         command = host.settings.get("kubectl_command") or "kubectl"
         kubectl = shutil.which(os.path.expanduser(command))
         if kubectl is None and os.path.isfile(os.path.expanduser(command)):
@@ -310,7 +298,16 @@ class KubectlConnector(Connector):
         if kubectl is None:
             raise TransportError("container", "host %s: %s not found on this machine%s" % (
                 host.name, command, "'s PATH" if "/" not in command else ""))
-        return KubectlSession(host, kubectl, deadline)
+        session = KubectlSession(host, kubectl, deadline)  # starts nothing yet
+        for setting in CREDENTIALS:
+            if session.settings.get(setting):
+                raise TransportError("container", "host %s: %s is not supported: it %s" % (
+                    host.name, " / ".join(NAMES[setting]), SECRET_ON_COMMAND_LINE))
+        if session.pod.startswith("-"):
+            raise TransportError("container", "host %s: pod %r starts with '-', which "
+                                 "kubectl would read as an option: set ansible_kubectl_pod"
+                                 % (host.name, session.pod))
+        return session
 
     def targets(self, host: Any, session: Session, deadline: Deadline,
                 cancel: threading.Event | None = None) -> list[Target]:
