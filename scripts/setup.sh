@@ -4,15 +4,36 @@
 # `fleetcheck demo` (real sshd hosts on loopback, no fleet needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --check: say which system packages are missing, install nothing (exit 1 if any is)
+if [ "${1:-}" = "--check" ]; then check_only=1; shift; else check_only=0; fi
 need_apt=()
-[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
-command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
-command -v unshare >/dev/null || need_apt+=(util-linux)
-command -v ip >/dev/null || need_apt+=(iproute2)  # scripts/unit_lane.sh brings up loopback
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the report tests open reports in it
-command -v sudo >/dev/null || need_apt+=(sudo)  # the become tests run the probe through it
-command -v podman >/dev/null || need_apt+=(podman runc podman-docker)  # container tests
-command -v ctr >/dev/null || need_apt+=(containerd)  # Kubernetes-node tests (a private containerd)
+# need PACKAGE TEST...: PACKAGE is missing unless TEST succeeds. One package per test, so a
+# machine that has part of a group (podman and runc, no podman-docker) still gets the rest.
+need() { local package=$1; shift; "$@" >/dev/null 2>&1 || need_apt+=("$package"); }
+need openssh-server test -x /usr/sbin/sshd
+need openssh-client command -v ssh-keygen
+need util-linux command -v unshare
+need iproute2 command -v ip  # scripts/unit_lane.sh brings up loopback
+need chromium test -x /usr/bin/chromium  # the report tests open reports in it
+need sudo command -v sudo  # the become tests run the probe through it
+need podman command -v podman  # container tests
+need runc command -v runc  # podman's OCI runtime
+# the tests run `docker` from /usr/bin as podman-docker installs it; a Docker of another
+# package there is left alone (podman-docker conflicts with it)
+need podman-docker test -e /usr/bin/docker
+need containerd command -v ctr  # Kubernetes-node tests (a private containerd)
+if [ "$check_only" = 1 ]; then
+  if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "fleetcheck setup: missing: ${need_apt[*]}"
+    exit 1
+  fi
+  echo "fleetcheck setup: every system package is there"
+  exit 0
+fi
+if [ -e /usr/bin/docker ] && ! grep -qs podman /usr/bin/docker; then
+  echo "fleetcheck setup: /usr/bin/docker is not podman-docker's: the tests of Podman's" \
+       "docker (test_container_engines.py) need podman-docker in its place" >&2
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
