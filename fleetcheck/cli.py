@@ -92,7 +92,8 @@ DEMO_EPILOG = """exit codes:
        exits 1 (a check failed); what each host came out as is printed
   1    something differed: each difference is printed as host, check (or status),
        expected, got
-  2    it cannot write its outputs (reports/demo/ under the current directory)
+  2    it cannot write its outputs (reports/demo/ under the current directory), or
+       a loopback address it chose was taken before its sshd started there
   130  interrupted (Ctrl-C) before the comparison; the fleet is stopped
 With --keep, the Ctrl-C that stops the fleet after the comparison exits 0 or 1 as above."""
 

@@ -22,7 +22,8 @@ from typing import Callable, NamedTuple
 import yaml
 
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
-from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, missing_requirements
+from fleetcheck.lab.testhosts import (AddressInUse, LoopbackFleet, free_loopback_port,
+                                      missing_requirements)
 from fleetcheck.status import Status
 
 DEMO_VENV = "/opt/fleetcheck-demo-env"
@@ -104,8 +105,18 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
         with LoopbackFleet(os.path.join(workdir, "fleet")) as fleet:
             good = fleet.add("gpu-healthy", mounts={DEMO_VENV: healthy})
             bad = fleet.add("gpu-stale", mounts={DEMO_VENV: stale})
-            fleet.start()
             dead_address = fleet.next_address()
+            if fleet.skipped:
+                print("demo: something already listens on %s (another `fleetcheck demo "
+                      "--keep`?): its hosts take the next free addresses, %s"
+                      % (", ".join(fleet.skipped),
+                         ", ".join((good.address, bad.address, dead_address))),
+                      file=sys.stderr)
+            try:
+                fleet.start()
+            except AddressInUse as exc:  # taken since its address was chosen
+                print("fleetcheck: error: demo: address in use: %s" % exc, file=sys.stderr)
+                return 2
             hosts = {
                 good.name: {"ansible_host": good.address},
                 bad.name: {"ansible_host": bad.address},

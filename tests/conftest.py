@@ -86,6 +86,18 @@ def loopback_address() -> str:
     return BLOCKS.address(BLOCKS.take())
 
 
+@pytest.fixture
+def spare_blocks() -> Iterator[list[int]]:
+    """Two loopback blocks of this process that nothing else of the run uses, held for
+    one test."""
+    held = [BLOCKS.take(), BLOCKS.take()]
+    try:
+        yield held
+    finally:
+        for block in held:
+            BLOCKS.give_back(block)
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> str:
     """fleetcheck's wheel, built from this tree once per test session."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import yaml
 from fleetcheck.input_error import InputError
 from fleetcheck.playbook import PACKAGED_PLAYBOOK, load_playbook
 from fleetcheck.lab.synthetic import FIXED, write_install
+from fleetcheck.lab.testhosts import LOOPBACK_NET
 
 pytestmark = pytest.mark.unit
 
@@ -46,6 +48,33 @@ def test_demo_runs_real_sshd_hosts_and_writes_the_report(tmp_path):
     assert lines[at + len(DEMO_SAW)].startswith("report: ") and \
         lines[at + len(DEMO_SAW)].endswith("reports/demo/report.html")
     assert "NOT as expected" not in proc.stderr
+
+
+@pytest.mark.sshd
+def test_demo_says_which_addresses_are_taken_and_uses_free_ones(tmp_path):
+    """Something listens where the demo's hosts would go (another demo's fleet): the demo
+    says so and its own hosts answer, never the other fleet's sshd ("host key CHANGED")."""
+    block = os.environ["FLEETCHECK_LOOPBACK_BLOCK"]
+    taken = ["127.%d.%s.%d" % (LOOPBACK_NET, block, index) for index in (10, 11)]
+    held = []
+    try:
+        for address in taken:
+            held.append(socket.socket())
+            held[-1].bind((address, 22))
+            held[-1].listen(1)
+        proc = fleetcheck("demo", cwd=str(tmp_path))
+    finally:
+        for sock in held:
+            sock.close()
+    assert proc.returncode == 0, proc.stderr
+    free = ["127.%d.%s.%d" % (LOOPBACK_NET, block, index) for index in (12, 13, 14)]
+    assert "demo: something already listens on %s (another `fleetcheck demo --keep`?): its " \
+        "hosts take the next free addresses, %s\n" % (", ".join(taken), ", ".join(free)) \
+        in proc.stderr
+    hosts = yaml.safe_load((tmp_path / "reports" / "demo" / "inventory.yaml").read_text())[
+        "all"]["children"]["demo"]["hosts"]
+    assert [spec["ansible_host"] for spec in hosts.values()] == free
+    assert "\n".join(DEMO_SAW) in proc.stderr
 
 
 def demo_with_stale_host_serving(files: dict[str, str], version: str, tmp_path, monkeypatch,

@@ -1,7 +1,9 @@
-"""Loopback blocks (tests/loopback_blocks.py): xdist workers' slices never overlap, and a
-block is handed to one holder at a time."""
+"""Loopback blocks (tests/loopback_blocks.py): xdist workers' slices never overlap, a
+block is handed to one holder at a time, and never while something listens in it."""
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 
@@ -29,4 +31,20 @@ def test_a_block_is_taken_once_until_given_back():
     with pytest.raises(RuntimeError, match=r"all 2 loopback blocks of 127\.\d+\.5-6\.x"):
         blocks.take()
     blocks.give_back(first)
+    assert blocks.take() == first
+
+
+def test_a_block_where_something_listens_is_passed_over_until_the_listener_is_gone(
+        spare_blocks):
+    first, second = spare_blocks
+    blocks = LoopbackBlocks([first, second])
+    held = socket.socket()  # another run's sshd, as far as the blocks can tell
+    try:
+        held.bind((blocks.address(first, 7), 0))
+        held.listen(1)
+        assert blocks.take() == second
+        with pytest.raises(RuntimeError, match=r"something listens on 127\.\d+\.%d\.7$" % first):
+            blocks.take()
+    finally:
+        held.close()
     assert blocks.take() == first

@@ -8,10 +8,12 @@ touches a network beyond 127.0.0.0/8.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -86,15 +88,22 @@ class LoopbackFleet:
         self.third_octet = (first_octet if first_octet is not None
                             else int(os.environ.get("FLEETCHECK_LOOPBACK_BLOCK", "1")))
         self.next_index = base_index
+        self.skipped: list[str] = []  # addresses passed over: something listened there
         os.makedirs("/run/sshd", exist_ok=True)
 
     def next_address(self) -> str:
-        address = "127.%d.%d.%d" % (LOOPBACK_NET, self.third_octet, self.next_index)
-        self.next_index += 1
-        if self.next_index > 254:
-            self.third_octet += 1
-            self.next_index = 1
-        return address
+        """The next address of the block where nothing listens on any port: another
+        fleet's sshd there (a second test run, a `demo --keep`) would answer for ours."""
+        taken = listening_addresses()
+        while True:
+            address = "127.%d.%d.%d" % (LOOPBACK_NET, self.third_octet, self.next_index)
+            self.next_index += 1
+            if self.next_index > 254:
+                self.third_octet += 1
+                self.next_index = 1
+            if address not in taken:
+                return address
+            self.skipped.append(address)
 
     def add(self, name: str, mounts: dict[str, str] | None = None,  # source "DIR:ro": read-only
             sshd_options: dict[str, str] | None = None, port: int = 22,
@@ -181,6 +190,16 @@ class LoopbackFleet:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self, timeout: float = 20.0) -> None:
+        """Starts every host not yet running; AddressInUse before any starts if something
+        already listens where one of them would (its banner would pass for the host's)."""
+        taken = listeners()
+        for host in self.hosts:
+            if host.process is None:
+                for address in (host.address, "0.0.0.0"):
+                    if (address, host.port) in taken:
+                        raise AddressInUse("%s:%d, for %s: something already listens on "
+                                           "%s:%d" % (host.address, host.port, host.name,
+                                                      address, host.port))
         for host in self.hosts:
             if host.process is None:
                 for target, source in host.mounts.items():
@@ -227,6 +246,46 @@ class LoopbackFleet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class AddressInUse(RuntimeError):
+    """A host's address and port are taken by a listener that is not the host's sshd."""
+
+
+def listeners() -> set[tuple[str, int]]:
+    """(IPv4 address, port) of every TCP socket listening in this network namespace, from
+    /proc/net/tcp and tcp6 (IPv4-mapped addresses); empty where /proc cannot say."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != "0A":  # TCP_LISTEN
+                continue
+            hex_address, hex_port = fields[1].split(":")
+            # the kernel prints each 32-bit word of the address in host byte order
+            raw = b"".join(struct.pack("=I", int(hex_address[i:i + 8], 16))
+                           for i in range(0, len(hex_address), 8))
+            if len(raw) == 4:
+                address = str(ipaddress.IPv4Address(raw))
+            elif not any(raw):  # [::], dual-stack: every IPv4 address too
+                address = "0.0.0.0"
+            else:
+                mapped = ipaddress.IPv6Address(raw).ipv4_mapped
+                if mapped is None:
+                    continue
+                address = str(mapped)
+            found.add((address, int(hex_port, 16)))
+    return found
+
+
+def listening_addresses() -> set[str]:
+    """The IPv4 addresses where something listens, on any port."""
+    return {address for address, _ in listeners()}
 
 
 def log_tail(path: str, size: int = 2000) -> str:
