@@ -298,7 +298,24 @@ def refuse_missing_keys(hosts: list[Host], inventory_name: str) -> None:
 
 
 def default_report_dir() -> str:
-    return os.path.join("reports", datetime.now().strftime("%Y%m%d-%H%M%S"))
+    """reports/<time>/, claimed by creating it: a second run (or `judge` call) in the
+    same second gets reports/<time>-2/ rather than overwriting the first's results. A
+    directory that cannot be made is left to the writers, whose failure names it."""
+    stamp = os.path.join("reports", datetime.now().strftime("%Y%m%d-%H%M%S"))
+    try:
+        os.makedirs("reports", exist_ok=True)
+    except OSError:
+        return stamp
+    directory, number = stamp, 1
+    while True:
+        try:
+            os.mkdir(directory)
+            return directory
+        except FileExistsError:
+            number += 1
+            directory = "%s-%d" % (stamp, number)
+        except OSError:
+            return directory
 
 
 STDOUT = "-"
@@ -385,11 +402,12 @@ def command_run(args: argparse.Namespace) -> int:
                          drafters=resolve_drafters(hosts, playbook.expect_drafter,
                                                    args.expect_drafter, args.inventory),
                          load_config=not args.no_config_load)
-    outputs = outputs_for(args)
+    refuse_stdout_but_json(args)
     prove_smoke_templates(hosts, playbook, options)
     short = shortfall(args.parallel, len(hosts))
     if short:
         raise InputError("command line", None, "-j", short)
+    outputs = outputs_for(args)  # last: the default one claims its directory
     writer = ResultsWriter(outputs.json)
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+from datetime import datetime, timedelta
 
 import pytest
 import yaml
@@ -156,6 +158,35 @@ def test_default_outputs_go_to_reports_timestamp(tmp_path):
     runs = os.listdir(tmp_path / "reports")
     assert len(runs) == 1
     assert sorted(os.listdir(tmp_path / "reports" / runs[0])) == ["report.html", "results.json"]
+    again = fleetcheck("run", str(inventory), cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert len(os.listdir(tmp_path / "reports")) == 2
+
+
+def test_default_outputs_in_a_second_already_used_never_overwrite_its_results(tmp_path):
+    """Every second these calls can start in already has a run's results: each call
+    writes a directory of its own beside them (reports/<time>-N/)."""
+    start = datetime.now()
+    earlier = []
+    for offset in range(-1, 300):
+        directory = tmp_path / "reports" / (start + timedelta(seconds=offset)).strftime(
+            "%Y%m%d-%H%M%S")
+        directory.mkdir(parents=True)
+        (directory / "results.json").write_text("an earlier run's results")
+        earlier.append(directory / "results.json")
+    facts = tmp_path / "gpu1.json"
+    facts.write_text(json.dumps({"probe_version": 1, "host": "gpu1", "errors": []}))
+    written = []
+    for _ in range(3):
+        proc = fleetcheck("judge", str(facts), cwd=str(tmp_path))
+        assert proc.returncode == 3, proc.stderr  # gpu1 sent no install facts
+        (line,) = [line for line in proc.stdout.splitlines() if line.startswith("results:")]
+        written.append(line.split()[1])
+    assert len(set(written)) == 3, written
+    for path in written:
+        assert re.fullmatch(r"reports/\d{8}-\d{6}-\d+/results\.json", path), path
+        assert json.loads((tmp_path / path).read_text())["hosts"][0]["name"] == "gpu1"
+    assert {path.read_text() for path in earlier} == {"an earlier run's results"}
 
 
 def test_packaged_playbook_checks_the_three_fixes():
