@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -505,16 +506,27 @@ def load_results(paths: list[str]) -> RunResult:
             runs.append(load_json(path))
         except OSError as exc:
             raise InputError(path, None, None, "cannot read: %s" % (exc.strerror or exc))
-        except ResultsFileError as exc:
-            raise InputError(path, None, None, "not a fleetcheck results file (%s)" % exc.problem)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            detail = "field %s missing" % exc if isinstance(exc, KeyError) else str(exc)
+            refuse_facts(path)
+            if isinstance(exc, ResultsFileError):
+                detail = exc.problem
+            else:
+                detail = "field %s missing" % exc if isinstance(exc, KeyError) else str(exc)
             raise InputError(path, None, None, "not a fleetcheck results file (%s)" % detail)
     if len(runs) == 1:
         return runs[0]
     from fleetcheck.checks.build import expectation_warnings
     merged = merge_runs(runs, paths)
     return replace(merged, warnings=expectation_warnings(merged.hosts))  # every file's hosts
+
+
+def refuse_facts(path: str) -> None:
+    """Facts handed where results are read: name the command that reads them."""
+    from fleetcheck.judge import holds_facts  # only a file that is not results needs it
+    if holds_facts(path):
+        raise InputError(path, None, None, "this is probe facts (what a `fleetcheck "
+                         "probe-bundle` script prints), not results: `fleetcheck judge %s` "
+                         "judges them" % shlex.quote(path))
 
 
 def command_report(args: argparse.Namespace) -> int:

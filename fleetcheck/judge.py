@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from typing import Any, Iterator
 
@@ -79,6 +80,29 @@ def documents(path: str, text: str) -> list[tuple[int | None, Any]]:
     return lines
 
 
+def is_results(document: Any) -> bool:
+    """Whether a document is fleetcheck's results (what `run` and `judge` write)."""
+    return isinstance(document, dict) and "schema_version" in document and \
+        isinstance(document.get("hosts"), list)
+
+
+def holds_facts(path: str) -> bool:
+    """Whether a file holds what `judge` reads (facts, JSON lines of them, an Ansible
+    --tree result carrying them): `report` and `diff` then name the command to use."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_INPUT_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+    parsed = documents(path, text)
+    if not parsed or isinstance(parsed[0][1], str):
+        return False
+    first = parsed[0][1]
+    if isinstance(first, dict) and isinstance(first.get("stdout"), str):
+        first = next((document for _, document in documents("-", first["stdout"])), None)
+    return isinstance(first, dict) and "probe_version" in first
+
+
 def file_host(path: str) -> str:
     """The host a per-host file is for: its name (Ansible's --tree names files by
     inventory_hostname, dots included), less a .json or .jsonl suffix."""
@@ -95,6 +119,10 @@ def answers(path: str) -> Iterator[Answer]:
         raise InputError(path, None, None, "no facts in this file")
     for line, document in documents(path, text):
         where = path if line is None else "%s line %d" % (path, line)
+        if is_results(document):
+            raise InputError(where, None, None, "this is fleetcheck results (what `run` and "
+                             "`judge` write), not facts: `fleetcheck report %s` renders "
+                             "them" % shlex.quote(path))
         if isinstance(document, dict) and "probe_version" in document:
             name = document.get("host")
             if not isinstance(name, str) or not name or not is_clean_name(name):

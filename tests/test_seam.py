@@ -183,6 +183,41 @@ def test_judge_refuses_what_names_no_host_and_keeps_bad_answers_as_errors(tmp_pa
     assert all(c["status"] == "skip" for h in hosts.values() for c in h["checks"])
 
 
+def test_judge_and_report_each_name_the_other_for_the_others_files(tmp_path):
+    """Results handed to judge, or facts (a document, JSON lines, Ansible's --tree
+    result) handed to report or diff: exit 2 naming the command that reads them, never
+    a made-up host with a protocol error."""
+    facts = tmp_path / "gpu1.json"
+    facts.write_text(json.dumps({"probe_version": 1, "host": "gpu1", "errors": []}))
+    judged = fleetcheck("judge", str(facts), "--json", str(tmp_path / "my results.json"))
+    assert judged.returncode == 3, judged.stderr
+    results = str(tmp_path / "my results.json")
+    again = fleetcheck("judge", str(facts), results, "--json", str(tmp_path / "r2.json"))
+    assert (again.returncode, again.stderr) == (2, (
+        "fleetcheck: error: %s: this is fleetcheck results (what `run` and `judge` write), "
+        "not facts: `fleetcheck report '%s'` renders them\n" % (results, results)))
+    assert not (tmp_path / "r2.json").exists()
+    lines = tmp_path / "facts.jsonl"
+    lines.write_text(facts.read_text() + "\n" + facts.read_text().replace("gpu1", "gpu2"))
+    tree = tmp_path / "gpu3"
+    tree.write_text(json.dumps({"changed": True, "rc": 0, "stdout": facts.read_text()}))
+    for path in (facts, lines, tree):
+        for command in (["report", str(path), "--html", str(tmp_path / "r.html")],
+                        ["diff", results, str(path)]):
+            proc = fleetcheck(*command)
+            assert (proc.returncode, proc.stderr) == (2, (
+                "fleetcheck: error: %s: this is probe facts (what a `fleetcheck probe-bundle` "
+                "script prints), not results: `fleetcheck judge %s` judges them\n"
+                % (path, path))), command
+    assert not (tmp_path / "r.html").exists()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hosts": []}))
+    proc = fleetcheck("report", str(other))
+    assert (proc.returncode, proc.stderr) == (2, (
+        "fleetcheck: error: %s: not a fleetcheck results file (schema_version missing; this "
+        "fleetcheck reads schema 1)\n" % other))
+
+
 def test_judge_keeps_a_null_entry_and_a_fleetcheck_bug_to_their_own_hosts(tmp_path):
     """A null where the probe always sends an object is the host's protocol error naming
     the field (read as empty it would be a verdict: an empty signature fails its check);
