@@ -392,6 +392,8 @@ def command_run(args: argparse.Namespace) -> int:
                            ssh_config_path=ssh_config_path(args.ssh_config))
     resolve_endpoints(hosts, settings)
     refuse_missing_keys(hosts, inventory_name)
+    for warning in inventory.warnings:
+        print("fleetcheck: warning: %s" % warning, file=sys.stderr)
     for note in inventory.notes + settings.notes:
         print("fleetcheck: note: %s" % note, file=sys.stderr)
     expected = resolve(hosts, playbook.expect, CommandLine(

@@ -163,6 +163,20 @@ def test_default_outputs_go_to_reports_timestamp(tmp_path):
     assert len(os.listdir(tmp_path / "reports")) == 2
 
 
+def test_a_host_vars_file_of_no_host_is_a_warning_with_the_near_miss(tmp_path):
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu-healthy connection=local venv=%s\n" % venv)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu-helthy.yml").write_text("fleetcheck_expect_commit: 0abc\n")
+    proc = fleetcheck("run", "hosts.ini", "--json", "out.json", cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr  # the commit it expects is not applied
+    assert proc.stderr.startswith(
+        "fleetcheck: warning: %s matches no host of the inventory, so nothing in it is read "
+        "(did you mean gpu-healthy?)\n" % (tmp_path / "host_vars" / "gpu-helthy.yml")), \
+        proc.stderr
+
+
 def test_default_outputs_in_a_second_already_used_never_overwrite_its_results(tmp_path):
     """Every second these calls can start in already has a run's results: each call
     writes a directory of its own beside them (reports/<time>-N/)."""

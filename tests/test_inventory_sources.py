@@ -300,6 +300,37 @@ def test_group_vars_file_that_is_not_a_mapping(tmp_path, content, kind):
     assert kind in message
 
 
+def test_vars_files_of_no_host_or_group_are_warnings_naming_the_near_miss(tmp_path):
+    inventory = write(tmp_path / "hosts.ini", "[gpus]\ngpu-healthy\ngpu-stale\n")
+    write(tmp_path / "host_vars" / "gpu-helthy.yml", "fleetcheck_expect_commit: 4ba787ec9\n")
+    write(tmp_path / "host_vars" / "gpus.yml", "venv: /opt/ml-env\n")
+    write(tmp_path / "host_vars" / "gpu-stale.yaml", "venv: /opt/ml-env\n")
+    write(tmp_path / "group_vars" / "gpu.yml", "fleetcheck_expect_version: ==0.33.0\n")
+    write(tmp_path / "group_vars" / "all" / "base.yml", "ansible_user: root\n")
+    write(tmp_path / "group_vars" / "dc9" / "base.yml", "ansible_user: root\n")
+    write(tmp_path / "group_vars" / "README.md", "what these files are\n")
+    write(tmp_path / "group_vars" / ".gpus.yml.swp", "")
+    read = read_inventory([inventory])
+    assert read.warnings == [
+        "%s matches no group of the inventory, so nothing in it is read (%s)" % (
+            tmp_path / "group_vars" / name, hint) for name, hint in (
+                ("dc9", "the inventory has no group of that name"),
+                ("gpu.yml", "did you mean gpus?"))] + [
+        "%s matches no host of the inventory, so nothing in it is read (%s)" % (
+            tmp_path / "host_vars" / name, hint) for name, hint in (
+                ("gpu-helthy.yml", "did you mean gpu-healthy?"),
+                ("gpus.yml", "gpus is a group: its variables go in group_vars/"))]
+    hosts = {host.name: host for host in read.hosts}
+    assert hosts["gpu-stale"].venv == "/opt/ml-env" and hosts["gpu-healthy"].user == "root"
+
+
+def test_only_the_vars_file_of_no_group_is_a_warning(tmp_path):
+    source = ini_inventory(tmp_path / "ini")
+    assert read_inventory([source]).warnings == [
+        "%s matches no group of the inventory, so nothing in it is read (the inventory has "
+        "no group of that name)" % (tmp_path / "ini" / "group_vars" / "nosuchgroup.yml")]
+
+
 @pytest.mark.parametrize("body, needles", [
     ("echo 'CMDB token expired' >&2; exit 3", ["exited with status 3", "CMDB token expired"]),
     ("echo 'warming up' >&2; echo '<html>503</html>'", ["not JSON", "<html>503", ]),

@@ -321,12 +321,14 @@ PASSWORD_NAMES = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password"
 
 @dataclass
 class Inventory:
-    """The hosts fleetcheck checks, every group name (for --limit), and notes for the
-    user on what the inventory sets that fleetcheck does not use."""
+    """The hosts fleetcheck checks, every group name (for --limit), notes for the user on
+    what the inventory sets that fleetcheck does not use, and warnings on what it holds
+    that nothing reads (a vars file of no host or group)."""
 
     hosts: list[Host]
     groups: list[str]
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what it holds that nothing reads
 
 
 def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
@@ -353,7 +355,7 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
              "with keys and the agent, and become runs sudo -n" % (
                  name, places[0], " and %d more places" % (len(places) - 1)
                  if len(places) > 1 else "") for name, places in passwords.items()]
-    return Inventory(hosts, sorted(data.groups), notes)
+    return Inventory(hosts, sorted(data.groups), notes, data.warnings)
 
 
 def load_inventory(sources: str | list[str], script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,

@@ -64,6 +64,7 @@ class InventoryData:
         # (source directory order) -> name -> files, for group_vars and host_vars
         self.group_files: list[dict[str, list[VarsFile]]] = []
         self.host_files: list[dict[str, list[VarsFile]]] = []
+        self.warnings: list[str] = []  # what the inventory holds that nothing reads
         for name in ("all", "ungrouped"):
             self.add_group(name)
         self.add_child("all", "ungrouped", "inventory")

@@ -17,6 +17,8 @@ from fleetcheck.inventory.yaml_format import load_yaml_text
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 VAULT_HEADER = "$ANSIBLE_VAULT;"
+# what sits beside vars files without being any name's: docs, editors' and tools' leftovers
+NOT_VARS_SUFFIXES = ("~", ".md", ".txt", ".rst", ".bak", ".orig", ".swp", ".retry", ".pyc")
 
 
 def find_vars_files(directory: str, name: str, entries: set[str]) -> list[str]:
@@ -62,7 +64,8 @@ def read_vars_file(path: str, owner: str) -> VarsFile | None:
 
 def add_vars_files(data: InventoryData, directory: str) -> None:
     """The group_vars and host_vars of one source directory, for the groups and hosts the
-    inventory has (files for others are not read, as in Ansible)."""
+    inventory has (files for others are not read, as in Ansible, and each is a warning:
+    a misspelt name would otherwise quietly drop what it sets)."""
     for kind, names, target in (("group", data.groups, data.group_files),
                                 ("host", data.hosts, data.host_files)):
         subdir = os.path.join(os.path.realpath(directory), kind + "_vars")
@@ -77,3 +80,31 @@ def add_vars_files(data: InventoryData, directory: str) -> None:
                     for path in find_vars_files(subdir, name, entries)]
             files[name] = [vars_file for vars_file in read if vars_file is not None]
         target.append(files)
+        data.warnings.extend(unmatched_vars(data, os.path.join(directory, kind + "_vars"),
+                                            kind, entries))
+
+
+def unmatched_vars(data: InventoryData, subdir: str, kind: str,
+                   entries: set[str]) -> list[str]:
+    """A warning for each entry of a group_vars/ or host_vars/ directory that no group or
+    host of the inventory reads, with the name it probably meant. Entries that are plainly
+    no one's variables (README.md, backups) are left alone."""
+    names = data.groups if kind == "group" else data.hosts
+    others, other_kind = (data.hosts, "host") if kind == "group" else (data.groups, "group")
+    warnings = []
+    for entry in sorted(entries):
+        stem, ext = os.path.splitext(entry)
+        name = stem if ext in EXTENSIONS else entry
+        if entry in names or name in names or entry.startswith(".") or \
+                entry.endswith(NOT_VARS_SUFFIXES):
+            continue
+        if name in others:
+            hint = "%s is a %s: its variables go in %s_vars/" % (name, other_kind, other_kind)
+        else:
+            import difflib  # only an unmatched file pays for it
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+            hint = "did you mean %s?" % close[0] if close else \
+                "the inventory has no %s of that name" % kind
+        warnings.append("%s matches no %s of the inventory, so nothing in it is read (%s)"
+                        % (os.path.join(subdir, entry), kind, hint))
+    return warnings
