@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
-from fleetcheck.results import dump_json, load_json
+from fleetcheck.results import Evidence, dump_json, load_json
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
@@ -144,6 +145,57 @@ def test_hostile_strings_from_hosts_come_out_escaped(tmp_path, browser):
     assert HOSTILE_VERSION in text and HOSTILE_PATH in text and HOSTILE_MESSAGE in text
     assert HOSTILE_SERVED in page.text_content("#served")  # the served panel, as text
     assert all(url.startswith("file://") for url in requests)
+    page.close()
+
+
+LONG_CODE = ('return tuple(sorted(int(layer_id) + 1 for layer_id in dflash_config.get('
+             '"target_layer_ids") or default_target_layer_ids(config.num_hidden_layers, '
+             'speculative_config.num_speculative_tokens)))')
+WORD = re.compile(r"\w")
+
+
+def line_breaks(page, selector: str) -> list[tuple[str, str]]:
+    """Each place where a line of the elements' text wraps: (the character before, the
+    one after), read from where the browser laid out every character."""
+    rows = page.eval_on_selector_all(selector, """els => els.map(el => {
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        const chars = [];
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (let i = 0; i < node.data.length; i++) {
+                const range = document.createRange();
+                range.setStart(node, i);
+                range.setEnd(node, i + 1);
+                const rect = range.getClientRects()[0];
+                if (rect) chars.push([node.data[i], rect.top]);
+            }
+        }
+        return chars;
+    })""")
+    return [(chars[i - 1][0], chars[i][0]) for chars in rows for i in range(1, len(chars))
+            if chars[i][1] > chars[i - 1][1] + 2]
+
+
+def test_code_in_the_evidence_wraps_between_tokens_never_inside_a_word(tmp_path, browser):
+    run = make_run(3, hostile=False, broken_every=3)
+    host = run.hosts[1]
+    check = replace(host.checks[0], evidence=[
+        Evidence("vllm/model_executor/models/qwen3_dflash_speculative_decoding.py", 412,
+                 LONG_CODE, step="return")])
+    run = replace(run, hosts=[run.hosts[0], replace(host, checks=(check, *host.checks[1:])),
+                              run.hosts[2]])
+    dump_json(run, str(tmp_path / "results.json"))
+    proc = fleetcheck("report", str(tmp_path / "results.json"), "--html",
+                      str(tmp_path / "report.html"), cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    page = browser.new_page(viewport={"width": 700, "height": 900})
+    page.goto("file://" + str(tmp_path / "report.html"))
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    evidence = "#host-2 div.ev"
+    assert LONG_CODE in page.inner_text(evidence)  # the text is whole, markers aside
+    breaks = line_breaks(page, evidence)
+    assert len(breaks) >= 2, breaks  # it does wrap, at this width
+    inside_words = [pair for pair in breaks if WORD.match(pair[0]) and WORD.match(pair[1])]
+    assert inside_words == [], breaks
     page.close()
 
 

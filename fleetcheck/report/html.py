@@ -4,11 +4,13 @@ autoescaping on, so whatever a host sent is shown as text, never as markup."""
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from fleetcheck.atomic_file import write_atomically
 from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
@@ -35,18 +37,36 @@ def template_cache() -> FileSystemBytecodeCache | None:
 
 def shown(value: object) -> object:
     """Every value the template prints: what a host sent shows its control characters as
-    \\xNN, and an unknown value (None) prints as nothing, never as 'None'."""
+    \\xNN, and an unknown value (None) prints as nothing, never as 'None'. Markup is
+    already made safe by the filter that made it (`code`)."""
+    if isinstance(value, Markup):
+        return value
     return "" if value is None else visible_controls(value)
+
+
+# where code may wrap besides spaces: after the punctuation between tokens (the escaped
+# text holds these only as themselves; its entities are &, #, letters, digits and ;)
+BETWEEN_TOKENS = re.compile(r"([./(\[{,=:])(?=\S)")
+
+
+def code(value: object) -> Markup:
+    """Code, paths and messages holding them, escaped, with a break opportunity (<wbr>)
+    after each separator between tokens: with CSS that never breaks inside a word, a
+    long line wraps between tokens (`dflash_config.<wbr>get(`), never inside `return`."""
+    text = str(escape(visible_controls("" if value is None else str(value))))
+    return Markup(BETWEEN_TOKENS.sub(r"\1<wbr>", text))
 
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """Made on the first render, not at import: importing fleetcheck (even for
     `--version`) must write nothing, and the template cache is a directory in $HOME."""
-    return Environment(loader=PackageLoader("fleetcheck.report", "templates"),
-                       autoescape=select_autoescape(default=True, default_for_string=True),
-                       trim_blocks=True, lstrip_blocks=True, finalize=shown,
-                       bytecode_cache=template_cache())
+    env = Environment(loader=PackageLoader("fleetcheck.report", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      trim_blocks=True, lstrip_blocks=True, finalize=shown,
+                      bytecode_cache=template_cache())
+    env.filters["code"] = code
+    return env
 
 
 def drift_groups(run: RunResult) -> list[dict[str, Any]]:
