@@ -46,13 +46,14 @@ def shown(value: object) -> object:
 
 # where code may wrap besides spaces: after the punctuation between tokens (the escaped
 # text holds these only as themselves; its entities are &, #, letters, digits and ;)
-BETWEEN_TOKENS = re.compile(r"([./(\[{,=:])(?=\S)")
+BETWEEN_TOKENS = re.compile(r"([.(,=])(?=\S)")
 
 
 def code(value: object) -> Markup:
-    """Code, paths and messages holding them, escaped, with a break opportunity (<wbr>)
+    """A line of code (an evidence's text), escaped, with a break opportunity (<wbr>)
     after each separator between tokens: with CSS that never breaks inside a word, a
-    long line wraps between tokens (`dflash_config.<wbr>get(`), never inside `return`."""
+    long line wraps between tokens (`dflash_config.<wbr>get(`), never inside `return`.
+    Paths and messages are left whole, so the report's source holds them as written."""
     text = str(escape(visible_controls("" if value is None else str(value))))
     return Markup(BETWEEN_TOKENS.sub(r"\1<wbr>", text))
 
