@@ -358,7 +358,7 @@ class Bench:
         host = Host(name="h", address="h", venv=ENV)
         plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(), 120.0)
         plan["share_analysis"] = False
-        self.probe_command = probe_command(host)
+        self.probe_command = probe_command(host.connection_settings())
         self.payload = os.path.join(self.workdir, "probe-payload.bin")
         with open(self.payload, "wb") as handle:
             handle.write(probe_payload(plan))

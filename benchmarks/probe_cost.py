@@ -69,7 +69,8 @@ def probe_once(venv: str, integrity: dict | None,
         plan["served"] = served
     payload = probe_payload(plan)
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.run(ALONE + ["/bin/sh", "-c", probe_command(host)], input=payload,
+    proc = subprocess.run(ALONE + ["/bin/sh", "-c", probe_command(host.connection_settings())],
+                          input=payload,
                           capture_output=True, check=True)
     elapsed = time.perf_counter() - started, children_cpu() - cpu
     assert proc.stdout.startswith(b"{"), proc.stderr[-500:]
@@ -84,7 +85,8 @@ def shared_probe_once(venv: str, integrity: dict, role: str,
     plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
     plan["share_analysis"] = True
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", probe_command(host)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", probe_command(host.connection_settings())],
+                            stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     proc.stdin.write(probe_payload(plan))
     proc.stdin.flush()

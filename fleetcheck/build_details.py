@@ -6,12 +6,9 @@ by `from_dict`), and warnings, reports and diff read attributes, never a dict's 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fleetcheck.status import Status
-
-if TYPE_CHECKING:
-    from fleetcheck.results import CheckResult
 
 CHECK_ID = "build-expected"
 TITLE = "Expected build (version, commit, same build)"
@@ -162,7 +159,15 @@ class BuildDetails:
                    if data.get("same_build") else None)
 
 
-def build_details(check: CheckResult | None) -> BuildDetails | None:
+class Judged(Protocol):
+    """A check's result as far as its details go (results.CheckResult is one): the result
+    model imports these details, so they never import it back."""
+
+    @property
+    def details(self) -> object: ...
+
+
+def build_details(check: Judged | None) -> BuildDetails | None:
     """A build-expected check's typed details; None for any other check, and for one that
     judged nothing (skipped, not run)."""
     if check is None or not isinstance(check.details, BuildDetails):
@@ -170,6 +175,6 @@ def build_details(check: CheckResult | None) -> BuildDetails | None:
     return check.details
 
 
-def expected_label(check: CheckResult | None) -> str:
+def expected_label(check: Judged | None) -> str:
     details = build_details(check)
     return details.label() if details else ""

@@ -390,7 +390,7 @@ def command_run(args: argparse.Namespace) -> int:
     settings = SshSettings(known_hosts=known_hosts, ssh_config=load_ssh_config(args.ssh_config),
                            retries=max(0, args.retries),
                            ssh_config_path=ssh_config_path(args.ssh_config))
-    resolve_endpoints(hosts, settings)
+    resolve_endpoints([host.connection_settings() for host in hosts], settings)
     refuse_missing_keys(hosts, inventory_name)
     for warning in inventory.warnings:
         print("fleetcheck: warning: %s" % warning, file=sys.stderr)

@@ -177,7 +177,7 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
         if answer.unreachable is not None:
             raise TransportError(ErrorKind.UNREACHABLE, answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
-                              host, plan.required_facts())
+                              host.connection_settings(), plan.required_facts())
         inject("judge", host.name)  # the test-only fault hook, as in `run`
         info, checks, _ = plan.judge(facts, expected.get(host.name))
         served = served_summary(facts)

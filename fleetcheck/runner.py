@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
@@ -89,15 +90,16 @@ def check_host(host: Host, playbook: Playbook, signatures: list[dict[str, Any]],
         smoke = host_smoke(host, playbook, options.smoke)
         deadline = Deadline((host.timeout or options.timeout) +
                             (smoke.host_allowance() if smoke else 0.0))
-        connector = (registry or Registry(options.settings)).for_host(host)
+        reach = host.connection_settings()  # all a connector is given of the inventory
+        connector = (registry or Registry(options.settings)).for_host(reach)
         if not connector.can_answer:
             shared = None  # asking needs stdin kept open for the controller's reply
-        with connector.open(host, deadline, cancel) as session:
-            targets = connector.targets(host, session, deadline, cancel)
+        with connector.open(reach, deadline, cancel) as session:
+            targets = connector.targets(reach, session, deadline, cancel)
             if not targets:  # a connector (a third party's) that found nothing to probe
                 raise TransportError("container", "the %s connection found nothing to "
                                      "probe on this host" % host.connection)
-            return [probe_target(host, target, playbook, signatures, options, smoke,
+            return [probe_target(host, reach, target, playbook, signatures, options, smoke,
                                  deadline, cancel, shared) for target in targets]
     except TransportError as exc:
         error = host_error(exc)
@@ -135,7 +137,7 @@ def shared_answerer(shared: SharedAnalysis, name: str, deadline: Deadline,
     return asked
 
 
-def probe_target(host: Host, target: Target, playbook: Playbook,
+def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook: Playbook,
                  signatures: list[dict[str, Any]], options: RunOptions,
                  smoke: SmokeSettings | None, deadline: Deadline,
                  cancel: threading.Event | None, shared: SharedAnalysis | None) -> HostResult:
@@ -155,9 +157,9 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
             plan["prompts"] = prompt_set()["prompts"]
         inject("plan", name)
         asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
-        answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)
+        answer = target.session.run(probe_command(reach), probe_payload(plan), cancel, asked)
         plan_checks = checks_for(playbook, smoke is not None, options)
-        facts = decode_answer(answer, host, plan_checks.required_facts(shared is not None))
+        facts = decode_answer(answer, reach, plan_checks.required_facts(shared is not None))
         note = None
         if shared is not None:
             facts, note = shared.complete(name, facts)

@@ -15,9 +15,9 @@ import shlex
 import threading
 import zlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fleetcheck.inventory import Host
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.text import printable
 from fleetcheck.probe import MODULES as PROBE_MODULES
 from fleetcheck.connectors.base import CommandResult, TransportError
@@ -96,7 +96,7 @@ FALLBACK = b"fleetcheck: the named interpreter cannot be executed; running pytho
 FALLBACK_PYTHON = "python3"
 
 
-def probe_command(host: Host) -> str:
+def probe_command(host: ConnectionSettings) -> str:
     """POSIX sh: run the bootstrap (which reads the probe from stdin) under the host's
     interpreter. Only when the shell cannot execute it at all (exit 126: not executable,
     127: not found, as POSIX sh reports a failed exec) is stdin still unread for sure,
@@ -116,7 +116,7 @@ def probe_command(host: Host) -> str:
                              "echo %s >&2; %s" % (named, marker, fallback))
 
 
-def with_become(host: Host, command: str) -> str:
+def with_become(host: ConnectionSettings, command: str) -> str:
     """Ansible's become, sudo only: the whole command under `sudo -n` (never a password
     prompt: a sudo that wants one fails at once, see decode_answer), as the become user
     when one is given (root otherwise)."""
@@ -127,7 +127,7 @@ def with_become(host: Host, command: str) -> str:
                     ["sudo", "-n", *user, "--", "/bin/sh", "-c", command])
 
 
-def become_failure(result: CommandResult, host: Host) -> TransportError | None:
+def become_failure(result: CommandResult, host: ConnectionSettings) -> TransportError | None:
     """sudo's own refusal (a password is required, not in sudoers, no sudo at all), told
     apart from the probe's answer: sudo prints `sudo: ...` and the probe never ran."""
     if not host.become or result.stdout or result.exit_status == 0:
@@ -146,7 +146,7 @@ def become_failure(result: CommandResult, host: Host) -> TransportError | None:
     return None
 
 
-def interpreter_failure(result: CommandResult, host: Host) -> TransportError:
+def interpreter_failure(result: CommandResult, host: ConnectionSettings) -> TransportError:
     """The probe exits 0: a failed exit with no answer is the interpreter's own failure,
     told in its own words (its stderr), naming which interpreter it was."""
     before, fell_back, after = result.stderr.partition(FALLBACK)
@@ -182,7 +182,23 @@ def probe_payload(plan: dict[str, Any]) -> bytes:
     return probe_modules(bool(plan.get("smoke"))) + json.dumps(plan).encode("utf-8") + b"\n"
 
 
-def host_plan(host: Host, signatures: list[dict[str, Any]],
+class InstallHints(Protocol):
+    """What the plan says of where the install is: the inventory's host has these."""
+
+    @property
+    def venv(self) -> str | None: ...
+
+    @property
+    def site_packages(self) -> str | None: ...
+
+    @property
+    def interpreter(self) -> str: ...
+
+    @property
+    def vllm_url(self) -> str: ...
+
+
+def host_plan(host: InstallHints, signatures: list[dict[str, Any]],
               integrity: dict[str, Any] | None = None,
               time_budget_s: float | None = None) -> dict[str, Any]:
     """Everything the probe needs, as data: no inventory value reaches a shell."""
@@ -203,7 +219,7 @@ def serving_port(url: str) -> int:
 
 
 
-def decode_answer(result: CommandResult, host: Host,
+def decode_answer(result: CommandResult, host: ConnectionSettings,
                   required: tuple[str, ...] = ()) -> Facts:
     """The probe's facts, typed, or a TransportError saying why the answer is not one.
     This is the one place an answer is decoded and its types checked (facts_decoder.py):

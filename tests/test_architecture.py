@@ -1,6 +1,8 @@
 """What import-linter (the contracts in pyproject.toml, run by `lint-imports` in CI) cannot
 say: the probe imports the standard library and nothing else (a contract can only forbid
-packages it names), and the test suite and the benchmarks stay apart from each other."""
+packages it names), two layer rules hold for type checkers too (lint-imports leaves
+`if TYPE_CHECKING:` imports out), and the test suite and the benchmarks stay apart from
+each other."""
 
 from __future__ import annotations
 
@@ -57,6 +59,32 @@ def test_the_probe_imports_only_the_standard_library(path):
                      if m.split(".")[0] not in sys.stdlib_module_names
                      and not m.startswith("fleetcheck.probe"))
     assert not outside, "%s imports %s: the probe runs where only Python is" % (path, outside)
+
+
+def every_import(path: str) -> set[str]:
+    """The modules a file names in any import, `if TYPE_CHECKING:` blocks included."""
+    tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module)
+            found.update("%s.%s" % (node.module, alias.name) for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path, forbidden", [
+    ("fleetcheck/build_details.py", "fleetcheck.results"),
+    ("fleetcheck/wire_protocol.py", "fleetcheck.inventory")] + [
+    (path, "fleetcheck.inventory") for path in module_files()
+    if path.startswith("fleetcheck/connectors/")])
+def test_a_layer_rule_holds_for_type_checkers_too(path, forbidden):
+    """build_details under results, connectors and the wire protocol given connection
+    settings: not even a typing-only import reaches back."""
+    names = {name for name in every_import(path)
+             if name == forbidden or name.startswith(forbidden + ".")}
+    assert not names, "%s imports %s" % (path, sorted(names))
 
 
 def python_files(folder: str) -> list[str]:

@@ -106,8 +106,9 @@ def test_become_wraps_the_whole_command_and_quotes_the_user():
     plain = Host(name="gpu1", address="gpu1", venv="/opt/env")
     hostile = Host(name="gpu1", address="gpu1", venv="/opt/env", become=True,
                    become_user="x; touch /tmp/pwned")
-    words = shlex.split(probe_command(hostile))
+    words = shlex.split(probe_command(hostile.connection_settings()))
     assert words[:7] == ["sudo", "-n", "-u", "x; touch /tmp/pwned", "--", "/bin/sh", "-c"]
-    assert words[7] == probe_command(plain) and len(words) == 8
-    assert shlex.split(probe_command(Host(name="g", address="g", become=True)))[:4] == \
+    assert words[7] == probe_command(plain.connection_settings()) and len(words) == 8
+    bare = Host(name="g", address="g", become=True).connection_settings()
+    assert shlex.split(probe_command(bare))[:4] == \
         ["sudo", "-n", "--", "/bin/sh"]

@@ -123,3 +123,36 @@ def test_a_connector_that_finds_nothing_to_probe_leaves_the_host_an_error(tmp_pa
     assert (got.name, got.status, got.error.kind) == ("empty-box", "error", "container")
     assert "found nothing to probe" in got.error.message
     assert {c.id for c in got.checks} >= set(FIXES)
+
+
+def test_a_connector_is_given_the_hosts_connection_settings_never_the_inventory_host(
+        tmp_path):
+    from fleetcheck.connection_settings import ConnectionSettings
+    from fleetcheck.connectors import Registry
+    from fleetcheck.connectors.base import Connector
+    from fleetcheck.runner import check_host
+
+    given = []
+
+    class Refusing(Connector):
+        connection = "local"
+
+        def open(self, host, deadline, cancel=None):
+            given.append(host)
+            raise TransportError("unreachable", "no way in")
+
+    class Recording(Registry):
+        def for_host(self, host):
+            given.append(host)
+            return Refusing()
+
+    host = Host(name="gpu1", address="10.0.0.5", port=2222, user="ops", venv="/opt/env",
+                connection="local", become=True, become_user="svc",
+                settings={"journal_file": "/tmp/j"})
+    (got,) = check_host(host, PLAYBOOK, [], options(tmp_path), registry=Recording(None))
+    assert (got.status, got.error.message) == ("unreachable", "no way in")
+    assert [type(value) for value in given] == [ConnectionSettings, ConnectionSettings]
+    assert given[1] == ConnectionSettings(
+        name="gpu1", connection="local", address="10.0.0.5", port=2222, user="ops",
+        interpreter="/opt/env/bin/python", become=True, become_user="svc",
+        settings={"journal_file": "/tmp/j"})

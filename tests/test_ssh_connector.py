@@ -20,7 +20,8 @@ from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.ssh import (Endpoint, KnownHosts, SshConnector, SshSettings,
                                        resolve_endpoint, translate_errors)
 from fleetcheck.input_error import InputError
-from fleetcheck.inventory import Host, JumpHop, parse_route
+from fleetcheck.connection_settings import ConnectionSettings
+from fleetcheck.inventory import JumpHop, parse_route
 from probe_helpers import LoopbackListener
 
 pytestmark = pytest.mark.unit
@@ -83,7 +84,7 @@ FLEET_KEY = os.path.expanduser("~/.ssh/fleet_key")
 
 
 def test_ssh_config_fills_what_the_inventory_leaves_open(tmp_path):
-    endpoint = resolve_endpoint(Host(name="gpu7"), settings(tmp_path))
+    endpoint = resolve_endpoint(ConnectionSettings(name="gpu7"), settings(tmp_path))
     assert (endpoint.address, endpoint.port, endpoint.user) == ("10.1.2.3", 2022, "cfguser")
     assert endpoint.key_files == [FLEET_KEY]
     # the bastion has its own settings: the route's user and port, then ssh_config's
@@ -98,7 +99,7 @@ def test_ssh_config_fills_what_the_inventory_leaves_open(tmp_path):
     ({"key": "/k/id"}, "key_files", ["/k/id"]),
 ])
 def test_an_inventory_value_beats_ssh_config(tmp_path, given, field, value):
-    endpoint = resolve_endpoint(Host(name="gpu7", **given), settings(tmp_path))
+    endpoint = resolve_endpoint(ConnectionSettings(name="gpu7", **given), settings(tmp_path))
     resolved = {"port": endpoint.port, "user": endpoint.user, "key_files": endpoint.key_files}
     # the given field is the inventory's; those it does not give still come from ssh_config
     assert resolved == dict({"port": 2022, "user": "cfguser", "key_files": [FLEET_KEY]},
@@ -109,28 +110,28 @@ def test_an_inventory_value_beats_ssh_config(tmp_path, given, field, value):
 def test_ssh_config_is_matched_on_the_ansible_host_as_ssh_is_given_it(tmp_path):
     """Ansible runs `ssh <ansible_host>`: an explicit address leaves the block of the
     inventory name unread; an alias in ansible_host is translated by its own block."""
-    by_address = resolve_endpoint(Host(name="gpu7", address="127.0.0.9"), settings(tmp_path))
+    by_address = resolve_endpoint(ConnectionSettings(name="gpu7", address="127.0.0.9"), settings(tmp_path))
     assert (by_address.address, by_address.port, by_address.jumps) == ("127.0.0.9", 22, ())
     assert by_address.user == getpass.getuser() and by_address.key_files == []
-    alias = resolve_endpoint(Host(name="node1", address="gpu-alias"), settings(tmp_path))
+    alias = resolve_endpoint(ConnectionSettings(name="node1", address="gpu-alias"), settings(tmp_path))
     assert (alias.address, alias.port, alias.user) == ("10.1.2.3", 2022, "cfguser")
 
 
 def test_the_inventory_route_beats_ssh_config_and_none_means_no_bastion(tmp_path):
-    routed = resolve_endpoint(Host(name="gpu7", proxy_jump=parse_route("other@hop:2")),
+    routed = resolve_endpoint(ConnectionSettings(name="gpu7", proxy_jump=parse_route("other@hop:2")),
                               settings(tmp_path))
     # a bastion ssh_config gives no key gets the host's
     assert routed.jumps == (hop("hop", 2, "other", [FLEET_KEY]),)
-    assert resolve_endpoint(Host(name="gpu7", proxy_jump=()), settings(tmp_path)).jumps == ()
-    assert resolve_endpoint(Host(name="direct", user="u"), settings(tmp_path)).jumps == ()
-    bare = resolve_endpoint(Host(name="gpu7", user="u"), settings(tmp_path, config=None))
+    assert resolve_endpoint(ConnectionSettings(name="gpu7", proxy_jump=()), settings(tmp_path)).jumps == ()
+    assert resolve_endpoint(ConnectionSettings(name="direct", user="u"), settings(tmp_path)).jumps == ()
+    bare = resolve_endpoint(ConnectionSettings(name="gpu7", user="u"), settings(tmp_path, config=None))
     assert (bare.address, bare.port, bare.key_files, bare.jumps) == ("gpu7", 22, [], ())
 
 
 def test_every_hop_is_chained_and_the_first_hops_own_proxyjump_is_followed(tmp_path):
     """As `ssh -J inner,last` runs `ssh -J inner last`: inner's ssh_config ProxyJump
     (gate) comes first; last's is not followed (it is reached through inner)."""
-    host = Host(name="gpu7", user="u", key="/k/id", proxy_jump=parse_route("inner,ops@last"))
+    host = ConnectionSettings(name="gpu7", user="u", key="/k/id", proxy_jump=parse_route("inner,ops@last"))
     jumps = resolve_endpoint(host, settings(tmp_path)).jumps
     assert jumps == (hop("10.0.0.1", 2201, "gateuser", GATE_KEYS),
                      hop("10.0.0.2", 22, getpass.getuser(), ["/k/id"]),
@@ -139,14 +140,14 @@ def test_every_hop_is_chained_and_the_first_hops_own_proxyjump_is_followed(tmp_p
 
 
 @pytest.mark.parametrize("host, needles", [
-    (Host(name="badport"), ["host 'badport'", "field 'Port'", "'22x'"]),
-    (Host(name="badjump"), ["host 'badjump'", "field 'ProxyJump'", "'ops@gate:22x'",
+    (ConnectionSettings(name="badport"), ["host 'badport'", "field 'Port'", "'22x'"]),
+    (ConnectionSettings(name="badjump"), ["host 'badjump'", "field 'ProxyJump'", "'ops@gate:22x'",
                             "1-65535"]),
-    (Host(name="gpu1", proxy_jump=parse_route("badport")),
+    (ConnectionSettings(name="gpu1", proxy_jump=parse_route("badport")),
      ["host 'badport' (bastion of gpu1)", "field 'Port'"]),
-    (Host(name="gpu1", proxy_jump=parse_route("loop1")),
+    (ConnectionSettings(name="gpu1", proxy_jump=parse_route("loop1")),
      ["field 'ProxyJump'", "loop1 -> loop2 -> loop1", "ProxyJump none"]),
-    (Host(name="gpu1", address="badport"),
+    (ConnectionSettings(name="gpu1", address="badport"),
      ["host 'gpu1' (ssh_config matched on its ansible_host badport)", "field 'Port'"]),
 ])
 def test_an_unusable_ssh_config_value_names_the_file_host_and_field(tmp_path, host, needles):
@@ -250,7 +251,7 @@ def client_key(tmp_path) -> str:
 
 def connect(tmp_path, listener: Listener, key: str | None = None, retries: int = 2,
             seconds: float = 30):
-    host = Host(name="box", address=listener.address, port=listener.port, user="u", key=key)
+    host = ConnectionSettings(name="box", address=listener.address, port=listener.port, user="u", key=key)
     connector = SshConnector(settings(tmp_path, config=None, policy="accept-new",
                                       retries=retries, retry_backoff=0.05))
     return connector.open(host, Deadline(seconds))
@@ -327,7 +328,7 @@ def test_a_run_cancelled_at_a_bastion_opens_no_further_hop(tmp_path, loopback_ad
     cancel = threading.Event()
     bastion = CancellingBastion(cancel)
     listener = Listener(loopback_address, ssh_server(bastion))
-    host = Host(name="box", address=loopback_address, port=2222, user="u", key=client_key,
+    host = ConnectionSettings(name="box", address=loopback_address, port=2222, user="u", key=client_key,
                 proxy_jump=(JumpHop(loopback_address, "u", listener.port),))
     connector = SshConnector(settings(tmp_path, config=None, policy="accept-new", retries=0))
     try:

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from fleetcheck.connectors.base import CommandResult, TransportError
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.inventory import Host
 from fleetcheck.text import printable
 from fleetcheck.wire_protocol import (FALLBACK, cut_answer_field, decode_answer, host_plan,
@@ -34,7 +35,7 @@ def real_facts() -> dict:
 
 
 def run_locally(host: Host, cwd: str) -> CommandResult:
-    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)],
+    proc = subprocess.run(["/bin/sh", "-c", probe_command(host.connection_settings())],
                           input=probe_payload(host_plan(host, [])), capture_output=True,
                           cwd=cwd, timeout=60)
     return CommandResult(proc.stdout, proc.stderr, proc.returncode)
@@ -46,8 +47,8 @@ def test_an_interpreter_path_of_shell_metacharacters_is_one_word_that_runs_nothi
     python = str(directory / "python")
     os.symlink(sys.executable, python)
     host = Host(name="h", address="h", connection="local", python=python)
-    assert shlex.split(probe_command(host))[0] == python
-    facts = decode_answer(run_locally(host, str(tmp_path)), host)
+    assert shlex.split(probe_command(host.connection_settings()))[0] == python
+    facts = decode_answer(run_locally(host, str(tmp_path)), host.connection_settings())
     assert facts.python.executable == python  # the probe ran under that very path
     assert sorted(os.listdir(tmp_path)) == [HOSTILE]  # and no PWNED file was made
 
@@ -74,7 +75,7 @@ def test_an_interpreter_that_cannot_be_executed_falls_back_to_python3(tmp_path, 
     host = Host(name="h", address="h", connection="local",
                 python=cannot_be_executed(tmp_path, kind))
     result = run_locally(host, str(tmp_path))
-    facts = decode_answer(result, host)
+    facts = decode_answer(result, host.connection_settings())
     assert facts.probe_version and os.path.basename(facts.python.executable) \
         .startswith("python3")
     assert FALLBACK in result.stderr  # the shell said why before python3 ran
@@ -88,7 +89,7 @@ def test_an_interpreter_that_starts_and_fails_is_a_probe_error_in_its_own_words(
     host = Host(name="h", address="h", connection="local", venv=env)
     result = run_locally(host, str(tmp_path))
     assert result.exit_status == 1 and FALLBACK not in result.stderr
-    error = refused(result, host)
+    error = refused(result, host.connection_settings())
     assert error.kind == "probe"
     assert error.message.startswith("the probe's interpreter %s/bin/python started and "
                                     "failed (exit 1): Traceback" % env), error.message
@@ -100,16 +101,17 @@ def test_become_wraps_the_very_same_command_under_sudo_n():
     plain = Host(name="h", address="h", python="/opt/env/bin/python")
     become = Host(name="h", address="h", python="/opt/env/bin/python", become=True,
                   become_user="svc; id")
-    words = shlex.split(probe_command(become))
+    words = shlex.split(probe_command(become.connection_settings()))
     assert words[:6] == ["sudo", "-n", "-u", "svc; id", "--", "/bin/sh"]
-    assert words[6:] == ["-c", probe_command(plain)]
+    assert words[6:] == ["-c", probe_command(plain.connection_settings())]
 
 
 def test_the_plan_carries_inventory_values_as_data_only():
     host = Host(name="h", address="h", venv="/opt/$(reboot)", vllm_url="http://x:8123/v1")
     plan = host_plan(host, [{"id": "s"}])
     assert plan["venv"] == "/opt/$(reboot)" and plan["serving_port"] == 8123
-    assert shlex.split(probe_command(host))[0] == "/opt/$(reboot)/bin/python"
+    assert shlex.split(probe_command(host.connection_settings()))[0] == \
+        "/opt/$(reboot)/bin/python"
     payload = probe_payload(plan)
     assert payload.endswith(json.dumps(plan).encode("utf-8") + b"\n")
 
@@ -124,11 +126,12 @@ def answer(stdout: bytes, stderr: bytes = b"", status: int = 0) -> CommandResult
     return CommandResult(stdout, stderr, status)
 
 
-HOST = Host(name="h", address="h", python="/opt/env/bin/python")
-SUDO = Host(name="h", address="h", become=True, become_user="svc")
+HOST = Host(name="h", address="h", python="/opt/env/bin/python").connection_settings()
+SUDO = Host(name="h", address="h", become=True, become_user="svc").connection_settings()
 
 
-def refused(result: CommandResult, host: Host = HOST, required=()) -> TransportError:
+def refused(result: CommandResult, host: ConnectionSettings = HOST,
+            required=()) -> TransportError:
     with pytest.raises(TransportError) as caught:
         decode_answer(result, host, required)
     return caught.value
@@ -177,8 +180,9 @@ def test_what_is_not_an_answer_says_why(result, kind, words):
 
 def test_without_a_venv_or_python_only_python3_is_tried():
     host = Host(name="h", address="h")
-    assert shlex.split(probe_command(host))[:2] == ["exec", "python3"]
-    error = refused(answer(b"", b"bash: line 1: exec: python3: not found\n", 127), host)
+    assert shlex.split(probe_command(host.connection_settings()))[:2] == ["exec", "python3"]
+    error = refused(answer(b"", b"bash: line 1: exec: python3: not found\n", 127),
+                    host.connection_settings())
     assert error.kind == "probe" and error.message == (
         "no Python interpreter: tried python3 (bash: line 1: exec: python3: not found)")
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors.base import Connector
 from fleetcheck.input_error import InputError
 from fleetcheck.variables import Declarations, Variable
@@ -115,7 +116,7 @@ class Registry:
         self._made: dict[tuple[str, str | None], Connector] = {}
         self._lock = threading.Lock()
 
-    def for_host(self, host: Any) -> Connector:
+    def for_host(self, host: ConnectionSettings) -> Connector:
         key = (host.connection, "container" if getattr(host, "container", None) else None)
         with self._lock:
             return self._connector(key)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.status import TRANSPORT_KINDS
 
 # A probe answer is tens of KB (a few hundred with smoke metrics); the cap bounds what a
@@ -120,11 +121,11 @@ class Connector:
         """settings: the run's (SshSettings); each connector takes what it needs."""
         self.settings = settings
 
-    def open(self, host: Any, deadline: Deadline,
+    def open(self, host: ConnectionSettings, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         raise NotImplementedError
 
-    def targets(self, host: Any, session: Session, deadline: Deadline,
+    def targets(self, host: ConnectionSettings, session: Session, deadline: Deadline,
                 cancel: threading.Event | None = None) -> list[Target]:
         """What to probe through an open session: by default the host itself."""
         return [Target(name=host.name, session=session)]

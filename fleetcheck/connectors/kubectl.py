@@ -25,6 +25,7 @@ import shutil
 import threading
 from typing import Any
 
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         Target, TransportError)
 from fleetcheck.connectors.container import INSIDE, looks_like_vllm_server, quote_text
@@ -176,7 +177,7 @@ def global_arguments(settings: dict[str, Any]) -> list[str]:
 class KubectlSession(Session):
     """Commands run in one pod's container, each as one kubectl child of this machine."""
 
-    def __init__(self, host: Any, kubectl: str, deadline: Deadline):
+    def __init__(self, host: ConnectionSettings, kubectl: str, deadline: Deadline):
         self.settings: dict[str, Any] = with_environment(host.settings)
         self.pod: str = self.settings.get("kubectl_pod") or host.address or host.name
         self.container: str | None = self.settings.get("kubectl_container")
@@ -283,7 +284,7 @@ class KubectlSession(Session):
 class KubectlConnector(Connector):
     connection = "kubectl"
 
-    def open(self, host: Any, deadline: Deadline,
+    def open(self, host: ConnectionSettings, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
         if host.container:  # the engine wrapper would look for docker inside the pod
@@ -309,7 +310,7 @@ class KubectlConnector(Connector):
                                  % (host.name, session.pod))
         return session
 
-    def targets(self, host: Any, session: Session, deadline: Deadline,
+    def targets(self, host: ConnectionSettings, session: Session, deadline: Deadline,
                 cancel: threading.Event | None = None) -> list[Target]:
         assert isinstance(session, KubectlSession)
         session.choose_container(cancel)

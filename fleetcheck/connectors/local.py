@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any, Optional
 
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
@@ -134,7 +135,7 @@ class LocalSession(Session):
 class LocalConnector(Connector):
     connection = "local"
 
-    def open(self, host: Any, deadline: Deadline,
+    def open(self, host: ConnectionSettings, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
         return LocalSession(deadline)

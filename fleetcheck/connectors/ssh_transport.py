@@ -34,6 +34,7 @@ else:
     import paramiko
 
 from fleetcheck.addresses import Route, parse_route
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
                                         TransportError, wait_for)
 from fleetcheck.connectors.dialogue import converse
@@ -177,7 +178,7 @@ class Endpoint:
         return "%s@%s:%d" % (self.user, address, self.port)
 
 
-def resolve_endpoint(host: Any, settings: SshSettings) -> Endpoint:
+def resolve_endpoint(host: ConnectionSettings, settings: SshSettings) -> Endpoint:
     """The inventory's explicit values, then ssh_config, then ssh's defaults, as Ansible
     runs `ssh -o Port=.. -o User=.. <ansible_host>`: ssh_config is matched on the name
     ssh is given (ansible_host when set, else the inventory name) and its HostName then
@@ -245,7 +246,7 @@ def config_route(settings: SshSettings, where: str, config: dict[str, Any]) -> R
         raise InputError(settings.ssh_config_path, where, "ProxyJump", "%r: %s" % (spec, exc))
 
 
-def resolve_endpoints(hosts: list[Any], settings: SshSettings) -> None:
+def resolve_endpoints(hosts: list[ConnectionSettings], settings: SshSettings) -> None:
     """Every SSH host resolved once, before the run: a bad ssh_config value (a port, a
     route) is exit 2 naming the file, the host and the field, before any connection, and
     ssh_config's `Match exec` commands run once per host."""
@@ -508,7 +509,7 @@ class SshConnector(Connector):
     def __init__(self, settings: SshSettings):
         self.settings = settings
 
-    def open(self, host: Any, deadline: Deadline,
+    def open(self, host: ConnectionSettings, deadline: Deadline,
              cancel: threading.Event | None = None) -> SshSession:
         endpoint = self.settings.endpoints.get(host.name) or \
             resolve_endpoint(host, self.settings)

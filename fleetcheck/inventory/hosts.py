@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from fleetcheck.addresses import Route
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory.limit import select_hosts
 from fleetcheck.inventory.model import Setting
@@ -106,6 +107,18 @@ class Host:
         if self.venv:
             return self.venv.rstrip("/") + "/bin/python"
         return "python3"
+
+    def connection_settings(self) -> ConnectionSettings:
+        """What a connector and the wire protocol are given of this host: how to reach
+        it and run the probe, never the inventory's model."""
+        return ConnectionSettings(
+            name=self.name, connection=self.connection, address=self.address,
+            port=self.port, user=self.user, key=self.key, proxy_jump=self.proxy_jump,
+            interpreter=self.interpreter, become=self.become, become_user=self.become_user,
+            container=self.container, container_engine=self.container_engine,
+            container_user=self.container_user,
+            containerd_namespace=self.containerd_namespace,
+            containerd_address=self.containerd_address, settings=dict(self.settings))
 
 
 HOST_FIELDS = frozenset(f.name for f in fields(Host))

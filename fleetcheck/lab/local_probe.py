@@ -23,12 +23,12 @@ def probe_answer(host: Host, signatures: list[dict[str, Any]] | None = None,
     if signatures is None:
         signatures = load_playbook().probe_signatures()
     payload = probe_payload(dict(host_plan(host, signatures, integrity), **plan))
-    proc = subprocess.run(["/bin/sh", "-c", probe_command(host)], input=payload,
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(["/bin/sh", "-c", probe_command(host.connection_settings())],
+                          input=payload, capture_output=True, timeout=60)
     return CommandResult(proc.stdout, proc.stderr, proc.returncode)
 
 
 def probe_tree(venv: str, signatures: list[dict[str, Any]] | None = None) -> Facts:
     """The facts of the install in `venv`, decoded as the controller decodes a host's."""
     host = Host(name="local", address="local", connection="local", venv=venv)
-    return decode_answer(probe_answer(host, signatures), host)
+    return decode_answer(probe_answer(host, signatures), host.connection_settings())
