@@ -155,6 +155,8 @@ def test_bad_input_names_file_host_and_field(tmp_path, data, needles):
     ("ansible_ssh_private_keyfile", "ansible_ssh_private_key_file"),
     ("pyton", "python"), ("containr", "container"), ("conection", "connection"),
     ("ansibel_user", "ansible_user"), ("ansbile_port", "ansible_port"),
+    ("ansible_ssh_private_key", "ansible_ssh_private_key_file"),
+    ("ansible_private_key", "ansible_private_key_file"),
 ])
 def test_a_typo_of_a_connection_variable_is_refused(tmp_path, name, meant):
     path = write(tmp_path, {"all": {"hosts": {"gpu1": {name: "x"}}}})
@@ -170,7 +172,7 @@ def test_other_playbooks_and_ansibles_own_variables_are_not_typos(tmp_path):
     names = ["python3", "python2", "containerd", "collection", "venv2", "containers",
              "connections", "ansible_password", "ansible_become_pass", "ansible_su_user",
              "ansible_sudo_user", "ansible_ssh_extra_args", "ansible_kubectl_pod",
-             "ansible_docker_extra_args"]
+             "ansible_docker_extra_args", "ansible_kubectl", "ansible_ssh"]
     path = write(tmp_path, {"all": {"hosts": {"gpu1": {n: "x" for n in names}}}})
     assert [h.name for h in load_inventory(path)] == ["gpu1"]
 

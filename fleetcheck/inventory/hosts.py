@@ -235,9 +235,15 @@ class VariableTable:
         return None
 
     def closest_ansible_name(self, lowered: str) -> str | None:
-        """The Ansible variable fleetcheck reads that is two edits or fewer away."""
+        """The Ansible variable fleetcheck reads that is two edits or fewer away, or the
+        one name this one is the start of, less its last word (`ansible_ssh_private_key`
+        for `ansible_ssh_private_key_file`)."""
         best = min(self.ansible_names, key=lambda known: edit_distance(lowered, known))
-        return best if edit_distance(lowered, best) <= 2 else None
+        if edit_distance(lowered, best) <= 2:
+            return best
+        longer = [known for known in self.ansible_names if known.startswith(lowered + "_")
+                  and "_" not in known[len(lowered) + 1:]]
+        return longer[0] if len(longer) == 1 else None
 
     def check_name(self, source: str, where: str, name: str) -> None:
         """Refuse typos of declared variables, unknown fleetcheck_ names and variables
