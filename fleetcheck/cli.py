@@ -294,8 +294,12 @@ def refuse_missing_keys(hosts: list[Host], inventory_name: str) -> None:
     for host in hosts:
         if host.connection == "ssh" and host.key and \
                 not os.path.isfile(os.path.expanduser(host.key)):
-            raise InputError(inventory_name, "host '%s'" % host.name, "key",
-                             "no such key file on this machine: %s" % host.key)
+            origin = host.origins.get("key")
+            source, where, variable = origin if origin else (
+                inventory_name, "host '%s'" % host.name, "key")
+            raise InputError(source, where, variable, "no such key file on this machine: %s%s"
+                             % (host.key, "" if where == "host '%s'" % host.name else
+                                " (for host '%s')" % host.name))
 
 
 def default_report_dir() -> str:

@@ -159,19 +159,24 @@ def resolve(hosts: list[Any], playbook: BuildExpectation, cli: CommandLine,
 
 def _inventory_value(parsed: dict[tuple[str, str], Any], hosts: list[Any], host: Any,
                      kind: str, inventory: str) -> Any:
-    """Parse an inventory value once; the error names the host, its groups and how many
-    other hosts hold the same value (the inventory merges vars, so the group that set it
-    is the user's to find: the groups listed are where to look)."""
+    """Parse an inventory value once; the error names where it was set (the file, the
+    group or host there, the variable as written) and how many hosts hold it."""
     raw = getattr(host, "expect_" + kind)
     key = (kind, raw)
     if key not in parsed:
-        field = "fleetcheck_expect_" + kind
         others = sum(1 for h in hosts if getattr(h, "expect_" + kind) == raw) - 1
-        where = "host '%s'%s%s" % (
-            host.name, " (groups: %s)" % ", ".join(host.groups) if host.groups else "",
-            " and %d other host(s) with the same value" % others if others else "")
+        hosts_with_it = "host '%s'%s" % (
+            host.name, " and %d other host(s) with the same value" % others if others else "")
+        origin = getattr(host, "origins", {}).get("expect_" + kind)
+        if origin is not None:  # where it was set: the file, the group or host, the name
+            source, field = origin.source, origin.variable
+            where = origin.where if origin.where == "host '%s'" % host.name and not others \
+                else "%s (for %s)" % (origin.where, hosts_with_it)
+        else:
+            source, field = inventory, "fleetcheck_expect_" + kind
+            where = hosts_with_it
         parser = parse_specifier if kind == "version" else parse_commit
-        parsed[key] = parser(raw, inventory, where, field)
+        parsed[key] = parser(raw, source, where, field)
     return parsed[key]
 
 

@@ -177,6 +177,21 @@ def test_a_host_vars_file_of_no_host_is_a_warning_with_the_near_miss(tmp_path):
         proc.stderr
 
 
+def test_a_missing_key_file_names_the_file_group_and_variable_that_set_it(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu1 ansible_host=127.0.0.1\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpus.yml").write_text(
+        "ansible_ssh_private_key_file: %s\n" % (tmp_path / "no-such-key"))
+    (tmp_path / "known_hosts").write_text("")
+    proc = fleetcheck("run", "hosts.ini", "--known-hosts", "known_hosts", "--json", "r.json",
+                      cwd=str(tmp_path))
+    assert (proc.returncode, proc.stderr) == (2, (
+        "fleetcheck: error: %s: group 'gpus': field 'ansible_ssh_private_key_file': no such "
+        "key file on this machine: %s (for host 'gpu1')\n" % (
+            tmp_path / "group_vars" / "gpus.yml", tmp_path / "no-such-key")))
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_default_outputs_in_a_second_already_used_never_overwrite_its_results(tmp_path):
     """Every second these calls can start in already has a run's results: each call
     writes a directory of its own beside them (reports/<time>-N/)."""

@@ -155,15 +155,29 @@ def test_resolution_command_line_then_inventory_then_playbook_per_field():
     assert resolve(hosts[:0], BuildExpectation(), CommandLine(), "inv.yaml") == {}
 
 
-def test_a_bad_inventory_value_names_host_groups_and_field():
+def test_a_bad_inventory_value_names_the_file_and_group_that_set_it_and_its_hosts():
     hosts = parse_inventory({"all": {"children": {"canary": {
         "vars": {"fleetcheck_expect_commit": "4ba78"}, "hosts": {"c1": None, "c2": None}}}}},
         "inv.yaml")
     with pytest.raises(InputError) as err:
         resolve(hosts, BuildExpectation(), CommandLine(), "inv.yaml")
-    message = str(err.value)
-    assert message.startswith("inv.yaml: host 'c1' (groups: canary) and 1 other host(s)")
-    assert "field 'fleetcheck_expect_commit'" in message and "shorter than 7" in message
+    path = hosts[0].origins["expect_commit"].source
+    assert path.endswith("/inv.yaml")
+    assert str(err.value) == (
+        "%s: group 'canary' (for host 'c1' and 1 other host(s) with the same value): field "
+        "'fleetcheck_expect_commit': commit prefix '4ba78' is shorter than 7 hex digits" % path)
+
+
+def test_a_bad_value_in_a_host_vars_file_names_that_file_and_the_name_written(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu1\ngpu2\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu2.yml").write_text("expect_version: '=0.33'\n")
+    hosts = load_inventory(str(tmp_path / "hosts.ini"), declarations=declarations())
+    with pytest.raises(InputError) as err:
+        resolve(hosts, BuildExpectation(), CommandLine(), str(tmp_path / "hosts.ini"))
+    assert str(err.value).startswith(
+        "%s: host 'gpu2': field 'expect_version': not a PEP 440 version specifier: '=0.33'"
+        % (tmp_path / "host_vars" / "gpu2.yml")), str(err.value)
 
 
 def test_version_and_commit_verdicts_show_expected_and_found_with_sources():

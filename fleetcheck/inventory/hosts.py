@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 from fleetcheck.addresses import Route
@@ -58,6 +58,15 @@ ANSIBLE_CONNECTIONS = {
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 
 
+class Origin(NamedTuple):
+    """Where one of a host's settings was set: the file, the group or host it was set on
+    there, and the variable as the user wrote it (`ansible_ssh_private_key_file`)."""
+
+    source: str
+    where: str
+    variable: str
+
+
 @dataclass
 class Host:
     """One host of the inventory, with its vars merged and checked. A connection setting
@@ -91,6 +100,9 @@ class Host:
     containerd_address: str | None = None  # None: ctr's default socket, then k3s's
     # what other connections' declared variables set (ansible_kubectl_pod -> kubectl_pod)
     settings: dict[str, Any] = field(default_factory=dict)
+    # each setting given -> where it was set and the variable as written there, so a check
+    # made after reading (a key file, an expected build) names them, not the host alone
+    origins: dict[str, Origin] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def destination(self) -> str:
@@ -121,7 +133,7 @@ class Host:
             containerd_address=self.containerd_address, settings=dict(self.settings))
 
 
-HOST_FIELDS = frozenset(f.name for f in fields(Host))
+HOST_FIELDS = frozenset(f.name for f in fields(Host)) - {"origins"}
 
 
 def python_interpreter(value: Any) -> str:
@@ -431,6 +443,8 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
             setattr(host, key, value)
         else:
             host.settings[key] = value
+        site, var = sites[key]
+        host.origins[key] = Origin(site.source, site.where, var)
     if host.connection == "ssh" and host.destination.startswith("-"):
         site, var = sites.get("address", (None, "ansible_host"))
         raise InputError(site.source if site else "inventory", "host '%s'" % name, var,
