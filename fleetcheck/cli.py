@@ -645,7 +645,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "examples":
             return command_examples(args)
     except InputError as exc:
-        print("fleetcheck: error: %s" % exc, file=sys.stderr)
+        for error in getattr(exc, "errors", [exc]):
+            print("fleetcheck: error: %s" % error, file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -18,3 +18,26 @@ class InputError(Exception):
         if field:
             parts.append("field '%s'" % field)
         super().__init__("%s: %s" % (": ".join(parts), problem))
+
+
+class InputErrors(InputError):
+    """Every InputError one pass over an input found (an inventory's typos and bad values),
+    said together so three mistakes take one run to see, not three. It is the first of
+    them as an InputError; `errors` holds them all."""
+
+    def __init__(self, errors: list[InputError]):
+        first = errors[0]
+        super().__init__(first.source, first.where, first.field, first.problem)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return "\n".join(str(error) for error in self.errors)
+
+
+def raise_all(errors: list[InputError]) -> None:
+    """Raise what was found: nothing, the one error, or all of them (each said once)."""
+    unique = list({str(error): error for error in errors}.values())
+    if len(unique) == 1:
+        raise unique[0]
+    if unique:
+        raise InputErrors(unique)

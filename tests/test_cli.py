@@ -192,6 +192,20 @@ def test_a_missing_key_file_names_the_file_group_and_variable_that_set_it(tmp_pa
     assert not (tmp_path / "r.json").exists()
 
 
+def test_every_inventory_mistake_is_its_own_error_line_in_one_run(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[gpus]\ngpu1 venvv=/x ansible_prot=22\n"
+                                        "gpu2 ansible_port=nope\n")
+    proc = fleetcheck("run", "hosts.ini", cwd=str(tmp_path))
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, [
+        "fleetcheck: error: hosts.ini:2: host 'gpu1': field 'venvv': unknown variable: did "
+        "you mean venv?",
+        "fleetcheck: error: hosts.ini:2: host 'gpu1': field 'ansible_prot': unknown variable: "
+        "did you mean ansible_port?",
+        "fleetcheck: error: hosts.ini:3: host 'gpu2': field 'ansible_port': must be a port "
+        "number 1-65535, got 'nope'"]), proc.stderr
+    assert not (tmp_path / "reports").exists()
+
+
 def test_default_outputs_in_a_second_already_used_never_overwrite_its_results(tmp_path):
     """Every second these calls can start in already has a run's results: each call
     writes a directory of its own beside them (reports/<time>-N/)."""

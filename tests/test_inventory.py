@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from fleetcheck.input_error import InputError
+from fleetcheck.input_error import InputError, InputErrors
 from fleetcheck import inventory
 from fleetcheck.connectors import declarations
 from fleetcheck.inventory import JumpHop, apply_limit
@@ -163,6 +163,31 @@ def test_a_typo_of_a_connection_variable_is_refused(tmp_path, name, meant):
     with pytest.raises(InputError, match="field '%s': unknown variable: did you mean %s" % (
             name, meant)):
         load_inventory(path)
+
+
+def test_every_mistake_of_an_inventory_is_listed_in_one_pass(tmp_path):
+    """Three typos and a bad value (set on a group of two hosts: said once) take one run."""
+    path = write(tmp_path, {"all": {
+        "vars": {"ansible_ssh_private_key": "/k", "venvv": "/x"},
+        "children": {"gpus": {"vars": {"ansible_port": "nope"},
+                              "hosts": {"gpu1": {"pyton": "/usr/bin/python3"}, "gpu2": None}}}}})
+    with pytest.raises(InputErrors) as info:
+        load_inventory(path)
+    assert [str(error) for error in info.value.errors] == [
+        "%s: group 'all': field 'ansible_ssh_private_key': unknown variable: did you mean "
+        "ansible_ssh_private_key_file?" % path,
+        "%s: group 'all': field 'venvv': unknown variable: did you mean venv?" % path,
+        "%s: host 'gpu1': field 'pyton': unknown variable: did you mean python?" % path,
+        "%s: group 'gpus': field 'ansible_port': must be a port number 1-65535, got 'nope'"
+        % path]
+    assert str(info.value) == "\n".join(str(error) for error in info.value.errors)
+
+
+def test_one_mistake_is_one_plain_input_error(tmp_path):
+    path = write(tmp_path, {"all": {"hosts": {"gpu1": {"venvv": "/x"}, "gpu2": None}}})
+    with pytest.raises(InputError) as info:
+        load_inventory(path)
+    assert type(info.value) is InputError
 
 
 def test_other_playbooks_and_ansibles_own_variables_are_not_typos(tmp_path):

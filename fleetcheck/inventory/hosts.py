@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from fleetcheck.addresses import Route
 from fleetcheck.connection_settings import ConnectionSettings
-from fleetcheck.input_error import InputError
+from fleetcheck.input_error import InputError, raise_all
 from fleetcheck.inventory.limit import select_hosts
 from fleetcheck.inventory.model import Setting
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
@@ -372,16 +372,26 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
     data = load_sources(sources, script_timeout)
     label = ", ".join(sources)
     passwords: dict[str, list[str]] = {}
+    errors: list[InputError] = []  # every one is said, in one run
     for name, site in data.definitions():
-        table.check_name(site.source, site.where, name)
+        try:
+            table.check_name(site.source, site.where, name)
+        except InputError as exc:
+            errors.append(exc)
         if name in PASSWORD_NAMES:
             passwords.setdefault(name, []).append("%s %s" % (site.source, site.where))
     if not data.hosts:
-        raise InputError(label, None, "hosts", "inventory defines no hosts")
-    hosts = [host_from_vars(name, data.merged_vars(name),
-                            [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
-                            features, declarations=declarations)
-             for name in data.hosts]
+        errors.append(InputError(label, None, "hosts", "inventory defines no hosts"))
+    hosts = []
+    for name in data.hosts:
+        try:
+            hosts.append(host_from_vars(
+                name, data.merged_vars(name),
+                [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
+                features, declarations=declarations))
+        except InputError as exc:
+            errors.append(exc)
+    raise_all(errors)
     notes = ["password auth is not supported: %s ignored (set in %s%s); fleetcheck logs in "
              "with keys and the agent, and become runs sudo -n" % (
                  name, places[0], " and %d more places" % (len(places) - 1)
