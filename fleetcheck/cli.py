@@ -18,7 +18,7 @@ import shutil
 import sys
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 from fleetcheck import __version__
 from fleetcheck.descriptors import shortfall
@@ -99,8 +99,22 @@ DEMO_EPILOG = """exit codes:
 With --keep, the Ctrl-C that stops the fleet after the comparison exits 0 or 1 as above."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, its errors said as every other input error is: `fleetcheck: error:
+    command line: field '--parallel': must be at least 1, got 0` (after the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        argument = re.match(r"argument ([^:]+): (.*)$", message, re.S)
+        if argument:
+            names = argument.group(1).split("/")
+            name = next((n for n in names if n.startswith("--")), names[-1])
+            message = "field '%s': %s" % (name, argument.group(2))
+        self.exit(EXIT_INPUT, "fleetcheck: error: command line: %s\n" % message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fleetcheck", description=DESCRIPTION)
+    parser = Parser(prog="fleetcheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version="fleetcheck " + __version__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -377,7 +391,7 @@ def said_where(outputs: Outputs) -> None:
 def command_run(args: argparse.Namespace) -> int:
     sources = ([args.inventory] if args.inventory else []) + args.sources
     if not sources:
-        raise InputError("fleetcheck run", None, "inventory", "give an inventory (positional "
+        raise InputError("command line", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
     from fleetcheck.connectors import declarations
     inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override},
@@ -471,31 +485,32 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     html_path, junit_path = outputs.html, outputs.junit
     failed = []
 
-    def attempt(label: str, write: Callable[[], None]) -> None:
+    def attempt(label: str, where: str, write: Callable[[], None]) -> None:
         try:
             write()
         except OSError as exc:  # the machine's doing (a missing directory, a full disk)
             failed.append(label)
-            print("fleetcheck: error: the %s could not be written: %s: %s"
-                  % (label, type(exc).__name__, exc), file=sys.stderr)
+            print("fleetcheck: error: %s: the %s could not be written: %s: %s"
+                  % (where, label, type(exc).__name__, exc), file=sys.stderr)
         except Exception as exc:
             failed.append(label)
-            print("fleetcheck: error: the %s could not be written: %s" % (
-                label, describe(exc, "writing the %s" % label)), file=sys.stderr)
+            print("fleetcheck: error: %s: the %s could not be written: %s" % (
+                where, label, describe(exc, "writing the %s" % label)), file=sys.stderr)
 
     if writer is not None and outputs.piped:
-        attempt("results JSON (stdout)", lambda: sys.stdout.write("".join(writer.parts(run))))
+        attempt("results JSON", "stdout", lambda: sys.stdout.write("".join(writer.parts(run))))
     elif writer is not None:
-        attempt("results JSON (%s)" % writer.path, lambda: writer.write(run))
+        attempt("results JSON", writer.path, lambda: writer.write(run))
     if html_path:
-        attempt("HTML report (%s)" % html_path, lambda: render_html(run, html_path))
+        attempt("HTML report", html_path, lambda: render_html(run, html_path))
     if junit_path:
         def junit() -> None:
             from fleetcheck.report.junit import write_junit  # only --junit needs it
             write_junit(run, junit_path)
-        attempt("JUnit XML (%s)" % junit_path, junit)
+        attempt("JUnit XML", junit_path, junit)
     summary_to = sys.stderr if outputs.piped else sys.stdout
-    attempt("terminal summary", lambda: render_summary(run, summary_to, verbose=verbose))
+    attempt("terminal summary", "stderr" if outputs.piped else "stdout",
+            lambda: render_summary(run, summary_to, verbose=verbose))
     return failed
 
 

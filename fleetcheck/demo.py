@@ -80,7 +80,7 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
     try:  # where its outputs go, before any host starts
         os.makedirs(REPORT_DIR, exist_ok=True)
     except OSError as exc:
-        print("fleetcheck: error: cannot write the demo's outputs in %s: %s (run it from a "
+        print("fleetcheck: error: %s: cannot write the demo's outputs: %s (run it from a "
               "directory where it can create reports/demo/)"
               % (os.path.abspath(REPORT_DIR), exc.strerror or exc), file=sys.stderr)
         return 2
@@ -115,7 +115,7 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
             try:
                 fleet.start()
             except AddressInUse as exc:  # taken since its address was chosen
-                print("fleetcheck: error: demo: address in use: %s" % exc, file=sys.stderr)
+                print("fleetcheck: error: %s" % exc, file=sys.stderr)
                 return 2
             hosts = {
                 good.name: {"ansible_host": good.address},

@@ -143,8 +143,8 @@ def test_demo_that_cannot_write_its_outputs_says_where_before_starting_hosts(tmp
     (tmp_path / "reports").write_text("a file where the demo's directory would go")
     proc = fleetcheck("demo", cwd=str(tmp_path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "cannot write the demo's outputs in %s" % (tmp_path / "reports" / "demo") \
-        in proc.stderr
+    assert "fleetcheck: error: %s: cannot write the demo's outputs: " % (
+        tmp_path / "reports" / "demo") in proc.stderr
 
 
 def test_default_outputs_go_to_reports_timestamp(tmp_path):
@@ -204,6 +204,21 @@ def test_every_inventory_mistake_is_its_own_error_line_in_one_run(tmp_path):
         "fleetcheck: error: hosts.ini:3: host 'gpu2': field 'ansible_port': must be a port "
         "number 1-65535, got 'nope'"]), proc.stderr
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("args, line", [
+    (["run", "x.ini", "-j", "0"],
+     "command line: field '--parallel': must be at least 1, got 0"),
+    (["run", "x.ini", "--timeout", "abc"],
+     "command line: field '--timeout': 'abc' is not a number (seconds)"),
+    (["run", "x.ini", "--bogus"], "command line: unrecognized arguments: --bogus"),
+    (["run"], "command line: field 'inventory': give an inventory (positional or -i SOURCE)"),
+    (["report"], "command line: the following arguments are required: results"),
+])
+def test_every_command_line_error_has_the_one_error_format(tmp_path, args, line):
+    proc = fleetcheck(*args, cwd=str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == "fleetcheck: error: " + line, proc.stderr
 
 
 def test_default_outputs_in_a_second_already_used_never_overwrite_its_results(tmp_path):

@@ -154,7 +154,8 @@ def test_fleet_check_and_renderer_failures_leave_every_other_output(tmp_path, fl
             server.kill()
     assert run.code == 3, run.stderr
     # the HTML could not be written (a real fault: its directory is a file); JSON and JUnit were
-    assert "the HTML report (%s) could not be written" % (blocker / "report.html") in run.stderr
+    assert "fleetcheck: error: %s: the HTML report could not be written" % (
+        blocker / "report.html") in run.stderr
     assert "FileExistsError" in run.stderr or "NotADirectoryError" in run.stderr
     assert run.results["complete"] is True
     broken = next(c for c in run.host("measured-1")["checks"] if c["id"] == "smoke-fleet")
@@ -176,7 +177,8 @@ def test_report_names_a_renderer_that_failed_and_writes_the_rest(tmp_path):
                            str(tmp_path / "r.html"), "--junit", str(tmp_path / "r.xml")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1  # a check failed in the results; the HTML failure is named
-    assert "the HTML report (%s) could not be written" % (tmp_path / "r.html") in proc.stderr
+    assert "fleetcheck: error: %s: the HTML report could not be written" % (
+        tmp_path / "r.html") in proc.stderr
     assert "InjectedFault" in proc.stderr and "fleetcheck/report/html.py" in proc.stderr
     assert not (tmp_path / "r.html").exists()
     assert len(junit_hosts(tmp_path / "r.xml")) == 5

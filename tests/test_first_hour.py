@@ -231,7 +231,8 @@ def test_run_help_has_exit_codes_and_examples_and_bad_numbers_say_why(installed,
     assert "fleetcheck run hosts.ini --expect-version '==0.33.0' --expect-same-build" in usage
     bad = installed_fleetcheck(installed, tmp_path, "run", "x.ini", "--timeout", "abc")
     assert bad.returncode == 2
-    assert "argument --timeout: 'abc' is not a number (seconds)" in bad.stderr
+    assert bad.stderr.endswith("fleetcheck: error: command line: field '--timeout': 'abc' is "
+                               "not a number (seconds)\n"), bad.stderr
     assert "positive_float" not in bad.stderr
     page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "docs", "cli.md")).read()
@@ -245,7 +246,8 @@ def test_a_limit_matching_nothing_suggests_from_the_inventory(installed, tmp_pat
     bad = installed_fleetcheck(installed, tmp_path, "run", hosts, "--limit", "gpu",
                                "--known-hosts", boxes.known_hosts)
     assert bad.returncode == 2
-    assert "fleetcheck: error: --limit: pattern 'gpu' matches no host or group of %s; did you " \
+    assert "fleetcheck: error: command line: field '--limit': pattern 'gpu' matches no host " \
+        "or group of %s; did you " \
         "mean gpu* (a glob: gpu01, gpu02)?" % hosts in bad.stderr
 
 

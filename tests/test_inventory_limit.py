@@ -86,8 +86,8 @@ def test_a_pattern_that_matches_nothing_names_the_command_line_and_suggests(inve
     with pytest.raises(InputError) as info:
         apply_limit(inv.hosts, pattern, source, inv.groups)
     message = str(info.value)
-    assert message.startswith("--limit: pattern %r matches no host or group of %s" % (
-        pattern, source))
+    assert message.startswith("command line: field '--limit': pattern %r matches no host or "
+                              "group of %s" % (pattern, source))
     assert hint in message
 
 

@@ -51,8 +51,8 @@ def test_a_host_on_an_address_where_something_listens_stops_the_start_before_any
     with held_listener(taken, 2222):
         first = fleet.add("gpu01")
         fleet.add("gpu02", address=taken, port=2222)
-        with pytest.raises(AddressInUse, match=r"^%s:2222, for gpu02: something already "
-                           r"listens on %s:2222$" % (taken.replace(".", r"\."),
-                                                      taken.replace(".", r"\."))):
+        with pytest.raises(AddressInUse, match=r"^%s:2222 \(host gpu02\): address in use: "
+                           r"something already listens on %s:2222$" % (
+                               taken.replace(".", r"\."), taken.replace(".", r"\."))):
             fleet.start()
         assert first.process is None

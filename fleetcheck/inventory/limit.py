@@ -85,13 +85,14 @@ def _matcher(pattern: str, source: str) -> re.Pattern:
             return re.compile(pattern[1:])
         return re.compile(fnmatch.translate(pattern))
     except re.error as exc:
-        raise InputError(source, None, "--limit", "pattern %r is not valid: %s" % (pattern, exc))
+        raise InputError("command line", None, "--limit", "pattern %r is not valid: %s"
+                         % (pattern, exc))
 
 
 def match_one(hosts: Sequence[H], groups: set[str], pattern: str, source: str) -> list[H]:
     if not pattern.startswith("~") and SUBSCRIPT.match(pattern):
-        raise InputError(source, None, "--limit", "pattern %r: subscripts are not supported; "
-                         "name the hosts or use a glob" % pattern)
+        raise InputError("command line", None, "--limit", "pattern %r: subscripts are not "
+                         "supported; name the hosts or use a glob" % pattern)
     matcher = _matcher(pattern, source)
     matched_groups = [g for g in sorted(groups | {"all", "ungrouped"}) if matcher.match(g)]
     chosen = [h for h in hosts if any(in_group(h, g) for g in matched_groups)]
@@ -99,8 +100,8 @@ def match_one(hosts: Sequence[H], groups: set[str], pattern: str, source: str) -
         names = {h.name for h in chosen}
         chosen += [h for h in hosts if matcher.match(h.name) and h.name not in names]
     if not chosen and not matched_groups:
-        raise InputError("--limit", None, None, "pattern %r matches no host or group of %s%s"
-                         % (pattern, source, suggestion(pattern, hosts, groups)))
+        raise InputError("command line", None, "--limit", "pattern %r matches no host or group "
+                         "of %s%s" % (pattern, source, suggestion(pattern, hosts, groups)))
     return chosen
 
 
@@ -142,6 +143,6 @@ def select_hosts(hosts: Sequence[H], limit: str, source: str, groups: set[str]) 
         else:
             selected |= that
     if not selected:
-        raise InputError("--limit", None, None, "pattern %r selects no host of %s" % (
+        raise InputError("command line", None, "--limit", "pattern %r selects no host of %s" % (
             limit, source))
     return [h for h in hosts if h.name in selected]

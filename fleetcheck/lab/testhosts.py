@@ -197,9 +197,10 @@ class LoopbackFleet:
             if host.process is None:
                 for address in (host.address, "0.0.0.0"):
                     if (address, host.port) in taken:
-                        raise AddressInUse("%s:%d, for %s: something already listens on "
-                                           "%s:%d" % (host.address, host.port, host.name,
-                                                      address, host.port))
+                        raise AddressInUse("%s:%d (host %s): address in use: something "
+                                           "already listens on %s:%d" % (
+                                               host.address, host.port, host.name, address,
+                                               host.port))
         for host in self.hosts:
             if host.process is None:
                 for target, source in host.mounts.items():
