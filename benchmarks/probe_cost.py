@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -32,7 +33,7 @@ from fleetcheck.inventory import Host  # noqa: E402
 from fleetcheck.lab.wheels import real_install  # noqa: E402
 from fleetcheck.playbook import load_playbook  # noqa: E402
 from fleetcheck.probe.integrity import record_rows  # noqa: E402
-from fleetcheck.wire_protocol import host_plan, probe_command, probe_payload  # noqa: E402
+from fleetcheck.wire_protocol import BOOTSTRAP, host_plan, probe_command, probe_payload  # noqa: E402
 from fleetcheck.shared_analysis import analyse_shipment  # noqa: E402
 from results_file import provenance, write_section  # noqa: E402
 
@@ -78,15 +79,21 @@ def probe_once(venv: str, integrity: dict | None,
 
 
 def shared_probe_once(venv: str, integrity: dict, role: str,
-                      reply: bytes | None = None) -> tuple[float, float, dict]:
+                      reply: bytes | None = None,
+                      preload: str = "") -> tuple[float, float, dict]:
     """One probe run that asks the controller (as over SSH) and gets `role`: "lead"
-    (analyse and ship the bytes read) or "verify" (prove the build's bytes, `reply`)."""
+    (analyse and ship the bytes read) or "verify" (prove the build's bytes, `reply`).
+    `preload`: modules the interpreter imports before the probe starts (`json`: what the
+    probe would cost if it used the json package rather than jsonlite)."""
     host = Host(name="bench", address="bench", connection="local", venv=venv)
     plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
     plan["share_analysis"] = True
+    command = probe_command(host.connection_settings())
+    if preload:
+        command = shlex.join([host.interpreter, "-S", "-I", "-B", "-c",
+                              "import %s\n%s" % (preload, BOOTSTRAP)])
     started, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", probe_command(host.connection_settings())],
-                            stdin=subprocess.PIPE,
+    proc = subprocess.Popen(ALONE + ["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     proc.stdin.write(probe_payload(plan))
     proc.stdin.flush()
@@ -163,6 +170,8 @@ def measure(rounds: int) -> list[str]:
         lambda: shared_probe_once(venv, quick, "lead")[:2]
     variants["shared analysis, follower: quick integrity + verifies the build's bytes"] = \
         lambda: shared_probe_once(venv, quick, "verify", reply)[:2]
+    variants["shared analysis, follower, the json package loaded too (what jsonlite saves)"] = \
+        lambda: shared_probe_once(venv, quick, "verify", reply, preload="json")[:2]
     started = time.process_time()
     for _ in range(rounds):
         analyse_shipment(lead["shared_read"], load_playbook().probe_signatures(), "0" * 64)

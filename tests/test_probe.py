@@ -423,25 +423,60 @@ def test_install_tool_names_as_the_regex_matched_them(name):
     assert is_install_tool(name) is expected
 
 
-def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
-    """The bootstrap executes a probe module only when it is first imported: the lean path
-    (a host that verifies its build's bytes) imports no analysis module, and none of the
-    stdlib modules whose import is ~20 ms of a slow host's start-up."""
+def run_probe_listing_modules(plan: dict, reply: bytes | None = None) -> tuple[dict, list]:
+    """probe() run for real as a host runs it (the bootstrap, the payload on stdin, the
+    controller's reply to its question), then the modules it had loaded: (facts, names).
+    As root it runs in a PID namespace of its own, so this machine's servers are not its."""
+    import json
+    import shutil
     import subprocess
     import sys
-    from fleetcheck.wire_protocol import BOOTSTRAP, probe_modules
-    bundle = probe_modules()
+    from fleetcheck.wire_protocol import BOOTSTRAP, probe_payload
     boot = BOOTSTRAP.replace(
         "import fleetcheck.probe.main as p;p.main()\n",
-        "import fleetcheck.probe.main,fleetcheck.probe.shared_bytes,fleetcheck.probe.integrity\n"
-        "print(sorted(m for m in sys.modules if m.startswith('fleetcheck') or "
-        "m in ('re','json','ast','enum')))\n")
-    out = subprocess.run([sys.executable, "-S", "-I", "-B", "-c", boot], input=bundle,
-                         capture_output=True, check=True).stdout.decode()
-    assert eval(out) == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.files",
-                         "fleetcheck.probe.install", "fleetcheck.probe.integrity",
-                         "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
-                         "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]
+        "import fleetcheck.probe.main as p;p.main()\n"
+        "sys.stderr.write(repr(sorted(m for m in sys.modules if m.startswith('fleetcheck') or "
+        "m in ('re','json','ast','enum','http.client'))))\n")
+    alone = ["unshare", "--pid", "--fork", "--mount-proc"] \
+        if os.geteuid() == 0 and shutil.which("unshare") else []
+    proc = subprocess.Popen(alone + [sys.executable, "-S", "-I", "-B", "-c", boot],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdin.write(probe_payload(plan))
+    proc.stdin.flush()
+    if plan.get("share_analysis"):
+        assert proc.stdout.readline().startswith(b"fleetcheck-ask ")
+        proc.stdin.write(reply or b'{"role": "lead"}\n')
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    return json.loads(out), eval(err.decode())
+
+
+def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast(tmp_path):
+    """A real probe() on a host that verifies its build's bytes, with the served facts the
+    runner always plans and no server running: it imports no analysis module, and none of
+    the stdlib modules whose import is a slow host's start-up (jsonlite reads and writes
+    the JSON; a `--config` file's YAML reader loads only where a server has one)."""
+    from fleetcheck.inventory import Host
+    from fleetcheck.shared_analysis import analyse_shipment
+    from fleetcheck.wire_protocol import host_plan
+    venv = tree(tmp_path, FIXED)
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    integrity = {"deep": False, "import_check": False, "import_timeout": 20}
+    plan = dict(host_plan(host, PLAYBOOK.probe_signatures(), integrity, 60),
+                share_analysis=True)
+    lead, loaded_by_lead = run_probe_listing_modules(plan)
+    assert "fleetcheck.probe.signatures" in loaded_by_lead and "re" in loaded_by_lead
+    _, reply = analyse_shipment(lead["shared_read"], PLAYBOOK.probe_signatures(), "0" * 64)
+    facts, loaded = run_probe_listing_modules(plan, reply)
+    assert facts["shared_analysis"]["files"] > 0 and facts["signatures"] is None  # verified
+    assert facts["served"]["servers"] == [] and "integrity" in facts
+    assert loaded == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.config_file_args",
+                      "fleetcheck.probe.files", "fleetcheck.probe.install",
+                      "fleetcheck.probe.integrity", "fleetcheck.probe.jsonlite",
+                      "fleetcheck.probe.main", "fleetcheck.probe.served",
+                      "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]
 
 
 # The oldest Python the probe promises to run under (it runs on the hosts' own Python);

@@ -5,11 +5,13 @@ written as vLLM writes them (`--key value`, `--key` for true, a list's items aft
 key, a mapping as JSON). Every reader of a server's settings (port, target, drafter)
 then sees what the server parsed."""
 
-import json
 import os
 
 from fleetcheck.probe.files import ProbeFileError, read_bytes
-from fleetcheck.probe.yaml_subset import YamlError, load
+
+# yaml_subset and json are imported where a `--config` file is read: they load `re` and
+# `json`, which a host with no such server never needs (benchmarks/probe_cost.py, rows
+# "shared analysis, follower ..." with and without them)
 
 MAX_CONFIG_FILE_BYTES = 1024 * 1024
 _SEEN = {}  # (pid, argv) -> (argv, error): servers.py and served.py read each server
@@ -31,6 +33,7 @@ def file_args(config):
                 out.append(flag)
                 out.extend(str(item) for item in value)
         elif isinstance(value, dict):
+            import json  # as vLLM writes a mapping: json.dumps, its separators and escapes
             out.extend([flag, json.dumps(value)])
         else:
             out.extend([flag, str(value)])
@@ -69,6 +72,7 @@ def with_config_file(pid, argv, cwd, index):
     result = argv, None
     start = args_start(argv, index)
     if "--config" in argv[start:-1]:
+        from fleetcheck.probe.yaml_subset import YamlError, load
         path = argv[argv.index("--config", start) + 1]
         full = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
         try:

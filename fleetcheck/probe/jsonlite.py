@@ -1,7 +1,11 @@
 """JSON on the host without importing the json package: json imports re (and enum,
-functools, ...), ~8 ms of start-up CPU on every host, while its C scanner and encoder
-live in _json, which imports nothing. Same output and the same errors (ValueError) as
-json.loads / json.dumps; where _json is missing or differs, the json package itself."""
+functools, ...), while its C scanner and encoder live in _json, which imports nothing.
+What that saves a host is in benchmarks/probe_cost.py, rows "shared analysis, follower:
+..." and "shared analysis, follower, the json package loaded too"; a host with nothing to
+analyse and no server never imports json or re (tests/test_probe.py runs probe() and
+lists its modules). Same output
+and the same errors (ValueError) as json.loads / json.dumps; where _json is missing or
+differs, the json package itself."""
 
 try:
     import _json

@@ -80,7 +80,8 @@ def analyse(plan, install, code_root, facts, ask):
                         if rel in hashes)
         facts["shared_analysis"] = {"build": reply.get("build"), "mismatch": why}
     # imported here: a host that verifies its build's bytes never loads the analysis
-    # modules (the bootstrap executes a module when it is first imported)
+    # modules (the bootstrap executes a module when it is first imported); what that saves
+    # is benchmarks/probe_cost.py's "shared analysis, follower" row against the lead's
     from fleetcheck.probe.signatures import run_signature
     cache = {}
     walks = {}
