@@ -472,7 +472,7 @@ class Checkpoints:
             self.writer.write(partial)
         except Exception as exc:
             if not self.warned:
-                print("fleetcheck: warning: cannot write the results checkpoint %s: %s: %s"
+                print("fleetcheck: warning: %s: cannot write the results checkpoint: %s: %s"
                       % (self.writer.path, type(exc).__name__, exc), file=sys.stderr)
                 self.warned = True
 
