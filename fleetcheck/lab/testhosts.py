@@ -226,6 +226,8 @@ class LoopbackFleet:
         if host.process is not None and host.process.poll() is None:
             host.process.send_signal(signal.SIGKILL)
             host.process.wait()
+            wait_closed([host])
+
 
     def stop(self) -> None:
         """SIGKILL: unshare ignores SIGTERM while it waits, and --kill-child takes sshd
@@ -241,6 +243,7 @@ class LoopbackFleet:
                     host.process.kill()
                     host.process.wait()
                 host.process = None
+        wait_closed(self.hosts)
 
     def __enter__(self) -> "LoopbackFleet":
         return self
@@ -282,6 +285,15 @@ def listeners() -> set[tuple[str, int]]:
                 address = str(mapped)
             found.add((address, int(hex_port, 16)))
     return found
+
+
+def wait_closed(hosts: list[TestHost], timeout: float = 10.0) -> None:
+    """Until no stopped host's sshd still listens: unshare exits before the sshd its
+    --kill-child killed has closed its socket, and a restart must find the port free."""
+    end = time.monotonic() + timeout
+    wanted = {(host.address, host.port) for host in hosts}
+    while time.monotonic() < end and wanted & listeners():
+        time.sleep(0.02)
 
 
 def listening_addresses() -> set[str]:
