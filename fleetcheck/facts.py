@@ -112,6 +112,8 @@ class Install:
     shims: list[str]
     tmp_dirs: list[str]
     other_installs: list[OtherInstall] | None
+    server_pid: int | None  # the server it was found through
+    found_through_user: str | None  # that server's owner
 
 
 @facts_class
@@ -290,6 +292,8 @@ class ImportCheck:
     modules: list[ModuleLoad] = fact(required=True)
     torch: Torch
     torch_installed: bool | None
+    skipped: str | None  # why the install's code was not run (trust.code_runner)
+    run_as: str | None  # whose credentials it ran with
     crashed_in: str | None
     timed_out: bool | None
     timeout_s: float | None
@@ -361,6 +365,8 @@ class Server:
     pid: int = fact(required=True)
     cmdline: str | None
     exe: str | None
+    uid: int | None
+    user: str | None
     interpreter: str | None
     started_at: float | None
     port: int | None
@@ -421,6 +427,8 @@ class HttpWitness:
 class ServedProcess:
     """One server's command line and environment, and its models found on the host."""
     pid: int = fact(required=True)
+    uid: int | None
+    user: str | None
     served_names: list[str]
     errors: list[str]
     target: str | None
@@ -488,6 +496,7 @@ class LoadedConfig:
 class ConfigLoad:
     interpreter: str | None
     loader: str | None
+    run_as: str | None  # whose credentials the loader ran with
     timeout_s: float | None
     error: str | None
     stage: str | None

@@ -441,7 +441,8 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast():
     assert eval(out) == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.files",
                          "fleetcheck.probe.install", "fleetcheck.probe.integrity",
                          "fleetcheck.probe.jsonlite", "fleetcheck.probe.main",
-                         "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]
+                         "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes",
+                         "fleetcheck.probe.trust"]
 
 
 # The oldest Python the probe promises to run under (it runs on the hosts' own Python);

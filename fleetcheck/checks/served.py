@@ -424,8 +424,9 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
     if not lost:
         compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING]
         verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same after "
-                    "%s loads it (%s, transformers %s)" % (
-                        name, len(compared), load.loader, entry.cls, entry.transformers))
+                    "%s loads it (%s, transformers %s%s)" % (
+                        name, len(compared), load.loader, entry.cls, entry.transformers,
+                        ", as %s" % load.run_as if load.run_as else ""))
     missing = [r.key for r in code.reads if r.required and "." not in r.key and
                lookup(loaded, r.key) is MISSING]
     for key in missing:

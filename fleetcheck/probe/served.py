@@ -8,10 +8,13 @@ no server runs. Nothing here starts a request beyond a GET of /v1/models and /ve
 
 import os
 
+import time
+
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 from fleetcheck.probe.config_file_args import with_config_file
 from fleetcheck.probe.servers import port_of, process_cwd, process_table, server_script
+from fleetcheck.probe.trust import is_revision, is_sha, owner_of, refusal
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
 MAX_ENVIRON_BYTES = 1024 * 1024
@@ -24,6 +27,9 @@ ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND"
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
+
+WITNESS_BYTES = 16 * 1024  # /v1/models and /version answers are a few hundred bytes
+WITNESS_TIMEOUT_S = 1.0  # both requests together
 
 MAX_VALUE_TEXT = 4096
 MAX_VALUE_DEPTH = 8
@@ -248,12 +254,13 @@ def is_hub_id(name):
                                         for p in parts)
 
 
-def read_config(directory):
-    """config.json of a model directory: {path, data} or {path, error}."""
+def read_config(directory, owner=None):
+    """config.json of a model directory: {path, data} or {path, error}; read only where
+    `owner` (the server's) could read it."""
     path = os.path.join(directory, "config.json")
     out = {"path": path}
     try:
-        data = read_bytes(path, MAX_CONFIG_BYTES)
+        data = read_bytes(path, MAX_CONFIG_BYTES, owner)
     except ProbeFileError as exc:
         out["error"] = str(exc)
         return out
@@ -272,22 +279,28 @@ def read_config(directory):
     return out
 
 
-def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
+def resolve_model(spec, env, cwd=None, download_dir=None, revision=None, owner=None,
+                  revision_field="--revision"):
     """Where a model named on a command line is on this host: a directory, or a hub id
     through the hub cache (refs/<revision> -> snapshots/<sha>/). Never guessed: a model
-    that is not here says so (the server would download it)."""
+    that is not here says so (the server would download it). Every file is read as the
+    server's `owner` could read it; a revision that is no revision is refused."""
     out = {"spec": spec}
     if not isinstance(spec, str) or not spec:
         out["error"] = "no model named"
         return out
-    path = spec if os.path.isabs(spec) else os.path.join(cwd or "/", spec)
+    if revision is not None and not is_revision(revision):
+        out["error"] = refusal(owner, revision_field, "is not a revision (a commit sha or a "
+                               "ref name)")
+        return out
+    path = os.path.normpath(spec if os.path.isabs(spec) else os.path.join(cwd or "/", spec))
     if os.path.isabs(spec) or spec.startswith(".") or os.path.isdir(path):
         out["kind"] = "path"
         if not os.path.isdir(path):
             out["error"] = "%s: no such directory on the host" % path
             return out
         out["dir"] = path
-        out["config"] = read_config(path)
+        out["config"] = read_config(path, owner)
         return out
     if not is_hub_id(spec):
         out["kind"] = "unknown"
@@ -295,6 +308,7 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
         return out
     out["kind"] = "hub"
     cache, source = hub_cache(env, download_dir)
+    cache = os.path.normpath(os.path.join(cwd or "/", cache))
     out["cache"], out["cache_from"] = cache, source
     repo_dir = os.path.join(cache, "models--" + spec.replace("/", "--"))
     out["repo_dir"] = repo_dir
@@ -305,46 +319,76 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
         return out
     ref = revision or "main"
     sha = None
-    if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+    if is_sha(ref):
         sha, out["revision_from"] = ref, "the revision given"
     else:
         ref_path = os.path.join(repo_dir, "refs", ref)
         try:
-            sha = read_bytes(ref_path, 4096).decode("utf-8", "replace").strip()
-            out["revision_from"] = ref_path
+            text = read_bytes(ref_path, 4096, owner).decode("utf-8", "replace").strip()
         except ProbeFileError as exc:
             out["error"] = "%s: %s" % (spec, exc)
             return out
+        if not is_sha(text):  # what else is there is never echoed
+            out["error"] = "%s: %s does not hold a commit sha" % (spec, ref_path)
+            return out
+        sha, out["revision_from"] = text, ref_path
     out["revision"] = sha
     snapshot = os.path.join(repo_dir, "snapshots", sha)
-    if not sha or "/" in sha or not os.path.isdir(snapshot):
+    if not os.path.isdir(snapshot):
         out["error"] = "%s: revision %s has no snapshot %s" % (spec, sha, snapshot)
         return out
     out["dir"] = snapshot
-    out["config"] = read_config(snapshot)
+    out["config"] = read_config(snapshot, owner)
     return out
 
 
-def http_witness(bind, port, timeout=1.0):
-    """/v1/models and /version as the server reports itself: a second witness."""
-    import http.client  # only when a server runs
+def bounded_get(host, port, path, end):
+    """(status, body) of `GET path`, HTTP/1.0, reading at most WITNESS_BYTES before the
+    monotonic `end`: a port that trickles bytes, or floods them, costs at most that."""
+    import socket  # only when a server runs
+    left = end - time.monotonic()
+    if left <= 0:
+        raise OSError("timed out")
+    with socket.create_connection((host, port), timeout=left) as sock:
+        sock.sendall(("GET %s HTTP/1.0\r\nHost: %s:%d\r\nAccept: application/json\r\n"
+                      "\r\n" % (path, host, port)).encode("ascii"))
+        data = b""
+        while len(data) < WITNESS_BYTES:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise OSError("timed out: the answer did not finish within %.1f s"
+                              % WITNESS_TIMEOUT_S)
+            sock.settimeout(left)
+            chunk = sock.recv(WITNESS_BYTES - len(data))
+            if not chunk:
+                break
+            data += chunk
+        else:
+            raise OSError("the answer is larger than %d bytes" % WITNESS_BYTES)
+    head, sep, body = data.partition(b"\r\n\r\n")
+    words = head.split(b"\r\n", 1)[0].split()
+    if not sep or len(words) < 2 or not words[0].startswith(b"HTTP/") or \
+            not words[1].isdigit():
+        raise ValueError("not an HTTP answer")
+    return int(words[1]), body
+
+
+def http_witness(bind, port, timeout=WITNESS_TIMEOUT_S):
+    """/v1/models and /version as the server reports itself: a second witness, both
+    within one `timeout`."""
     host = bind if bind and bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
     out = {"url": "http://%s:%d" % (host, port)}
+    end = time.monotonic() + timeout
     for path, key in (("/v1/models", "models"), ("/version", "version")):
-        connection = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            body = response.read(1024 * 1024)
-            if response.status != 200:
-                out["error"] = "GET %s: HTTP %d" % (path, response.status)
+            status, body = bounded_get(host, port, path, end)
+            if status != 200:
+                out["error"] = "GET %s: HTTP %d" % (path, status)
                 continue
             value = jsonlite.loads(body.decode("utf-8", "replace"))
-        except (OSError, ValueError, http.client.HTTPException) as exc:
+        except (OSError, ValueError) as exc:
             out["error"] = "GET %s: %s" % (path, exc)
             continue
-        finally:
-            connection.close()
         if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
             out["models"] = [{"id": text_or_none(m.get("id")),
                               "root": text_or_none(m.get("root"))}
@@ -352,6 +396,17 @@ def http_witness(bind, port, timeout=1.0):
         elif key == "version" and isinstance(value, dict):
             out["version"] = text_or_none(value.get("version"))
     return out
+
+
+def refuse_values(entry, owner):
+    """A revision that is no revision is a finding naming the process and the field; the
+    model it names is then not resolved at all (resolve_model refuses it), never read
+    at another revision."""
+    for key, field in (("revision", "--revision"),
+                       ("drafter_revision", "the speculative config's revision")):
+        if entry.get(key) is not None and not is_revision(entry[key]):
+            entry["errors"].append(refusal(owner, field, "is not a revision (a commit sha "
+                                           "or a ref name): nothing is read for it"))
 
 
 def from_file(entry, without, path):
@@ -384,9 +439,13 @@ def served(plan):
     out = {"servers": [], "named": []}
     for pid, argv, index in serving_processes():
         entry = {"pid": pid}
+        owner = owner_of(pid)
+        if owner is not None:
+            entry["uid"], entry["user"] = owner.uid, owner.name
         cwd = process_cwd(pid)
-        parsed, config_error = with_config_file(pid, argv, cwd, index)
+        parsed, config_error = with_config_file(pid, argv, cwd, index, owner)
         entry.update(server_settings(parsed, index))
+        refuse_values(entry, owner)
         if config_error:
             entry["errors"].append(config_error)
         elif parsed != argv:  # the file's arguments were pulled in
@@ -396,13 +455,17 @@ def served(plan):
         if error:
             entry["environ_error"] = error
         entry["port"] = port_of(parsed)
+        if entry["port"] is None:
+            entry["errors"].append(refusal(owner, "--port", "is not a port (1-65535)"))
         entry["target_model"] = resolve_model(entry["target"], env, cwd,
-                                              entry.get("download_dir"), entry.get("revision"))
+                                              entry.get("download_dir"), entry.get("revision"),
+                                              owner)
         if entry.get("drafter"):
             entry["drafter_model"] = resolve_model(entry["drafter"], env, cwd,
                                                    entry.get("download_dir"),
-                                                   entry.get("drafter_revision"))
-        if options.get("http", True):
+                                                   entry.get("drafter_revision"), owner,
+                                                   "the speculative config's revision")
+        if options.get("http", True) and entry["port"] is not None:
             entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
