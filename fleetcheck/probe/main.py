@@ -14,7 +14,7 @@ from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_
                                         uv_leftovers, verify_record)
 from fleetcheck.probe.servers import running_servers
 from fleetcheck.probe.shared_bytes import build_key, shipment, verify
-from fleetcheck.probe.trust import code_runner, owner_of, trusted
+from fleetcheck.probe.trust import Owner, code_runner, owner_of, trusted
 
 PROBE_VERSION = 1
 
@@ -75,7 +75,6 @@ def install_owner(install, servers):
                     if install["site_real"] in (s.get("real_site_dirs") or [])), None)
     owner = owner_of(pid) if pid is not None else None
     if pid is not None and owner is None:  # gone since the scan: trust it no more
-        from fleetcheck.probe.trust import Owner
         owner = Owner(pid, -1, -1, frozenset(), "(gone)")
     if owner is not None and install.get("server_pid") is not None:
         install["found_through_user"] = owner.name

@@ -7,7 +7,6 @@ it would load. Drafters the plan names (expectations) are resolved too, for host
 no server runs. Nothing here starts a request beyond a GET of /v1/models and /version."""
 
 import os
-
 import time
 
 from fleetcheck.probe import jsonlite
