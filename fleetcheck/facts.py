@@ -328,13 +328,27 @@ class SmokeError:
 
 
 @facts_class
+class RequestCounters:
+    """One request's deltas of vLLM's counters (the scrape after it minus the one before),
+    summed over engines."""
+    drafts: float = fact(required=True)
+    draft_tokens: float = fact(required=True)
+    accepted_tokens: float = fact(required=True)
+    generation_tokens: float = fact(required=True)
+    per_position: list[float]
+
+
+@facts_class
 class LoadResult:
     ok: bool | None
     latency_s: float = fact(required=True)
     status: int | None
     completion_tokens: int | None
+    prompt_tokens: int | None
     error: str | None
     prompt: str | None
+    counters: RequestCounters | None
+    counters_error: str | None
 
 
 @facts_class
@@ -343,6 +357,24 @@ class Load:
     wall_s: float | None
     planned: int | None
     budget_exhausted: bool | None
+
+
+@facts_class
+class ServedSpec:
+    """The speculative config of the server the load went to: the launch settings', or
+    the command line of the server process on the URL's port."""
+    pid: int | None
+    source: str | None = fact(key="from")
+    config: Any  # the JSON object, or null
+    error: str | None
+
+
+@facts_class
+class DrafterWindowConfig:
+    """The sliding-window keys of the launched drafter's config.json."""
+    path: str | None
+    data: Any
+    error: str | None
 
 
 @facts_class
@@ -358,6 +390,8 @@ class Smoke:
     startup_s: float | None
     server_exit: int | None
     load: Load = fact(required=True)
+    served_spec: ServedSpec | None
+    drafter_config: DrafterWindowConfig | None
 
 
 @facts_class

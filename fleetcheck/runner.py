@@ -152,7 +152,7 @@ def probe_target(host: Host, target: Target, playbook: Playbook,
             plan["served"]["load_config"] = False
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
-            plan["prompts"] = prompt_set()["prompts"]
+            plan["prompts"] = prompt_set(smoke.prompt_set)["prompts"]
         inject("plan", name)
         asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
         answer = target.session.run(probe_command(host), probe_payload(plan), cancel, asked)

@@ -67,7 +67,7 @@ class Judging:
     @cached_property
     def smoke_outcome(self) -> tuple[CheckResult, dict[str, Any] | None]:
         """smoke-acceptance and the numbers the fleet comparison takes (parsed once)."""
-        return judge_smoke(self.facts.smoke, self.smoke)
+        return judge_smoke(self.facts.smoke, self.smoke, self.facts.served)
 
 
 @dataclass(frozen=True)
