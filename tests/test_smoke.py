@@ -167,6 +167,26 @@ def test_html_shows_acceptance_bars_and_position_curves(attach_run):
     assert len(with_drafts) == 7
     assert html.count('class="position-curve"') == len(with_drafts)
     assert "%.2f" % run.host("healthy-0")["smoke"]["mean_acceptance_length"] in html
+    # every bar and every position carries its 95% interval; the bars are sorted, lowest first
+    chart = html[html.index('id="acceptance-chart"'):html.index("</svg>", html.index(
+        'id="acceptance-chart"'))]
+    shown = [float(v) for v in re.findall(r"<title>[^<:]+: ([0-9.]+)", chart)]
+    assert len(shown) == len(with_drafts) and shown == sorted(shown)
+    # trickle's drafts came with no answered request: no request measured, no interval
+    with_intervals = [h for h in with_drafts if h["smoke"]["intervals"]["mean_acceptance_length"]]
+    assert len(with_intervals) == 6
+    assert chart.count('class="ci"') == chart.count("(95% CI") == len(with_intervals)
+    healthy = run.host("healthy-0")["smoke"]
+    ci = healthy["intervals"]["mean_acceptance_length"]
+    assert "%.2f (%.2f-%.2f)" % (healthy["mean_acceptance_length"], ci["low"], ci["high"]) in chart
+    positions = len(healthy["per_position"])
+    assert html.count("95% Wilson CI") >= positions * len(with_drafts) - positions
+    # the terminal gives every host's figures with their intervals, passing ones too
+    rate = healthy["intervals"]["acceptance_rate"]
+    assert "healthy-0: acceptance rate %.1f%% (95%% CI %.1f%%-%.1f%%), mean acceptance length " \
+        "%.2f (95%% CI %.2f-%.2f)" % (100 * healthy["acceptance_rate"], 100 * rate["low"],
+                                      100 * rate["high"], healthy["mean_acceptance_length"],
+                                      ci["low"], ci["high"]) in run.stdout
 
 
 def write_vllm_command(venv: str) -> None:
