@@ -185,3 +185,19 @@ def test_the_fleet_median_is_a_paired_reference():
     assert verdicts["a"].status == "pass" and "in line with the fleet" in verdicts["a"].message
     assert verdicts["d"].status == "fail" and verdicts["d"].message.startswith("regressed:")
     assert "fleet median %.2f" % numbers["a"]["mean_acceptance_length"] in verdicts["d"].message
+
+
+def test_the_probes_own_counter_sums_agree_with_prometheus_client():
+    """Each request's deltas are summed on the host with the standard library; the load's
+    totals on the controller with prometheus_client: the two must read the same text alike
+    (label values with escaped quotes, commas and braces too)."""
+    from fleetcheck.probe.smoke_load import counter_sums
+    text = TEXT_BEFORE.replace('model_name="m"', 'model_name="a \\"b\\", {c}=d"') + \
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 7.0 1700000000000\n'
+    totals, per_position, _ = counter_totals(text)
+    sums = counter_sums(text)
+    assert sums["drafts"] == totals["vllm:spec_decode_num_drafts"] == 30.0
+    assert sums["accepted_tokens"] == totals["vllm:spec_decode_num_accepted_tokens"]
+    assert sums["draft_tokens"] == totals["vllm:spec_decode_num_draft_tokens"]
+    assert sums["generation_tokens"] == 7.0
+    assert sums["per_position"] == per_position == {0: 27.0, 1: 5.0}
