@@ -185,3 +185,42 @@ def test_synthetic_rejection_sampling_fails_naming_it(tmp_path, fleet, servers):
     # 0.32.0's engine dies at the first request under synthetic rejection sampling here)
     (said,) = [e["text"] for e in check["evidence"] if e["text"].startswith("speculative config")]
     assert "'rejection_sample_method': 'synthetic'" in said and "'method': 'ngram'" in said
+
+
+LAUNCH = ("{{ venv }}/bin/python -m vllm.entrypoints.openai.api_server --model {{ model }} "
+          "--host 127.0.0.1 --port {{ port }} --speculative-config {{ spec | tojson }} "
+          + " ".join(real_vllm.FLAGS))
+
+
+def test_a_load_within_the_drafters_sliding_window_warns(tmp_path, fleet, servers):
+    """A drafter whose layer slides over 2,048 tokens, served with a 512-token context:
+    the load can never pass the window, so the sliding-window path was never exercised.
+    The window is read from the launched drafter's own config.json."""
+    servers.stop()
+    venv, models = real_vllm.install()
+    drafter = tmp_path / "dflash-sliding"
+    drafter.mkdir()
+    source = os.path.join(models, "dflash-working")
+    for name in os.listdir(source):
+        if name != "config.json":
+            os.symlink(os.path.join(source, name), drafter / name)
+    with open(os.path.join(source, "config.json")) as handle:
+        config = json.load(handle)
+    config.update(layer_types=["sliding_attention"], use_sliding_window=True,
+                  sliding_window=2048)
+    (drafter / "config.json").write_text(json.dumps(config))
+    host = fleet.add("cpu-window", mounts={ENV: venv + ":ro"})
+    fleet.start()
+    hosts = ssh_hosts(fleet, [host], venv=ENV, smoke=dict(
+        LOAD, requests=4, mode="launch", command=LAUNCH, port=free_loopback_port(),
+        model=os.path.join(models, "target"), env=real_vllm.ENV, startup_timeout_s=240,
+        spec={"method": "dflash", "model": str(drafter), "num_speculative_tokens": 3}))
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": hosts}}, "--known-hosts", fleet.known_hosts,
+                         "--smoke", "--no-import-check", "--no-integrity")
+    check = run.check("cpu-window", "smoke-acceptance")
+    assert check["status"] == "warn", check
+    smoke = run.host("cpu-window")["smoke"]
+    reached = smoke["context"]["longest_request_tokens"]
+    assert 0 < reached <= 512 and smoke["context"]["drafter_window"] == 2048
+    assert ("the longest request reached %d tokens of context, within the drafter's sliding "
+            "window of 2048 (%s/config.json)" % (reached, drafter)) in check["message"]
