@@ -424,6 +424,38 @@ class HttpWitness:
 
 
 @facts_class
+class LogLine:
+    """One line of a server's log that decided something, with what it says; `line` is
+    its number in the file (None in the tail, past what was read from the head)."""
+    line: int | None
+    text: str | None
+    format: str | None  # file:line of the install's format string it matched
+    ids: list[int]  # the aux layer ids it printed
+    spec: dict[str, str] | None  # the SpeculativeConfig it printed
+    values: dict[str, str] | None  # the metrics it printed, by the install's own names
+    time: str | None
+
+
+@facts_class
+class ServerLog:
+    """Where a server's log was found, how much was read, and what it says
+    (probe/server_log.py)."""
+    source: str | None  # None: no log found
+    path: str | None
+    tried: list[str]
+    bytes: int | None
+    lines_read: int | None
+    head_lines: int | None
+    cut: bool | None  # only the head and the tail were read
+    startups: int | None
+    engine: LogLine | None
+    aux_layers: LogLine | None
+    metrics: LogLine | None
+    runner_v2: LogLine | None
+    fatal: list[LogLine]
+
+
+@facts_class
 class ServedProcess:
     """One server's command line and environment, and its models found on the host."""
     pid: int = fact(required=True)
@@ -448,6 +480,7 @@ class ServedProcess:
     target_model: ModelPlace | None
     drafter_model: ModelPlace | None
     http: HttpWitness | None
+    log: ServerLog | None
 
 
 @facts_class
@@ -511,6 +544,7 @@ class Served:
     named: list[ModelPlace]
     code: ConfigCode | None
     loaded: ConfigLoad | None
+    log_templates: dict[str, list[str]] | None  # kind -> file:line of the install's formats
     error: str | None
 
 

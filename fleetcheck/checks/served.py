@@ -115,16 +115,17 @@ class Verdict:
         self.evidence.extend(e for e in evidence if e is not None)
 
     def result(self, check_id: str, passed: str,
-               recorded: dict[str, Any] | None = None) -> CheckResult:
+               recorded: dict[str, Any] | None = None, title: str | None = None) -> CheckResult:
         """The check; `recorded`: more details beside its aspects."""
+        title = title or TITLES[check_id]
         if not self.items:
-            return CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
+            return CheckResult(id=check_id, title=title, status=Status.SKIP,
                                message=passed, details=dict(recorded or {}))
         statuses = [s for s, _ in self.items]
         status = Status.SKIP if set(statuses) == {Status.SKIP} else worst(statuses)
         shown = [t for s, t in self.items if s == status] if status != Status.PASS else \
             [t for _, t in self.items]
-        return CheckResult(id=check_id, title=TITLES[check_id], status=status,
+        return CheckResult(id=check_id, title=title, status=status,
                            message="; ".join(shown[:6]) + (" (and %d more)" % (len(shown) - 6)
                                                            if len(shown) > 6 else ""),
                            evidence=self.evidence,
@@ -545,7 +546,30 @@ def server_summary(server: ServedProcess, facts: Facts,
             "drafter": model_summary(server.drafter_model) if server.drafter_model else None,
             "num_speculative_tokens": server.num_speculative_tokens,
             "spec_from": server.spec_from, "env": dict(server.env),
-            "environ_error": server.environ_error, "http": witness, "notes": notes}
+            "environ_error": server.environ_error, "http": witness, "notes": notes,
+            "log": log_summary(server)}
+
+
+def log_summary(server: ServedProcess) -> dict[str, Any] | None:
+    """Where the server's log was read, how much, and the values it printed."""
+    log = server.log
+    if log is None:
+        return None
+    out: dict[str, Any] = {"source": log.source, "path": log.path, "bytes": log.bytes,
+                           "lines_read": log.lines_read, "startups": log.startups}
+    if log.aux_layers is not None:
+        out["aux_layers"] = list(log.aux_layers.ids)
+    if log.engine is not None and log.engine.spec:
+        out["speculative_config"] = dict(log.engine.spec)
+    if log.runner_v2 is not None:
+        out["v2_runner"] = True
+    if log.metrics is not None:
+        out["live"] = {"time": log.metrics.time, "values": dict(log.metrics.values or {})}
+    if log.fatal:
+        out["fatal"] = [line.text for line in log.fatal]
+    if log.source is None:
+        out["tried"] = list(log.tried)
+    return out
 
 
 def config_digest(model: ModelPlace) -> str | None:

@@ -130,12 +130,16 @@ def gather_served(plan, install, code_root, deadline, owner):
     config_loader.py). Without a drafter nothing beyond the /proc scan runs."""
     from fleetcheck.probe.served import drafter_dirs, served
     out = served(plan)
+    options = plan["served"]
     dirs = drafter_dirs(out)
+    if dirs and code_root:
+        from fleetcheck.probe.config_keys import install_config_keys
+        out["code"] = install_config_keys(code_root)
+    if out["servers"] and code_root and options.get("log", True):
+        from fleetcheck.probe.server_log import attach_logs
+        attach_logs(out, plan, code_root, (out.get("code") or {}).get("module"), deadline)
     if not dirs or not code_root:
         return out
-    from fleetcheck.probe.config_keys import install_config_keys
-    out["code"] = install_config_keys(code_root)
-    options = plan["served"]
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
         from fleetcheck.probe.config_loader import load_configs, not_loaded

@@ -56,6 +56,14 @@ def server_words(entry: dict[str, Any]) -> str:
             ", ".join(map(str, http.get("models") or [])) or "-", http.get("version") or "-"))
     elif http.get("error"):
         parts.append("HTTP: %s" % http["error"])
+    log = entry.get("log") or {}
+    if log.get("source"):
+        parts.append("log %s (%s lines read)" % (log["source"], log.get("lines_read")))
+        live = log.get("live")
+        if live:
+            parts.append("live acceptance%s: %s" % (
+                " at " + str(live["time"]) if live.get("time") else "",
+                ", ".join("%s %s" % (k, v) for k, v in (live.get("values") or {}).items())))
     for note in entry.get("notes") or []:
         parts.append("NOTE " + str(note))
     return "; ".join(parts)
