@@ -18,7 +18,7 @@ from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
-from fleetcheck.checks.served import served_summary
+from fleetcheck.checks.served_entries import served_summary
 from fleetcheck.drafter_expectations import resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host

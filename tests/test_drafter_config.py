@@ -16,7 +16,7 @@ import pytest
 import drafter_trees
 import real_vllm
 from drafter_trees import USE_SWA, ZLAB, variant
-from fleetcheck.checks.served import drafter_checks
+from fleetcheck.checks.drafter import drafter_checks
 from fleetcheck.facts_decoder import decode_facts
 from fleetcheck.inventory import Host
 from fleetcheck.lab.local_probe import probe_answer

@@ -64,7 +64,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     import time
 
     import drafter_trees
-    from fleetcheck.checks.served import served_summary
+    from fleetcheck.checks.served_entries import served_summary
     from fleetcheck.facts_decoder import decode_facts
     from fleetcheck.report.served import server_words
     from fleetcheck.inventory import Host
@@ -103,7 +103,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
 def test_a_bug_in_the_served_facts_costs_only_them(tmp_path, real_venvs):
     """A plan the served code cannot take (drafters not a list) raises inside the probe:
     the host still answers with every other fact, and drafter-config says why it erred."""
-    from fleetcheck.checks.served import drafter_checks
+    from fleetcheck.checks.drafter import drafter_checks
     from fleetcheck.inventory import Host
     from fleetcheck.lab.local_probe import probe_answer
     from fleetcheck.wire_protocol import decode_answer
