@@ -500,6 +500,8 @@ class ConfigLoad:
 class Served:
     servers: list[ServedProcess]
     named: list[ModelPlace]
+    # the drafters the plan asked the probe to resolve (the expectations it was gathered for)
+    drafters_asked: list[str]
     code: ConfigCode | None
     loaded: ConfigLoad | None
     error: str | None

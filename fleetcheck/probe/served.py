@@ -381,7 +381,8 @@ def serving_processes():
 def served(plan):
     """The served facts: every server, and every drafter the plan names."""
     options = plan.get("served") or {}
-    out = {"servers": [], "named": []}
+    asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
+    out = {"servers": [], "named": [], "drafters_asked": asked}
     for pid, argv, index in serving_processes():
         entry = {"pid": pid}
         cwd = process_cwd(pid)
@@ -407,7 +408,7 @@ def served(plan):
         out["servers"].append(entry)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
     serving = set(s.get("drafter") for s in out["servers"])
-    for name in options.get("drafters") or []:
+    for name in asked:
         if name not in serving:  # a server's own environment already resolved it
             out["named"].append(resolve_model(name, env))
     return out
