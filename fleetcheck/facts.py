@@ -387,6 +387,31 @@ class ConfigFile:
 
 
 @facts_class
+class Conversion:
+    """One of the install's conversions that applied to a drafter's config
+    (config_conversion.py): its name, where the code is, or why it could not run."""
+    name: str | None
+    file: str | None
+    line: int | None
+    text: str | None
+    error: str | None
+    # "loader": get_config applies it (its config shows it); "engine": applied after
+    # loading, by the speculative config (the loaded config does not show it)
+    stage: str | None
+
+
+@facts_class
+class DrafterReading:
+    """A drafter's config as this install's code reads it: converted (absent: the file
+    as it stands), the conversions that applied, the architecture its registry maps."""
+    data: Any
+    conversions: list[Conversion]
+    architecture: str | None
+    error: str | None
+    registry_error: str | None
+
+
+@facts_class
 class ModelPlace:
     """A model named on a command line (or by an expectation), found on the host."""
     spec: str | None
@@ -400,6 +425,7 @@ class ModelPlace:
     revision: str | None
     revision_from: str | None
     config: ConfigFile | None
+    reading: DrafterReading | None  # a drafter's: the config this install's code reads
 
 
 @facts_class
@@ -461,15 +487,22 @@ class CodeLine:
     text: str | None
     error: str | None
     default: str | None
+    condition: str | None  # the test that guards a raise
 
 
 @facts_class
 class ConfigCode:
+    """What one architecture's code reads (config_keys.py): the registry entry, the
+    classes followed and their modules, the reads, the runner requirement."""
     error: str | None
     module: str | None
+    cls: str | None
     registry_line: int | None
+    registry_text: str | None
+    registry_table: str | None
+    classes: list[str]
+    modules: list[str]
     reads: list[ConfigRead]
-    architectures: list[str]
     v2_required: CodeLine | None
     v2_default: CodeLine | None
 
@@ -502,7 +535,7 @@ class Served:
     named: list[ModelPlace]
     # the drafters the plan asked the probe to resolve (the expectations it was gathered for)
     drafters_asked: list[str]
-    code: ConfigCode | None
+    codes: dict[str, ConfigCode]  # by the architecture the registry maps
     loaded: ConfigLoad | None
     error: str | None
 

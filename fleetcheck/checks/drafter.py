@@ -118,42 +118,80 @@ def loaded_config(facts: Facts, model: ModelPlace) -> dict[str, Any] | None:
     return entry.config
 
 
+REGISTRY = "vllm/model_executor/models/registry.py"
+
+
+def conversion_words(model: ModelPlace) -> str:
+    """How the config judged came from config.json: the install's conversions that applied."""
+    reading = model.reading
+    names = [c.name for c in (reading.conversions if reading else []) if c.name and not c.error]
+    return " (as this install converts it: %s)" % "; ".join(names) if names else ""
+
+
+def judged_config(model: ModelPlace) -> dict[str, Any]:
+    """The config this install's code reads: the converted one, else the file's."""
+    reading = model.reading
+    if reading is not None and isinstance(reading.data, dict):
+        return reading.data
+    return model.config.data if model.config and isinstance(model.config.data, dict) else {}
+
+
 def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProcess],
-                  code: ConfigCode | None, offset: tuple[int | None, str],
-                  named: bool, loaded: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """One drafter's aspects into `verdict`; its parsed config, when there is one.
-    `loaded`: the config as the install's loader returned it, which decides what the file
-    leaves to the loader (transformers derives `layer_types` when the file has none)."""
+                  codes: dict[str, ConfigCode], offset: tuple[int | None, str],
+                  named: bool, loaded: dict[str, Any] | None = None
+                  ) -> tuple[dict[str, Any] | None, ConfigCode | None]:
+    """One drafter's aspects into `verdict`; the config judged (as the install converts
+    config.json) and the code of the architecture it maps to, when there are. `loaded`:
+    the config as the install's loader returned it, which decides what the file leaves
+    to the loader (transformers derives `layer_types` when the file has none)."""
     name = drafter_name(model)
     if model.error:
         status = Status.FAIL if named or not model.absent else Status.WARN
         verdict.add(status, "drafter %s: %s" % (name, model.error),
                     Evidence(file=model.repo_dir or model.dir, line=None, text=model.error))
-        return None
+        return None, None
     if model.config is None or model.config.error or not isinstance(model.config.data, dict):
         why = model.config.error if model.config else "no config.json read"
         verdict.add(Status.FAIL, "drafter %s: %s" % (name, why),
                     Evidence(file=model.config.path if model.config else model.dir,
                              line=None, text=why or ""))
-        return None
-    data = model.config.data
-    if code is None or code.error:
-        verdict.add(Status.ERROR, "drafter %s: this install's DFlash code could not be read (%s)"
-                    % (name, code.error if code else "no install"))
-        return data
+        return None, None
     here = "drafter %s" % name
-    # architecture: the one this install maps to its DFlash module
+    reading = model.reading
+    if reading is None:
+        verdict.add(Status.ERROR, "%s: this install's code could not be read (no install)" % here)
+        return None, None
+    for conversion in reading.conversions:
+        where = Evidence(file=conversion.file, line=conversion.line,
+                         text=conversion.text or conversion.error or "")
+        if conversion.error:
+            raises = "raises" in conversion.error
+            verdict.add(Status.FAIL if raises else Status.ERROR, "%s: %s: %s" % (
+                here, conversion.name or "this install's conversion", conversion.error), where)
+        else:
+            verdict.add(Status.PASS, "%s: config.json as this install converts it: %s" % (
+                here, conversion.name), where)
+    if reading.error:
+        if not reading.conversions:
+            verdict.add(Status.ERROR, "%s: %s" % (here, reading.error))
+        return None, None
+    data = judged_config(model)
     archs = data.get("architectures")
-    registry = Evidence(file="vllm/model_executor/models/registry.py", line=code.registry_line,
-                        text="DFlashDraftModel -> %s" % code.module)
-    if not isinstance(archs, list) or not set(map(str, archs)) & set(code.architectures):
-        verdict.add(Status.FAIL, "%s: architectures %s: this install maps %s to its DFlash model "
-                    "(%s)" % (here, short_json(archs if archs is not None else None),
-                              ", ".join(code.architectures), code.module),
-                    file_evidence(model, "architectures", archs if archs is not None
-                                  else MISSING), registry)
-    else:
-        verdict.add(Status.PASS, "%s: architecture %s" % (here, archs[0]))
+    if reading.registry_error or reading.architecture is None:
+        verdict.add(Status.FAIL, "%s: architectures %s%s: %s, so this install cannot build it" % (
+            here, short_json(archs if archs is not None else None), conversion_words(model),
+            reading.registry_error or "no architecture"),
+            file_evidence(model, "architectures", archs if archs is not None else MISSING),
+            Evidence(file=REGISTRY, line=None, text=reading.registry_error or ""))
+        return data, None
+    code = codes.get(reading.architecture)
+    if code is None or code.error:
+        verdict.add(Status.ERROR, "%s: the code of %s could not be read (%s)" % (
+            here, reading.architecture, code.error if code else "no facts for it"))
+        return data, None
+    verdict.add(Status.PASS, "%s: architecture %s -> %s.%s" % (
+        here, reading.architecture, (code.module or "?").rsplit("/", 1)[-1][:-3], code.cls),
+        Evidence(file=REGISTRY, line=code.registry_line, text=code.registry_text or ""))
     judge_layer_ids(verdict, model, data, servers, offset, here)
     judge_layer_types(verdict, model, data, code, servers, here, loaded)
     # mask_token_id, read where this install reads it
@@ -164,13 +202,21 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
         found = [(k, lookup(data, k)) for k in mask_keys if lookup(data, k) is not MISSING
                  and lookup(data, k) is not None]
         if not found:
-            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has neither"
-                        % (here, spelled(mask_keys)),
+            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has neither%s"
+                        % (here, spelled(mask_keys), conversion_words(model)),
                         file_evidence(model, mask_keys[0], MISSING),
                         read_line(code, mask_keys[0]))
         else:
             verdict.add(Status.PASS, "%s: %s %s" % (here, found[0][0], found[0][1]))
-    return data
+    # the keys of the drafter's own dict this install reads with no default and no guard:
+    # vLLM fails to build the drafter without them (a config class gives them no default)
+    for read in code.reads:
+        if read.required and "." in read.key and lookup(data, read.key) is MISSING:
+            verdict.add(Status.FAIL, "%s: this install reads %s with no default and no guard "
+                        "(%s:%s), which the drafter lacks%s: vLLM fails building it" % (
+                            here, read.key, read.file, read.line, conversion_words(model)),
+                        file_evidence(model, read.key, MISSING), read_line(code, read.key))
+    return data, code
 
 
 def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
@@ -201,10 +247,10 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         bad = [i for i in ids if not 0 <= i <= layers - shift]
         target = server.target if server is not None else "its num_target_layers"
         if bad:
-            verdict.add(Status.FAIL, "%s: target_layer_ids %s out of range for target %s with %d "
-                        "layers (ids are taken %s, so each must be 0..%d)" % (
-                            here, bad, target, layers, how if add is not None else
-                            "+1 (assumed: %s)" % how, layers - shift),
+            verdict.add(Status.FAIL, "%s: target_layer_ids %s%s out of range for target %s with "
+                        "%d layers (ids are taken %s, so each must be 0..%d)" % (
+                            here, bad, conversion_words(model), target, layers, how
+                            if add is not None else "+1 (assumed: %s)" % how, layers - shift),
                         file_evidence(model, LAYER_IDS_KEY, ids),
                         Evidence(file=where.split(": ")[0], line=None,
                                  text="num_hidden_layers: %d" % layers))
@@ -330,6 +376,18 @@ def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess
                         rule, default_ev)
 
 
+def slides(config: dict[str, Any]) -> bool:
+    """Does some layer of this config use a sliding window (as vLLM's DFlash code decides:
+    a sliding layer type, dflash_config.use_swa, or no layer_types with
+    use_sliding_window)?"""
+    types = config.get("layer_types")
+    if lookup(config, "dflash_config.use_swa") is True:
+        return True
+    if isinstance(types, list):
+        return SLIDING in types
+    return config.get("use_sliding_window") is True
+
+
 def flat_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
     out = []
     for key, value in data.items():
@@ -360,10 +418,17 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
     loaded = entry.config if isinstance(entry.config, dict) else {}
     keys = list(ALWAYS_COMPARED) + [r.key for r in code.reads]
     keys += [r.alternatives[i] for r in code.reads for i in range(len(r.alternatives))]
+    conversions = model.reading.conversions if model.reading else []
+    skipped = set()
+    if any(c.stage == "engine" and not c.error for c in conversions):
+        skipped.add("architectures")  # rewritten after loading: the loader never shows it
+    if not slides(loaded) and not slides(data):
+        skipped |= {k for k in keys if is_window_key(k)}  # no layer uses a window
+    source = "config.json" + conversion_words(model)
     lost = []
     for key in dict.fromkeys(keys):
         before = lookup(data, key)
-        if before is MISSING:
+        if before is MISSING or key in skipped:
             continue
         after = lookup(loaded, key)
         if after is MISSING or after != before:
@@ -375,23 +440,29 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                         "file has use_sliding_window: %s)" % (
                             entry.cls or "the config class",
                             short_json(data.get("use_sliding_window"))))
-            verdict.add(Status.FAIL, "drafter %s: %s is %s in config.json but %s once %s loads "
-                        "it%s" % (name, key, short_json(before), "absent" if after is MISSING
+            verdict.add(Status.FAIL, "drafter %s: %s is %s in %s but %s once %s loads "
+                        "it%s" % (name, key, short_json(before), source, "absent" if after is MISSING
                                   else short_json(after), load.loader, hint),
                         file_evidence(model, key, before),
                         Evidence(file=load.loader, line=None, text="%s: %s" % (
                             key, "(absent)" if after is MISSING else short_json(after))))
     if not lost:
-        compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING]
-        verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same after "
-                    "%s loads it (%s, transformers %s)" % (
-                        name, len(compared), load.loader, entry.cls, entry.transformers))
-    missing = [r.key for r in code.reads if r.required and "." not in r.key and
-               lookup(loaded, r.key) is MISSING]
-    for key in missing:
+        compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING and
+                    k not in skipped]
+        verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same in "
+                    "%s and after %s loads it (%s, transformers %s)%s" % (
+                        name, len(compared), source, load.loader, entry.cls, entry.transformers,
+                        "; not compared, since no layer slides: %s" % ", ".join(sorted(
+                            k for k in skipped if is_window_key(k) and
+                            lookup(data, k) is not MISSING))
+                        if any(is_window_key(k) and lookup(data, k) is not MISSING
+                               for k in skipped) else ""))
+    missing = [r for r in code.reads if r.required and lookup(loaded, r.key) is MISSING]
+    for read in missing:
         verdict.add(Status.FAIL,
-                    "drafter %s: this install reads %s (no default), which the loaded "
-                    "config lacks" % (name, key), read_line(code, key))
+                    "drafter %s: this install reads %s with no default and no guard (%s:%s), "
+                    "which the loaded config lacks: vLLM fails building the drafter" % (
+                        name, read.key, read.file, read.line), read_line(code, read.key))
 
 
 def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], bool]]:
@@ -429,10 +500,10 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     offset = layer_offset(facts)
     static, loaded = Verdict(), Verdict()
     for model, servers, named in drafters:
-        data = judge_drafter(static, model, servers, served.code, offset, named,
-                             loaded_config(facts, model))
-        if data is not None and served.code is not None and not served.code.error:
-            judge_loaded(loaded, model, data, facts, served.code)
+        data, code = judge_drafter(static, model, servers, served.codes or {}, offset, named,
+                                   loaded_config(facts, model))
+        if data is not None and code is not None:
+            judge_loaded(loaded, model, data, facts, code)
     why = "config loading is off" if served.loaded is None else "nothing loaded"
     return [static.result(DRAFTER_ID, DRAFTER_TITLE, "no DFlash drafter"),
             loaded.result(LOADED_ID, LOADED_TITLE, "not compared: " + why)]

@@ -4,5 +4,5 @@ they can run where fleetcheck is not installed."""
 
 MODULES = ("jsonlite", "files", "install", "yaml_subset", "config_file_args", "servers", "served", "lexer", "source", "patterns",
            "codebase", "conditions", "dataflow_values", "dataflow", "key_offset",
-           "value_source", "signatures", "config_keys", "config_loader",
+           "value_source", "signatures", "config_conversion", "config_keys", "config_loader",
            "integrity", "shared_bytes", "smoke_load", "main")

@@ -103,8 +103,10 @@ def gather_served(plan, install, code_root, deadline):
     dirs = drafter_dirs(out)
     if not dirs or not code_root:
         return out
-    from fleetcheck.probe.config_keys import install_config_keys
-    out["code"] = install_config_keys(code_root)
+    from fleetcheck.probe.config_keys import read_drafters
+    models = [s["drafter_model"] for s in out["servers"] if s.get("drafter_model") and
+              str(s.get("method") or "").lower() == "dflash"] + out["named"]
+    out["codes"] = read_drafters(code_root, models)
     options = plan["served"]
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
