@@ -415,7 +415,7 @@ class DrafterReading:
 class ModelPlace:
     """A model named on a command line (or by an expectation), found on the host."""
     spec: str | None
-    kind: str | None  # path | hub | unknown
+    kind: str | None  # path | hub | modelscope | unknown
     dir: str | None
     error: str | None
     absent: bool | None

@@ -318,3 +318,60 @@ def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp
     assert '"eagle-" in self.draft_model_config.model.lower()' in found["both"].method_from
     assert found["muse"].method == "dflash", found["muse"]
     assert found["muse"].method_from.startswith("vllm/config/speculative.py:")
+
+
+@pytest.mark.downloads
+def test_a_server_on_modelscope_is_resolved_in_the_modelscope_cache(tmp_path):
+    """VLLM_USE_MODELSCOPE=True: the server downloads hub ids from ModelScope, so its
+    models are in MODELSCOPE_CACHE (models/OWNER/NAME, dots as ___), not the HF cache."""
+    import subprocess
+    import time
+
+    import drafter_trees
+    import real_vllm
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    venv, _ = real_vllm.install()
+    scope = tmp_path / "ms"
+    drafter = drafter_trees.write_model_dir(
+        str(scope / "models" / "z-lab" / "Qwen3___6-27B-DFlash"), drafter_trees.ZLAB)
+    drafter_trees.write_model_dir(str(scope / "models" / "org" / "tiny-target"),
+                                  {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 52})
+    hf = tmp_path / "hf"  # the HF cache holds another drafter by the same name: not read
+    drafter_trees.add_to_hub_cache(str(hf), "z-lab/Qwen3.6-27B-DFlash", {
+        "config.json": json.dumps(drafter_trees.variant(drafter_trees.ZLAB,
+                                                        block_size=8)).encode()})
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    port = free_loopback_port()
+    server = subprocess.Popen(
+        [script, "serve", "org/tiny-target", "--port", str(port),
+         "--speculative-config", json.dumps({"method": "dflash",
+                                             "model": "z-lab/Qwen3.6-27B-DFlash"})],
+        env=dict(os.environ, VLLM_USE_MODELSCOPE="True", MODELSCOPE_CACHE=str(scope),
+                 HF_HUB_CACHE=str(hf)))
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", venv=venv,
+                    vllm_url="http://127.0.0.1:%d" % port)  # judged: on vllm_url's port
+        facts = decode_answer(probe_answer(host), host)
+    finally:
+        server.kill()
+        server.wait()
+    (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+    assert mine.env["VLLM_USE_MODELSCOPE"] == "True"
+    model = mine.drafter_model
+    assert (model.kind, model.dir, model.cache_from) == ("modelscope", drafter,
+                                                        "MODELSCOPE_CACHE"), model
+    assert model.config.data["block_size"] == 16 and model.revision is None
+    assert mine.target_model.kind == "modelscope" and mine.target_model.config.data[
+        "num_hidden_layers"] == 52
+    from dataclasses import replace
+
+    from fleetcheck.checks.drafter import drafter_checks
+    one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
+    check = {c.id: c for c in drafter_checks(one)}["drafter-config"]
+    assert any("within the 52 layers of org/tiny-target" in a["text"]
+               for a in check.details["aspects"]), check

@@ -20,7 +20,8 @@ MAX_ENVIRON_BYTES = 1024 * 1024
 ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
              "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_CACHE",
              "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME")
+             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME", "VLLM_USE_MODELSCOPE",
+             "MODELSCOPE_CACHE")
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -368,6 +369,70 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
     return out
 
 
+def modelscope_in_use(env):
+    """VLLM_USE_MODELSCOPE as vllm/envs.py reads it: "1" or "true", any case."""
+    return env.get("VLLM_USE_MODELSCOPE", "False").strip().lower() in ("1", "true")
+
+
+def modelscope_dirs(spec, env, download_dir=None):
+    """[(directory, cache, how it was chosen)] where ModelScope keeps `spec`, in the order
+    its SDK looks: the cache is --download-dir (vLLM passes it as cache_dir), else
+    MODELSCOPE_CACHE, else ~/.cache/modelscope/hub (the SDK's) and ~/.cache/modelscope
+    (modelscope_hub's); in it `models/OWNER/NAME` with dots as `___`, then the hub's
+    `models/OWNER--NAME/snapshots/REV`, then the older flat layouts."""
+    if download_dir:
+        roots = [(download_dir, "--download-dir")]
+    elif env.get("MODELSCOPE_CACHE"):
+        roots = [(expanded(env["MODELSCOPE_CACHE"], env), "MODELSCOPE_CACHE")]
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        roots = [(os.path.join(home, ".cache", "modelscope", "hub"), "~/.cache/modelscope/hub"),
+                 (os.path.join(home, ".cache", "modelscope"), "~/.cache/modelscope")]
+    owner, name = spec.split("/", 1)
+    safe = name.replace(".", "___")
+    out = []
+    for root, source in roots:
+        places = [os.path.join(root, "models", owner, safe)]
+        snapshots = os.path.join(root, "models", "%s--%s" % (owner, name), "snapshots")
+        try:
+            places += [os.path.join(snapshots, s) for s in sorted(os.listdir(snapshots))]
+        except OSError:
+            pass
+        places += [os.path.join(root, owner, name), os.path.join(root, owner, safe),
+                   os.path.join(root, "hub", owner, name), os.path.join(root, "hub", owner, safe),
+                   os.path.join(root, "models", owner, name)]
+        out += [(place, root, source) for place in places]
+    return out
+
+
+def resolve_modelscope(spec, env, download_dir=None):
+    """A hub id a server with VLLM_USE_MODELSCOPE downloads from ModelScope: its
+    directory in the ModelScope cache (no revision: the directory holds the files)."""
+    out = {"spec": spec, "kind": "modelscope"}
+    places = modelscope_dirs(spec, env, download_dir)
+    out["cache"], out["cache_from"] = places[0][1], places[0][2]
+    for place, root, source in places:
+        if os.path.isfile(os.path.join(place, "config.json")):
+            out["cache"], out["cache_from"] = root, source
+            out["dir"] = out["repo_dir"] = place
+            out["revision_from"] = "the ModelScope cache keeps no revision"
+            out["config"] = read_config(place)
+            return out
+    out["absent"] = True
+    out["error"] = "%s is not in the ModelScope cache %s (from %s; VLLM_USE_MODELSCOPE is " \
+        "set): the server would download it" % (spec, out["cache"], out["cache_from"])
+    return out
+
+
+def resolve_served(spec, env, cwd=None, download_dir=None, revision=None):
+    """resolve_model, or the ModelScope cache for a hub id when the server's environment
+    sets VLLM_USE_MODELSCOPE (vLLM then downloads from ModelScope, not the HF hub)."""
+    if modelscope_in_use(env) and isinstance(spec, str) and is_hub_id(spec) and \
+            "/" in spec and not os.path.isdir(os.path.join(cwd or "/", spec)):
+        return resolve_modelscope(spec, env, download_dir)
+    return resolve_model(spec, env, cwd, download_dir, revision)
+
+
 def http_witness(bind, port, timeout=1.0):
     """/v1/models and /version as the server reports itself: a second witness."""
     import http.client  # only when a server runs
@@ -440,12 +505,12 @@ def served(plan):
         if error:
             entry["environ_error"] = error
         entry["port"] = port_of(parsed)
-        entry["target_model"] = resolve_model(entry["target"], env, cwd,
-                                              entry.get("download_dir"), entry.get("revision"))
+        entry["target_model"] = resolve_served(entry["target"], env, cwd,
+                                               entry.get("download_dir"), entry.get("revision"))
         if entry.get("drafter"):
-            entry["drafter_model"] = resolve_model(entry["drafter"], env, cwd,
-                                                   entry.get("download_dir"),
-                                                   entry.get("drafter_revision"))
+            entry["drafter_model"] = resolve_served(entry["drafter"], env, cwd,
+                                                    entry.get("download_dir"),
+                                                    entry.get("drafter_revision"))
         if options.get("http", True):
             entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
@@ -453,7 +518,7 @@ def served(plan):
     serving = set(s.get("drafter") for s in out["servers"])
     for name in asked:
         if name not in serving:  # a server's own environment already resolved it
-            out["named"].append(resolve_model(name, env))
+            out["named"].append(resolve_served(name, env))
     return out
 
 

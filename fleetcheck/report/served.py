@@ -25,6 +25,8 @@ def model_words(model: dict[str, Any] | None) -> str:
         return text + " (%s)" % model["error"]
     if model.get("kind") == "hub":
         text += " (hub cache %s, from %s)" % (model.get("cache"), model.get("cache_from"))
+    elif model.get("kind") == "modelscope":
+        text += " (ModelScope cache %s, from %s)" % (model.get("cache"), model.get("cache_from"))
     elif model.get("dir"):
         text += " (directory)"
     return text
