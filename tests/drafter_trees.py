@@ -59,6 +59,35 @@ USE_SWA: dict[str, Any] = {
 }
 
 
+def as_speculators(dflash_dir: str, out: str, verifier: str) -> str:
+    """A DFlash drafter made by scripts/tiny_models.py (z-lab's format) rewritten in the
+    vllm-project/speculators format, weights unchanged: its layers' config as
+    `transformer_layer_config`, each target layer id + 1 as `aux_hidden_state_layer_ids`,
+    `mask_token_id` on top, a `speculators_config` naming the verifier."""
+    import shutil
+
+    with open(os.path.join(dflash_dir, "config.json"), encoding="utf-8") as handle:
+        dflash = json.load(handle)
+    inner = dflash.pop("dflash_config")
+    layers = {k: v for k, v in dflash.items() if k not in ("architectures", "target_hidden_size")}
+    config = {"architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash",
+              "speculators_version": "0.3.0",
+              "aux_hidden_state_layer_ids": [i + 1 for i in inner["target_layer_ids"]],
+              "mask_token_id": inner["mask_token_id"],
+              "target_hidden_size": dflash.get("target_hidden_size"),
+              "transformer_layer_config": layers,
+              "speculators_config": {"algorithm": "dflash",
+                                     "proposal_methods": [{"proposal_type": "greedy",
+                                                           "speculative_tokens": 3}],
+                                     "default_proposal_method": "greedy",
+                                     "verifier": {"name_or_path": verifier}}}
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(dflash_dir):
+        if name != "config.json":
+            shutil.copy(os.path.join(dflash_dir, name), os.path.join(out, name))
+    return write_model_dir(out, config)
+
+
 def variant(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """A copy of `base` with changes; a dotted key reaches into dflash_config, a value of
     None removes the key."""
