@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -315,7 +317,7 @@ def test_an_expected_drafter_is_enforced_on_what_the_box_serves(tmp_path, fleet)
         name: dict(entry, venv=venv, vllm_url=vllm_url)
         for name, entry in ssh_hosts(fleet, [busy, idle]).items()}}}
     run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
-                         "--no-import-check", "--no-config-load", "--expect-drafter", expected)
+                         "--no-import-check", "--expect-drafter", expected)
     assert run.results is not None, run.stderr
     (server,) = [s for s in run.host("busy")["served"] if s.get("pid")]
     assert server["judged"] is False and server["drafter"]["spec"] == other
@@ -332,3 +334,33 @@ def test_an_expected_drafter_is_enforced_on_what_the_box_serves(tmp_path, fleet)
     assert judged["status"] == "pass", judged
     assert "drafter %s" % expected in judged["message"]
     assert run.code == 1
+
+    # the same hosts through an engine: a bundle written for the expected drafter, run on
+    # each host over plain ssh, judged with the same expectation: run's verdicts
+    bundle = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle", "--venv", venv,
+                             "--no-import-check", "--expect-drafter", expected],
+                            capture_output=True, text=True, check=True).stdout
+    facts = []
+    for host in (busy, idle):
+        answer = subprocess.run(
+            ["ssh", "-i", fleet.client_key, "-o", "UserKnownHostsFile=%s" % fleet.known_hosts,
+             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(host.port),
+             "root@%s" % host.address, "python3 - --host %s" % host.name],
+            input=bundle, capture_output=True, text=True, timeout=120)
+        assert answer.returncode == 0, answer.stderr
+        facts.append(tmp_path / ("%s.json" % host.name))
+        facts[-1].write_text(answer.stdout)
+    out = tmp_path / "judged.json"
+    judged_run = subprocess.run(
+        [sys.executable, "-m", "fleetcheck", "judge", *map(str, facts), "--no-import-check",
+         "--expect-drafter", expected, "--json", str(out), "--html", str(tmp_path / "j.html")],
+        capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
+    assert judged_run.returncode == run.code, judged_run.stderr
+    by_judge = {h["name"]: {c["id"]: (c["status"], c["message"]) for c in h["checks"]}
+                for h in json.loads(out.read_text())["hosts"]}
+    for name in ("busy", "idle"):
+        by_run = {c["id"]: (c["status"], c["message"]) for c in run.host(name)["checks"]}
+        assert {k: v[0] for k, v in by_judge[name].items()} == \
+            {k: v[0] for k, v in by_run.items()}, name
+        for check_id in ("drafter-config", "drafter-loaded", "served-config"):
+            assert by_judge[name][check_id] == by_run[check_id], (name, check_id)
