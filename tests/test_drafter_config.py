@@ -48,6 +48,7 @@ VARIANTS = {
     "speculators-good": SPECULATORS,
     "speculators-out-of-range": variant(SPECULATORS,
                                         aux_hidden_state_layer_ids=[2, 14, 26, 38, 53]),
+    "speculators-no-aux": variant(SPECULATORS, aux_hidden_state_layer_ids=None),
     # z-lab/Qwen3.5-9B-DFlash's shape: every layer full attention, a window transformers drops
     "all-full-dropped-window": variant(ZLAB, layer_types=["full_attention"] * 5,
                                        use_sliding_window=False, sliding_window=32768),
@@ -376,6 +377,12 @@ def test_a_speculators_checkpoint_is_judged_as_this_install_converts_it(judged):
     assert bad.status == "fail", bad
     assert "target_layer_ids [52] (as this install converts it: speculators dflash) out of " \
         "range for target its num_target_layers with 52 layers" in bad.message
+    # what the install's conversion raises for a config is the finding, naming its line
+    raised = verdicts(facts, places["speculators-no-aux"])
+    assert raised["drafter-config"].status == "fail", raised["drafter-config"]
+    assert "this install's conversion raises: KeyError: 'aux_hidden_state_layer_ids' " \
+        "(vllm/transformers_utils/configs/speculators/algos.py:" in raised["drafter-config"].message
+    assert raised["drafter-loaded"].status == "fail"  # the loader raises there too
 
 
 def test_a_window_no_layer_uses_is_not_compared(judged):

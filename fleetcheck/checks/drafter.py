@@ -397,6 +397,18 @@ def flat_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+def judge_refused(verdict: Verdict, model: ModelPlace, facts: Facts) -> None:
+    """A drafter whose code could not be judged: still a fail where the loader refused it."""
+    load = facts.served.loaded if facts.served else None
+    entry = load.configs.get(model.dir or "") if load is not None else None
+    if entry is not None and entry.error:
+        verdict.add(Status.FAIL,
+                    "drafter %s: %s refuses it: %s" % (drafter_name(model), load.loader,
+                                                       entry.error),
+                    Evidence(file=model.config.path if model.config else model.dir,
+                             line=None, text=entry.error))
+
+
 def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                  facts: Facts, code: ConfigCode) -> None:
     """The file against the config the install's loader returned."""
@@ -504,6 +516,8 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
                                    loaded_config(facts, model))
         if data is not None and code is not None:
             judge_loaded(loaded, model, data, facts, code)
+        else:
+            judge_refused(loaded, model, facts)
     why = "config loading is off" if served.loaded is None else "nothing loaded"
     return [static.result(DRAFTER_ID, DRAFTER_TITLE, "no DFlash drafter"),
             loaded.result(LOADED_ID, LOADED_TITLE, "not compared: " + why)]

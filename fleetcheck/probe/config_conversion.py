@@ -28,6 +28,7 @@ ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
 EAGLE = "vllm/transformers_utils/configs/eagle.py"
 EXTRACT = "extract_transformers_pre_trained_config"
 MAX_STEPS = 20000
+MAX_ITEMS = 100000  # no value the interpreter builds or walks is longer
 
 
 class Unknown(Exception):
@@ -162,7 +163,7 @@ class Interpreter:
             branch = node.body if self.expr(node.test, scope, module) else node.orelse
             self.block(branch, scope, module)
         elif isinstance(node, ast.For) and not node.orelse:
-            for item in list(self.expr(node.iter, scope, module)):
+            for item in bounded_items(self.expr(node.iter, scope, module), module, node):
                 self.assign(node.target, item, scope, module)
                 self.block(node.body, scope, module)
         elif isinstance(node, ast.Return):
@@ -246,6 +247,12 @@ class Interpreter:
                 raise Unknown(module.rel, node.lineno, type(node.op).__name__)
             if isinstance(left, bool) or isinstance(right, bool):
                 raise Unknown(module.rel, node.lineno, "arithmetic on a bool")
+            if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, list, tuple))
+                                                     for v in (left, right)):
+                count = right if isinstance(left, (str, list, tuple)) else left
+                if isinstance(count, int) and count * len(
+                        left if isinstance(left, (str, list, tuple)) else right) > MAX_ITEMS:
+                    raise Unknown(module.rel, node.lineno, "a value over %d items" % MAX_ITEMS)
             return operation(left, right)
         if isinstance(node, ast.UnaryOp):
             value = self.expr(node.operand, scope, module)
@@ -277,7 +284,7 @@ class Interpreter:
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1:
             generator = node.generators[0]
             out = []
-            for item in list(self.expr(generator.iter, scope, module)):
+            for item in bounded_items(self.expr(generator.iter, scope, module), module, node):
                 inner = dict(scope)
                 self.assign(generator.target, item, inner, module)
                 if all(self.expr(test, inner, module) for test in generator.ifs):
@@ -311,6 +318,13 @@ class Interpreter:
         if callee in BUILTINS.values():
             return callee(*args, **kwargs)
         raise Unknown(module.rel, node.lineno, "call of %s" % type(callee).__name__)
+
+
+def bounded_items(value, module, node):
+    """The items of a value a loop walks, refused past MAX_ITEMS (a range(10**12))."""
+    if hasattr(value, "__len__") and len(value) > MAX_ITEMS:
+        raise Unknown(module.rel, node.lineno, "a loop over %d items" % len(value))
+    return list(value)
 
 
 def dotted(node):
