@@ -452,3 +452,26 @@ def test_a_comment_about_the_v2_runner_is_no_requirement(tmp_path, real_venvs):
     none, commented_checks = found["commented"]
     assert none is None
     assert "states no runner requirement" in commented_checks["drafter-config"].message
+
+
+def test_the_0_33_drafter_architectures_resolve_to_where_their_classes_are(real_venvs):
+    """0.33.0's registry maps DFlash2BeamDraftModel to the package vllm.models.beam, which
+    re-exports the class from beam/nvidia/dflash2.py, built on qwen3_dflash2's convolution:
+    the keys are read where the class is defined, with what it builds on."""
+    from fleetcheck.probe.config_keys import read_drafters
+
+    site = real_vllm_site(real_venvs["0.33.0"])
+    models = [{"dir": arch, "config": {"data": variant(ZLAB, architectures=[arch])}}
+              for arch in ("DFlash2BeamDraftModel", "DFlashQwen3XPressModel",
+                           "DFlashLagunaForCausalLM")]
+    codes = read_drafters(site, models)
+    beam = codes["DFlash2BeamDraftModel"]
+    assert "error" not in beam, beam
+    assert beam["module"] == "vllm/models/beam/__init__.py"
+    assert beam["classes"][0] == "dflash2:DFlash2BeamForCausalLM"
+    assert beam["modules"] == ["vllm/models/beam/nvidia/dflash2.py",
+                               "vllm/model_executor/models/qwen3_dflash2.py"]
+    assert "dflash_config.conv_kernel_size" in {r["key"] for r in beam["reads"] if r["required"]}
+    for arch in ("DFlashQwen3XPressModel", "DFlashLagunaForCausalLM"):
+        assert "vllm/model_executor/models/qwen3_dflash.py" in codes[arch]["modules"], arch
+        assert codes[arch]["v2_required"]["file"].endswith("/qwen3_dflash.py")

@@ -189,8 +189,9 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
         verdict.add(Status.ERROR, "%s: the code of %s could not be read (%s)" % (
             here, reading.architecture, code.error if code else "no facts for it"))
         return data, None
-    verdict.add(Status.PASS, "%s: architecture %s -> %s.%s" % (
-        here, reading.architecture, (code.module or "?").rsplit("/", 1)[-1][:-3], code.cls),
+    defined = code.classes[0].replace(":", ".") if code.classes else "%s.%s" % (
+        (code.module or "?").rsplit("/", 1)[-1][:-3], code.cls)  # where the class is defined
+    verdict.add(Status.PASS, "%s: architecture %s -> %s" % (here, reading.architecture, defined),
         Evidence(file=REGISTRY, line=code.registry_line, text=code.registry_text or ""))
     judge_layer_ids(verdict, model, data, servers, offset, here)
     judge_layer_types(verdict, model, data, code, servers, here, loaded)

@@ -344,6 +344,13 @@ class Sources:
         self.root = root
         self.parsed = {}
 
+    def resolve(self, rel):
+        """The file of a module: `a/b.py`, else the package `a/b/__init__.py`."""
+        if not isinstance(self.get(rel), Exception) or not rel.endswith(".py"):
+            return rel
+        package = rel[:-3] + "/__init__.py"
+        return package if not isinstance(self.get(package), Exception) else rel
+
     def get(self, rel):
         if rel not in self.parsed:
             try:
@@ -369,9 +376,11 @@ def class_closure(sources, rel, cls, allowed):
     """The classes vLLM builds for (rel, cls): the class, its bases and the classes its
     body names, followed across the `allowed` modules; [(rel, class)] in the order found,
     and the modules they are in."""
-    seen, queue, modules = [], [(rel, cls)], []
+    allowed = set(sources.resolve(a) for a in allowed)
+    seen, queue, modules = [], [(sources.resolve(rel), cls)], []
     while queue:
         here, name = queue.pop(0)
+        here = sources.resolve(here)
         if (here, name) in seen or here not in allowed:
             continue
         parsed = sources.get(here)
@@ -387,8 +396,9 @@ def class_closure(sources, rel, cls, allowed):
                     if source is not None:
                         imports[alias.asname or alias.name] = (source, alias.name)
         node = local.get(name)
-        if node is None:  # a name the module imports (a re-export)
+        if node is None:  # a name the module imports (a re-export): where it is defined
             if name in imports:
+                allowed.add(sources.resolve(imports[name][0]))
                 queue.append(imports[name])
             continue
         seen.append((here, name))
@@ -413,6 +423,8 @@ def code_for(root, sources, entry, tables):
     out = {"module": rel, "cls": cls, "registry_line": line, "registry_text": text,
            "registry_table": table}
     classes, modules = class_closure(sources, rel, cls, tables.get(table, set()))
+    rel = sources.resolve(rel)
+    out["module"] = rel
     parsed = sources.get(rel)
     if isinstance(parsed, Exception):
         out["error"] = "%s: %s" % (rel, parsed)
