@@ -427,10 +427,35 @@ class ConfigFile:
 
 
 @facts_class
+class Conversion:
+    """One of the install's conversions that applied to a drafter's config
+    (config_conversion.py): its name, where the code is, or why it could not run."""
+    name: str | None
+    file: str | None
+    line: int | None
+    text: str | None
+    error: str | None
+    # "loader": get_config applies it (its config shows it); "engine": applied after
+    # loading, by the speculative config (the loaded config does not show it)
+    stage: str | None
+
+
+@facts_class
+class DrafterReading:
+    """A drafter's config as this install's code reads it: converted (absent: the file
+    as it stands), the conversions that applied, the architecture its registry maps."""
+    data: Any
+    conversions: list[Conversion]
+    architecture: str | None
+    error: str | None
+    registry_error: str | None
+
+
+@facts_class
 class ModelPlace:
     """A model named on a command line (or by an expectation), found on the host."""
     spec: str | None
-    kind: str | None  # path | hub | unknown
+    kind: str | None  # path | hub | modelscope | unknown
     dir: str | None
     error: str | None
     absent: bool | None
@@ -440,6 +465,7 @@ class ModelPlace:
     revision: str | None
     revision_from: str | None
     config: ConfigFile | None
+    reading: DrafterReading | None  # a drafter's: the config this install's code reads
 
 
 @facts_class
@@ -455,6 +481,38 @@ class HttpWitness:
     error: str | None
     models: list[HttpModel]
     version: str | None
+
+
+@facts_class
+class LogLine:
+    """One line of a server's log that decided something, with what it says; `line` is
+    its number in the file (None in the tail, past what was read from the head)."""
+    line: int | None
+    text: str | None
+    format: str | None  # file:line of the install's format string it matched
+    ids: list[int]  # the aux layer ids it printed
+    spec: dict[str, str] | None  # the SpeculativeConfig it printed
+    values: dict[str, str] | None  # the metrics it printed, by the install's own names
+    time: str | None
+
+
+@facts_class
+class ServerLog:
+    """Where a server's log was found, how much was read, and what it says
+    (probe/server_log.py)."""
+    source: str | None  # None: no log found
+    path: str | None
+    tried: list[str]
+    bytes: int | None
+    lines_read: int | None
+    head_lines: int | None
+    cut: bool | None  # only the head and the tail were read
+    startups: int | None
+    engine: LogLine | None
+    aux_layers: LogLine | None
+    metrics: LogLine | None
+    runner_v2: LogLine | None
+    fatal: list[LogLine]
 
 
 @facts_class
@@ -482,6 +540,7 @@ class ServedProcess:
     target_model: ModelPlace | None
     drafter_model: ModelPlace | None
     http: HttpWitness | None
+    log: ServerLog | None
 
 
 @facts_class
@@ -503,15 +562,22 @@ class CodeLine:
     text: str | None
     error: str | None
     default: str | None
+    condition: str | None  # the test that guards a raise
 
 
 @facts_class
 class ConfigCode:
+    """What one architecture's code reads (config_keys.py): the registry entry, the
+    classes followed and their modules, the reads, the runner requirement."""
     error: str | None
     module: str | None
+    cls: str | None
     registry_line: int | None
+    registry_text: str | None
+    registry_table: str | None
+    classes: list[str]
+    modules: list[str]
     reads: list[ConfigRead]
-    architectures: list[str]
     v2_required: CodeLine | None
     v2_default: CodeLine | None
 
@@ -543,8 +609,11 @@ class ConfigLoad:
 class Served:
     servers: list[ServedProcess]
     named: list[ModelPlace]
-    code: ConfigCode | None
+    # the drafters the plan asked the probe to resolve (the expectations it was gathered for)
+    drafters_asked: list[str]
+    codes: dict[str, ConfigCode]  # by the architecture the registry maps
     loaded: ConfigLoad | None
+    log_templates: dict[str, list[str]] | None  # kind -> file:line of the install's formats
     error: str | None
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
-from fleetcheck.checks.served import served_summary
+from fleetcheck.checks.served_entries import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error

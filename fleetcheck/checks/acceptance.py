@@ -442,7 +442,7 @@ def judge_numbers(facts: Smoke, numbers: dict, options: SmokeSettings, served: S
                                                    "; ".join(reasons), suffix),
                    numbers, evidence, {"requests_to_decide": max(
                        [n for n in needed if n is not None], default=None)})
-    numbers["verdict"] = "pass"
+    numbers["verdict"] = Status.PASS.value
     return out(Status.WARN if notes else Status.PASS, summary + suffix, numbers, evidence)
 
 

@@ -125,17 +125,29 @@ def analyse(plan, install, code_root, facts, ask):
 
 
 def gather_served(plan, install, code_root, deadline, owner):
-    """What the servers serve; with a drafter found, the keys this install's code reads
-    and the drafter's config as its loader loads it (a child process, see
-    config_loader.py). Without a drafter nothing beyond the /proc scan runs."""
+    """What the servers serve; each server's own log (server_log.py); with a drafter
+    found, the keys this install's code reads and the drafter's config as its loader
+    loads it (a child process, see config_loader.py). With no server and no drafter
+    named, nothing beyond the /proc scan runs."""
     from fleetcheck.probe.served import drafter_dirs, served
     out = served(plan)
+    options = plan["served"]
+    if code_root:
+        from fleetcheck.probe.config_conversion import decide_methods
+        decide_methods(code_root, out["servers"])
     dirs = drafter_dirs(out)
+    if dirs and code_root:
+        from fleetcheck.probe.config_keys import read_drafters
+        models = [s["drafter_model"] for s in out["servers"] if s.get("drafter_model") and
+                  str(s.get("method") or "").lower() == "dflash"] + out["named"]
+        out["codes"] = read_drafters(code_root, models)
+    if out["servers"] and code_root and options.get("log", True):
+        from fleetcheck.probe.server_log import attach_logs
+        modules = [c.get("module") for c in (out.get("codes") or {}).values()
+                   if isinstance(c, dict) and c.get("module")]
+        attach_logs(out, plan, code_root, modules[0] if modules else None, deadline)
     if not dirs or not code_root:
         return out
-    from fleetcheck.probe.config_keys import install_config_keys
-    out["code"] = install_config_keys(code_root)
-    options = plan["served"]
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
         from fleetcheck.probe.config_loader import load_configs, not_loaded

