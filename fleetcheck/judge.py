@@ -19,8 +19,8 @@ from fleetcheck import __version__
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
-from fleetcheck.checks.served import served_summary
-from fleetcheck.drafter_expectations import resolve_drafters
+from fleetcheck.checks.served_entries import served_summary
+from fleetcheck.drafter_expectations import DrafterExpectation, resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -167,7 +167,26 @@ def collect(paths: list[str]) -> list[Answer]:
     return list(found.values())
 
 
-def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> HostResult:
+class NotGathered(InputError):
+    """An expected drafter the host's facts were not gathered for: the probe resolves the
+    expected drafter on the node (where no server runs too), so facts gathered without it
+    cannot be judged against it (exit 2, never a quiet skip)."""
+
+
+def gathered_for(facts: Any, drafter: DrafterExpectation, answer: Answer) -> None:
+    asked = list((facts.served.drafters_asked if facts.served is not None else None) or [])
+    if drafter.repo not in asked:
+        raise NotGathered(answer.origin, "host '%s'" % answer.name, "--expect-drafter",
+                          "these facts were not gathered for the expected drafter %s (the "
+                          "probe resolves it on the node; it was asked for %s): write the "
+                          "bundle with `fleetcheck probe-bundle --expect-drafter %s` (or a "
+                          "playbook whose expect.drafter is it), run it on the nodes again "
+                          "and judge what it prints" % (
+                              drafter.repo, ", ".join(asked) or "none", drafter.label()))
+
+
+def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any],
+                 drafters: dict[str, DrafterExpectation] | None = None) -> HostResult:
     host = Host(name=answer.name, address=answer.name)
     error = None
     info = None
@@ -178,9 +197,13 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any]) -> H
             raise TransportError(ErrorKind.UNREACHABLE, answer.unreachable)
         facts = decode_answer(CommandResult(answer.stdout, answer.stderr, answer.exit_status),
                               host.connection_settings(), plan.required_facts())
+        if (drafters or {}).get(host.name) is not None:
+            gathered_for(facts, drafters[host.name], answer)
         inject("judge", host.name)  # the test-only fault hook, as in `run`
         info, checks, _ = plan.judge(facts, expected.get(host.name))
         served = served_summary(facts)
+    except NotGathered:
+        raise
     except TransportError as exc:
         error = HostError(kind=exc.kind, message="%s (%s)" % (exc.message, answer.origin))
     except MissingFacts as exc:
@@ -207,6 +230,7 @@ def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunRe
     plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
     run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
                     playbook=playbook.source, fleetcheck_version=__version__,
-                    hosts=[judge_answer(answer, plan, expected) for answer in collected],
+                    hosts=[judge_answer(answer, plan, expected, drafters)
+                           for answer in collected],
                     complete=True, finished_at=now_iso())
     return finish_run(run, playbook, drafters)

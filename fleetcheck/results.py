@@ -109,7 +109,7 @@ class HostResult:
     # fleetcheck's own bugs that did not stop this host's checks (the shared analysis
     # failing on the controller): the host is judged, and its status is at least error
     internal_errors: Sequence[HostError] = ()
-    # what each running server serves (checks/served.py summaries); None: not looked at
+    # what each running server serves (checks/served_entries.py summaries); None: not looked at
     served: list[dict[str, Any]] | None = None
     # the container the probe ran in (engine, id, names); None: on the host itself
     container: dict[str, str] | None = None

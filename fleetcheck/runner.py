@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fleetcheck import __version__
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
-from fleetcheck.checks.served import served_summary
+from fleetcheck.checks.served_entries import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
@@ -154,7 +154,7 @@ def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook
             plan["served"]["load_config"] = False
         if smoke is not None:
             plan["smoke"] = smoke_plan(host, smoke)
-            plan["prompts"] = prompt_set()["prompts"]
+            plan["prompts"] = prompt_set(smoke.prompt_set)["prompts"]
         inject("plan", name)
         asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
         answer = target.session.run(probe_command(reach), probe_payload(plan), cancel, asked)

@@ -20,25 +20,47 @@ from fleetcheck.text import is_int, is_number
 if TYPE_CHECKING:
     from fleetcheck.inventory import Host
 
-PROMPT_SET = os.path.join(os.path.dirname(__file__), "prompts", "smoke-v1.json")
+PROMPT_SET = os.path.join(os.path.dirname(__file__), "prompts", "smoke-v2.json")
 DEFAULT_COMMAND = ("{{ venv }}/bin/vllm serve {{ model }} --port {{ port }} "
                    "--speculative-config {{ spec | tojson }}")
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A mean acceptance length known to be right for a drafter, k and prompt set; a
+    key left out matches any."""
+
+    mean_acceptance_length: float
+    drafter: str | None = None
+    method: str | None = None
+    num_speculative_tokens: int | None = None
+    prompt_set: str | None = None
+
+    def label(self) -> str:
+        said = ["%s %s" % (k.replace("_", " "), v) for k, v in (
+            ("drafter", self.drafter), ("method", self.method),
+            ("k", self.num_speculative_tokens), ("prompt set", self.prompt_set)) if v is not None]
+        return "the reference %.2f%s" % (self.mean_acceptance_length,
+                                         " (%s)" % ", ".join(said) if said else "")
+
+
 @dataclass
 class SmokeSettings:
-    """Defaults fail the incident's ~1.1% acceptance and pass a healthy DFlash drafter
-    (acceptance ~25-45%, mean acceptance length ~4-6.5 at 15 speculative tokens)."""
+    """Defaults fit a pre-rollout gate: 40 requests (about a minute on a GPU at 128
+    tokens each) tell a broken drafter (the incident's ~1.1%) from a working one at once;
+    a regression against a reference needs the interval to clear its line, which the
+    verdict says how many requests would take."""
 
     enabled: bool = False
     mode: str = "attach"
-    requests: int = 8
-    concurrency: int = 2
+    requests: int = 40
     max_tokens: int = 128
-    time_budget_s: float = 120.0
-    min_acceptance_rate: float = 0.10
-    min_mean_acceptance_length: float = 2.0
-    fleet_median_ratio: float = 0.6
+    time_budget_s: float = 180.0
+    prompt_set: str | None = None
+    broken_acceptance_rate: float = 0.05
+    broken_first_position: float = 0.3
+    reference: tuple[Reference, ...] = ()
+    reference_fraction: float = 0.95
     collapse_after_position: int = 4
     collapse_below: float = 0.02
     command: str = DEFAULT_COMMAND
@@ -57,10 +79,42 @@ class SmokeSettings:
         return self.time_budget_s + (self.startup_timeout_s + 30 if self.mode == "launch" else 10)
 
 
-INT_KEYS = {"requests", "concurrency", "max_tokens", "port", "collapse_after_position",
-            "log_tail_lines"}
-FLOAT_KEYS = {"time_budget_s", "min_acceptance_rate", "min_mean_acceptance_length",
-              "fleet_median_ratio", "collapse_below", "startup_timeout_s"}
+INT_KEYS = {"requests", "max_tokens", "port", "collapse_after_position", "log_tail_lines"}
+FLOAT_KEYS = {"time_budget_s", "broken_acceptance_rate", "broken_first_position",
+              "reference_fraction", "collapse_below", "startup_timeout_s"}
+REFERENCE_KEYS = {f.name for f in fields(Reference)}
+
+
+def parse_reference(source: str, where: str | None, raw: Any) -> tuple[Reference, ...]:
+    """`reference:` as a number (any drafter), a mapping, or a list of mappings."""
+    name = "smoke.reference"
+    if is_number(raw):
+        raw = {"mean_acceptance_length": raw}
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for i, item in enumerate(items):
+        at = name if not isinstance(raw, list) else "%s[%d]" % (name, i)
+        if not isinstance(item, dict):
+            raise InputError(source, where, at, "must be a number or a mapping with "
+                             "mean_acceptance_length")
+        unknown = sorted(set(item) - REFERENCE_KEYS)
+        if unknown:
+            raise InputError(source, where, "%s.%s" % (at, unknown[0]), "unknown key; "
+                             "accepted: %s" % ", ".join(sorted(REFERENCE_KEYS)))
+        length = item.get("mean_acceptance_length")
+        if not is_number(length) or length < 1:
+            raise InputError(source, where, at + ".mean_acceptance_length",
+                             "must be a number of at least 1")
+        k = item.get("num_speculative_tokens")
+        if k is not None and (not is_int(k) or k < 1):
+            raise InputError(source, where, at + ".num_speculative_tokens",
+                             "must be a positive integer")
+        for key in ("drafter", "method", "prompt_set"):
+            if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
+                raise InputError(source, where, "%s.%s" % (at, key), "must be a non-empty string")
+        out.append(Reference(float(length), item.get("drafter"), item.get("method"), k,
+                             item.get("prompt_set")))
+    return tuple(out)
 
 
 def check_override(source: str, where: str, raw: Any) -> None:
@@ -91,8 +145,18 @@ def validate_smoke(source: str, where: str, raw: Any, base: SmokeSettings) -> Sm
             raise InputError(source, where, name, "must be a positive integer")
         if key in FLOAT_KEYS and (not is_number(value) or value < 0):
             raise InputError(source, where, name, "must be a non-negative number")
-        if key in ("command", "model") and (not isinstance(value, str) or not value):
+        if key in ("command", "model", "prompt_set") and (not isinstance(value, str) or
+                                                         not value):
             raise InputError(source, where, name, "must be a non-empty string")
+        if key == "prompt_set":
+            value = os.path.join(os.path.dirname(os.path.abspath(source)), value) \
+                if os.path.isfile(source) and not os.path.isabs(value) else value
+            read_prompt_set(value, source, where)
+        if key == "reference":
+            value = parse_reference(source, where, value)
+        if key in ("broken_acceptance_rate", "broken_first_position", "reference_fraction") \
+                and is_number(value) and value > 1:
+            raise InputError(source, where, name, "must be a fraction between 0 and 1")
         if key in ("spec", "env") and not isinstance(value, dict):
             raise InputError(source, where, name, "must be a mapping")
         if key == "env" and not all(isinstance(k, str) and isinstance(v, (str, int, float))
@@ -145,10 +209,31 @@ def compiled_command(text: str) -> Any:
     return _TEMPLATES.from_string(text)
 
 
-@lru_cache(maxsize=1)
-def prompt_set() -> dict[str, Any]:
-    with open(PROMPT_SET, encoding="utf-8") as handle:
-        return json.load(handle)
+def read_prompt_set(path: str, source: str = "playbook", where: str | None = None) -> dict:
+    """A prompt set: {"version": NAME, "prompts": [{"id", "content"}, ...]}, each id once."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise InputError(source, where, "smoke.prompt_set", "cannot read %s: %s" % (path, exc))
+    prompts = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("version"), str) or \
+            not isinstance(prompts, list) or not prompts or not all(
+                isinstance(p, dict) and isinstance(p.get("id"), str) and
+                isinstance(p.get("content"), str) for p in prompts):
+        raise InputError(source, where, "smoke.prompt_set", "%s must hold a version and a "
+                         "non-empty list of prompts, each with an id and content" % path)
+    ids = [p["id"] for p in prompts]
+    if len(set(ids)) != len(ids):
+        raise InputError(source, where, "smoke.prompt_set", "%s names a prompt id twice: "
+                         "each prompt is one independent request" % path)
+    return data
+
+
+@lru_cache(maxsize=8)
+def prompt_set(path: str | None = None) -> dict[str, Any]:
+    """The packaged set, or the playbook's `prompt_set` file (validated when it was read)."""
+    return read_prompt_set(path or PROMPT_SET)
 
 
 def smoke_plan(host: "Host", options: SmokeSettings) -> dict[str, Any]:

@@ -24,6 +24,30 @@ ZLAB: dict[str, Any] = {
     "dflash_config": {"target_layer_ids": [1, 13, 25, 37, 49], "mask_token_id": 3,
                       "block_size": 16},
 }
+# DFlash2: the DFlash shape plus the grouped convolution and candidate selector keys its
+# module reads by subscript
+DFLASH2: dict[str, Any] = dict(copy.deepcopy(ZLAB), architectures=["DFlash2DraftModel"])
+DFLASH2["dflash_config"].update(conv_kernel_size=3, conv_group_size=4, selector_rank=8,
+                                selector_top_k=4)
+# vllm-project/speculators format: the layers in transformer_layer_config, the target's
+# taps as aux hidden-state ids (one above the DFlash target layer ids), mask_token_id on top
+SPECULATORS: dict[str, Any] = {
+    "architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash",
+    "speculators_version": "0.3.0", "aux_hidden_state_layer_ids": [2, 14, 26, 38, 50],
+    "mask_token_id": 3, "target_hidden_size": 128, "draft_vocab_size": 1024,
+    # as a transformers 5 Qwen3Config.to_dict() writes it: SpeculatorsConfig has no class
+    # defaults, so what the model code reads must be there
+    "transformer_layer_config": dict({
+        k: v for k, v in ZLAB.items()
+        if k not in ("architectures", "dflash_config", "target_hidden_size", "block_size")},
+        hidden_act="silu", rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    "speculators_config": {"algorithm": "dflash",
+                           "proposal_methods": [{"proposal_type": "greedy",
+                                                 "speculative_tokens": 3}],
+                           "default_proposal_method": "greedy",
+                           "verifier": {"name_or_path": "org/tiny-target",
+                                        "architectures": ["Qwen3ForCausalLM"]}},
+}
 # MiMo / ModelOpt style: the window inside dflash_config, every layer sliding
 USE_SWA: dict[str, Any] = {
     "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 128,
@@ -33,6 +57,35 @@ USE_SWA: dict[str, Any] = {
     "dflash_config": {"target_layer_ids": [1, 6, 11, 16, 22, 27, 32, 37], "mask_token_id": 3,
                       "use_swa": True, "swa_window_size": 1024},
 }
+
+
+def as_speculators(dflash_dir: str, out: str, verifier: str) -> str:
+    """A DFlash drafter made by scripts/tiny_models.py (z-lab's format) rewritten in the
+    vllm-project/speculators format, weights unchanged: its layers' config as
+    `transformer_layer_config`, each target layer id + 1 as `aux_hidden_state_layer_ids`,
+    `mask_token_id` on top, a `speculators_config` naming the verifier."""
+    import shutil
+
+    with open(os.path.join(dflash_dir, "config.json"), encoding="utf-8") as handle:
+        dflash = json.load(handle)
+    inner = dflash.pop("dflash_config")
+    layers = {k: v for k, v in dflash.items() if k not in ("architectures", "target_hidden_size")}
+    config = {"architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash",
+              "speculators_version": "0.3.0",
+              "aux_hidden_state_layer_ids": [i + 1 for i in inner["target_layer_ids"]],
+              "mask_token_id": inner["mask_token_id"],
+              "target_hidden_size": dflash.get("target_hidden_size"),
+              "transformer_layer_config": layers,
+              "speculators_config": {"algorithm": "dflash",
+                                     "proposal_methods": [{"proposal_type": "greedy",
+                                                           "speculative_tokens": 3}],
+                                     "default_proposal_method": "greedy",
+                                     "verifier": {"name_or_path": verifier}}}
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(dflash_dir):
+        if name != "config.json":
+            shutil.copy(os.path.join(dflash_dir, name), os.path.join(out, name))
+    return write_model_dir(out, config)
 
 
 def variant(base: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.version import commit_of, install_kind, version_suggests, vllm_info
 from fleetcheck.playbook import load_playbook
 from fleetcheck.results import CheckResult, HostError, host_status
+from fleetcheck.smoke_settings import SmokeSettings
 
 from probe_helpers import facts_of, recorded
 
@@ -375,7 +376,7 @@ def test_one_commit_without_its_git_describe_g_everywhere():
 
 @pytest.mark.parametrize("load, words", [
     ({"results": [], "planned": 8, "budget_exhausted": True},
-     "no request was sent before the time budget (120s) ran out"),
+     "no request was sent before the time budget (%gs) ran out" % SmokeSettings.time_budget_s),
     ({"results": [], "planned": 0, "budget_exhausted": False},
      "no request was sent: the load planned 0 requests"),
     ({"results": [{"ok": False, "latency_s": 1.0}], "planned": 1, "budget_exhausted": False},

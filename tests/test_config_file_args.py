@@ -65,7 +65,7 @@ def test_the_arguments_are_those_vllm_pulls_from_the_file(tmp_path):
     expected = json.loads(oracle.stdout.splitlines()[-1])
     assert len(expected) == len(cases) >= 10
     for (argv, index), start, theirs in zip(cases, starts, expected):
-        got, error = with_config_file(-1, argv, None, index)
+        got, error = with_config_file(-1, argv, None, index, None)
         assert error is None
         assert got == argv[:start] + theirs, argv
 
@@ -74,14 +74,14 @@ def test_the_command_line_wins_and_the_file_fills_the_rest(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(CONFIGS["nested.yml"])
     argv = ["/venv/bin/vllm", "serve", "Qwen/Qwen3-8B", "--config", "c.yaml", "--port", "8001"]
-    parsed, error = with_config_file(-2, argv, str(tmp_path), 0)  # relative to the cwd
+    parsed, error = with_config_file(-2, argv, str(tmp_path), 0, None)  # relative to the cwd
     assert error is None and port_of(parsed) == 8001
     got = server_settings(parsed, 0)
     assert (got["target"], got["drafter"], got["method"]) == ("Qwen/Qwen3-8B", "z-lab/D",
                                                               "dflash")
     assert got["num_speculative_tokens"] == 15 and got["served_names"] == ["a", "b"]
     only_file = ["/venv/bin/vllm", "serve", "M", "--config", str(path)]
-    assert port_of(with_config_file(-3, only_file, None, 0)[0]) == 9001
+    assert port_of(with_config_file(-3, only_file, None, 0, None)[0]) == 9001
 
 
 def test_a_file_it_cannot_read_is_said_and_nothing_is_guessed(tmp_path):
@@ -89,7 +89,7 @@ def test_a_file_it_cannot_read_is_said_and_nothing_is_guessed(tmp_path):
     for name, words in (("anchors.yaml", "is YAML this probe does not read (line 1: '&'"),
                         ("absent.yaml", "cannot read --config absent.yaml")):
         argv = ["/venv/bin/vllm", "serve", "M", "--config", name]
-        parsed, error = with_config_file(-4, argv, str(tmp_path), 0)
+        parsed, error = with_config_file(-4, argv, str(tmp_path), 0, None)
         assert parsed is argv and words in error, error
 
 

@@ -372,13 +372,37 @@ def test_containerd_variables_are_typo_guarded_and_take_the_fleetcheck_prefix(tm
 def test_a_listing_row_a_containers_command_could_forge_is_never_probed():
     """`ps` prints a container's command as it is: a newline in it starts a row of its
     own, whose id or name would reach the engine as an option. Such rows are dropped."""
-    from fleetcheck.connectors.container import listed_containers
-    listing = ("fleetcheck-engine podman\n"
+    from fleetcheck.connectors.container import Asked, listed_containers
+    listing = ("fleetcheck-engine-m1 podman\n"
                "3f2a1b\tvllm-a\tvllm serve /m --x 'y\n"
                "--privileged\t-l\tvllm serve /forged'\n"
                "9c8d7e\tvllm-b\tvllm serve /m\n")
-    found = [(p.id, p.name) for p, _ in listed_containers(listing)]
+    asked = Asked(("docker", "podman"), ("/run/containerd/containerd.sock",), ("k8s.io",))
+    found = [(p.id, p.name) for p, _ in listed_containers(listing, "m1", asked)]
     assert found == [("3f2a1b", "vllm-a"), ("9c8d7e", "vllm-b")]
+
+
+def test_a_section_line_a_containers_command_forges_chooses_no_engine():
+    """A command holding a newline and a section line (with or without the listing's
+    mark, naming an engine or a socket that was not asked) never picks the program or
+    socket the next exec uses, and never hides the rows after it."""
+    from fleetcheck.connectors.container import Asked, listed_containers
+    listing = ("fleetcheck-engine-m1 podman\n"
+               "3f2a1b\tvllm-a\tvllm serve /m --x 'y\n"
+               "fleetcheck-engine /tmp/evil\n"
+               "fleetcheck-engine-m1 /tmp/evil\n"
+               "fleetcheck-said podman\n"
+               "4d4d4d\tvllm-c\tvllm serve /forged'\n"
+               "9c8d7e\tvllm-b\tvllm serve /m\n"
+               "fleetcheck-ctr-m1\t/tmp/evil.sock\tk8s.io\tabc\n"
+               '{"Labels": {}, "Spec": {"process": {"args": ["vllm", "serve"]}}}\n')
+    asked = Asked(("docker", "podman", "ctr"), ("/run/containerd/containerd.sock",),
+                  ("k8s.io",))
+    found = [(p.engine, p.id) for p, _ in listed_containers(listing, "m1", asked)]
+    # the forged engine line ends podman's section (its rows are dropped, none run /tmp/evil)
+    assert all(engine in ("podman", "ctr") for engine, _ in found), found
+    assert ("podman", "3f2a1b") in found and not any(cid == "abc" for _, cid in found)
+    assert not any(engine == "/tmp/evil" for engine, _ in found)
 
 
 @pytest.mark.parametrize("command, serves", [

@@ -15,8 +15,8 @@ import pytest
 
 import drafter_trees
 import real_vllm
-from drafter_trees import USE_SWA, ZLAB, variant
-from fleetcheck.checks.served import drafter_checks
+from drafter_trees import DFLASH2, SPECULATORS, USE_SWA, ZLAB, variant
+from fleetcheck.checks.drafter import drafter_checks
 from fleetcheck.facts_decoder import decode_facts
 from fleetcheck.inventory import Host
 from fleetcheck.lab.local_probe import probe_answer
@@ -40,6 +40,18 @@ VARIANTS = {
     "use-swa-good": USE_SWA,
     # no layer_types: the loader derives them (sliding from max_window_layers on)
     "derived-layer-types": variant(ZLAB, layer_types=None, max_window_layers=1),
+    # DFlash2: the registry maps it to qwen3_dflash2, whose classes subclass qwen3_dflash's
+    # and read dflash_config["conv_kernel_size"] (a subscript: vLLM raises without it)
+    "dflash2-good": DFLASH2,
+    "dflash2-no-conv": variant(DFLASH2, dflash_config__conv_kernel_size=None),
+    # speculators format: vLLM converts it (aux ids - 1 become target_layer_ids)
+    "speculators-good": SPECULATORS,
+    "speculators-out-of-range": variant(SPECULATORS,
+                                        aux_hidden_state_layer_ids=[2, 14, 26, 38, 53]),
+    "speculators-no-aux": variant(SPECULATORS, aux_hidden_state_layer_ids=None),
+    # z-lab/Qwen3.5-9B-DFlash's shape: every layer full attention, a window transformers drops
+    "all-full-dropped-window": variant(ZLAB, layer_types=["full_attention"] * 5,
+                                       use_sliding_window=False, sliding_window=32768),
 }
 
 
@@ -111,8 +123,9 @@ def test_the_hub_revision_is_the_one_huggingface_hub_sees(judged):
 
 def test_the_window_keys_come_from_the_installs_code(judged):
     facts, _, _, _, venv = judged
-    code = facts.served.code
+    code = facts.served.codes["DFlashDraftModel"]
     assert code.module == "vllm/model_executor/models/qwen3_dflash.py"
+    assert code.cls == "DFlashQwen3ForCausalLM" and code.modules == [code.module]
     reads = {r.key: r for r in code.reads}
     window = reads["dflash_config.swa_window_size"]
     assert window.alternatives == ["sliding_window"]
@@ -123,8 +136,11 @@ def test_the_window_keys_come_from_the_installs_code(judged):
     assert "swa_window_size" in " ".join(lines[window.line - 1:window.line + 1])
     assert "mask_token_id" in lines[reads["dflash_config.mask_token_id"].line - 1]
     assert reads["dflash_config.mask_token_id"].alternatives == ["mask_token_id"]
-    assert "DFlashDraftModel" in code.architectures
-    assert "V2 model runner" in lines[code.v2_required.line - 1]
+    assert '"DFlashDraftModel"' in code.registry_text
+    # the requirement is the raise, read from the AST, with the condition guarding it
+    assert lines[code.v2_required.line - 1].strip() == "raise NotImplementedError("
+    assert "V2 model runner" in code.v2_required.text
+    assert "use_v2_model_runner" in code.v2_required.condition
     assert code.v2_default.default is None  # 0.32: vLLM picks the runner itself
 
 
@@ -158,7 +174,9 @@ def test_good_drafters_pass_with_what_they_were_judged_on(judged):
     ("short-layer-types", ["layer_types has 4 entries for 5 drafter layers"]),
     ("no-mask", ["this install reads dflash_config.mask_token_id or mask_token_id; the "
                  "drafter has neither"]),
-    ("wrong-arch", ['architectures ["Qwen3ForCausalLM"]', "DFlashDraftModel"]),
+    ("wrong-arch", ['architectures ["DFlashQwen3ForCausalLM"] (as this install converts it: '
+                    "EAGLEConfig's architecture rewrite for method dflash)",
+                    "registry.py maps none of DFlashQwen3ForCausalLM"]),
     ("negative-id", ["target_layer_ids [-1] out of range", "each must be 0..51"]),
     ("unknown-layer-types", ["layer_types holds swa, which no attention layer is"])])
 def test_broken_drafters_fail_saying_what_and_where(judged, name, words):
@@ -284,7 +302,7 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
                 (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
                 one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
                 results[name, label] = {c.id: c for c in drafter_checks(one)}["drafter-config"]
-                default = facts.served.code.v2_default
+                default = facts.served.codes["DFlashDraftModel"].v2_default
             assert default.default == (None if name == "released" else "0")
     finally:
         for server in servers.values():
@@ -299,3 +317,161 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
     assert any(e.file == "vllm/envs.py" and e.line for e in failed.evidence)
     for name in ("released", "v1-default"):
         assert results[name, "v2"].status == "pass", results[name, "v2"]
+
+
+def test_a_dflash2_drafter_is_judged_by_the_module_its_architecture_maps_to(judged):
+    """DFlash2DraftModel -> qwen3_dflash2 (registry), its classes built on qwen3_dflash's:
+    the keys of both modules are read, so a DFlash2 drafter passes, and one without
+    dflash_config.conv_kernel_size (read by a subscript, no guard) fails both checks."""
+    facts, places, *_ = judged
+    code = facts.served.codes["DFlash2DraftModel"]
+    assert code.module == "vllm/model_executor/models/qwen3_dflash2.py"
+    assert code.cls == "DFlash2Qwen3ForCausalLM"
+    assert code.modules == [code.module, "vllm/model_executor/models/qwen3_dflash.py"]
+    assert "qwen3_dflash:DFlashQwen3ForCausalLM" in code.classes
+    reads = {r.key: r for r in code.reads}
+    assert reads["dflash_config.conv_kernel_size"].required is True
+    assert reads["dflash_config.conv_kernel_size"].file == code.module
+    assert reads["dflash_config.swa_window_size"].file.endswith("/qwen3_dflash.py")
+    good = verdicts(facts, places["dflash2-good"])
+    assert good["drafter-config"].status == "pass", good["drafter-config"]
+    assert "architecture DFlash2DraftModel -> qwen3_dflash2.DFlash2Qwen3ForCausalLM" in \
+        good["drafter-config"].message
+    assert "window 2048 from sliding_window" in good["drafter-config"].message
+    assert good["drafter-loaded"].status == "pass", good["drafter-loaded"]
+    bad = verdicts(facts, places["dflash2-no-conv"])
+    for check in ("drafter-config", "drafter-loaded"):
+        assert bad[check].status == "fail", bad[check]
+        assert "dflash_config.conv_kernel_size with no default and no guard " \
+            "(vllm/model_executor/models/qwen3_dflash2.py:" in bad[check].message
+    # the file DFlashDraftModel maps to reads no conv key: that drafter never needs one
+    assert "dflash_config.conv_kernel_size" not in \
+        {r.key for r in facts.served.codes["DFlashDraftModel"].reads}
+
+
+def test_a_speculators_checkpoint_is_judged_as_this_install_converts_it(judged):
+    """speculators_model_type dflash: algos.py's update_dflash makes target_layer_ids the
+    aux ids - 1 and moves mask_token_id into dflash_config; the static reading applies it
+    (saying so) and agrees with the config the install's own loader returns."""
+    facts, places, *_ = judged
+    model = places["speculators-good"]
+    assert model.reading.architecture == "DFlashDraftModel"
+    (conversion,) = model.reading.conversions
+    assert conversion.name == "speculators dflash" and conversion.stage == "loader"
+    assert conversion.file == "vllm/transformers_utils/configs/speculators/algos.py"
+    assert model.reading.data["dflash_config"]["target_layer_ids"] == [1, 13, 25, 37, 49]
+    assert model.reading.data["dflash_config"]["mask_token_id"] == 3
+    good = verdicts(facts, places["speculators-good"])
+    check = good["drafter-config"]
+    assert check.status == "pass", check
+    assert "config.json as this install converts it: speculators dflash" in check.message
+    assert "target_layer_ids [1, 13, 25, 37, 49] within the 52 layers" in check.message
+    assert any(e.file == conversion.file and e.line == conversion.line for e in check.evidence)
+    # the static reading and the install's loader agree on every key compared
+    loaded = good["drafter-loaded"]
+    assert loaded.status == "pass", [a["text"][-160:] for a in loaded.details["aspects"]]
+    entry = facts.served.loaded.configs[model.dir]
+    for key in ("architectures", "dflash_config", "layer_types", "num_hidden_layers"):
+        assert entry.config[key] == model.reading.data[key], key
+    bad = verdicts(facts, places["speculators-out-of-range"])["drafter-config"]
+    assert bad.status == "fail", bad
+    assert "target_layer_ids [52] (as this install converts it: speculators dflash) out of " \
+        "range for target its num_target_layers with 52 layers" in bad.message
+    # what the install's conversion raises for a config is the finding, naming its line
+    raised = verdicts(facts, places["speculators-no-aux"])
+    assert raised["drafter-config"].status == "fail", raised["drafter-config"]
+    assert "this install's conversion raises: KeyError: 'aux_hidden_state_layer_ids' " \
+        "(vllm/transformers_utils/configs/speculators/algos.py:" in raised["drafter-config"].message
+    assert raised["drafter-loaded"].status == "fail"  # the loader raises there too
+
+
+def test_a_window_no_layer_uses_is_not_compared(judged):
+    """Every layer full attention, use_sliding_window false, sliding_window 32768 (which
+    transformers drops on load): no layer slides, so nothing is lost."""
+    facts, places, *_ = judged
+    checks = verdicts(facts, places["all-full-dropped-window"])
+    assert checks["drafter-config"].status == "pass", checks["drafter-config"]
+    assert "5 full-attention layer(s), no window needed" in checks["drafter-config"].message
+    loaded = checks["drafter-loaded"]
+    assert loaded.status == "pass", loaded
+    assert "not compared, since no layer slides: sliding_window" in loaded.message
+    entry = facts.served.loaded.configs[places["all-full-dropped-window"].dir]
+    assert entry.config.get("sliding_window") is None  # the loader did drop it
+
+
+def test_a_guarded_read_is_not_required_on_0_22_1(tmp_path):
+    """0.22.1's DFlash module reads target_hidden_size under `if hasattr(self.config,
+    "target_hidden_size")`: a drafter without it is not failed for it."""
+    from fleetcheck.lab.wheels import real_install
+
+    venv = real_install("0.22.1")
+    config = variant(ZLAB, target_hidden_size=None, layer_types=["full_attention"] * 5,
+                     use_sliding_window=False, sliding_window=None)
+    directory = drafter_trees.write_model_dir(str(tmp_path / "no-target-hidden"), config)
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    facts = decode_answer(probe_answer(host, served={"drafters": [directory]}), host)
+    code = facts.served.codes["DFlashDraftModel"]
+    reads = {r.key: r for r in code.reads}
+    guarded = reads["target_hidden_size"]
+    assert guarded.required is False, guarded
+    site = real_vllm_site(venv)
+    with open(os.path.join(site, guarded.file), encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    assert 'hasattr(self.config, "target_hidden_size")' in " ".join(
+        lines[guarded.line - 2:guarded.line])
+    assert reads["hidden_size"].required is True  # an unguarded read stays required
+    checks = verdicts(facts, facts.served.named[0])
+    assert checks["drafter-config"].status == "pass", checks["drafter-config"]
+    assert "target_hidden_size" not in checks["drafter-config"].message
+    assert "target_hidden_size" not in checks["drafter-loaded"].message
+
+
+def test_a_comment_about_the_v2_runner_is_no_requirement(tmp_path, real_venvs):
+    """The requirement is the raise under its condition: 0.33.0 with the raise removed and
+    a comment that says "V2 model runner" in its place states none."""
+    from probe_helpers import edited_copy
+
+    raise_block = ('            raise NotImplementedError(\n'
+                   '                "DFlash drafters with mixed sliding/full attention require "\n'
+                   '                "the V2 model runner; relaunch with "\n'
+                   '                "VLLM_USE_V2_MODEL_RUNNER=1."\n'
+                   '            )\n')
+    commented = edited_copy(real_venvs["0.33.0"], str(tmp_path / "commented"), {
+        "vllm/model_executor/models/qwen3_dflash.py": [(
+            raise_block, "            pass  # mixed drafters need the V2 model runner\n")]})
+    directory = drafter_trees.write_model_dir(str(tmp_path / "mixed"), ZLAB)
+    found = {}
+    for name, venv in (("released", real_venvs["0.33.0"]), ("commented", commented)):
+        host = Host(name="local", address="local", connection="local", venv=venv)
+        facts = decode_answer(probe_answer(host, served={"drafters": [directory]}), host)
+        code = facts.served.codes["DFlashDraftModel"]
+        found[name] = (code.v2_required, verdicts(facts, facts.served.named[0]))
+    need, released = found["released"]
+    assert need is not None and "use_v2_model_runner" in need.condition
+    assert "need the V2 model runner" in released["drafter-config"].message
+    none, commented_checks = found["commented"]
+    assert none is None
+    assert "states no runner requirement" in commented_checks["drafter-config"].message
+
+
+def test_the_0_33_drafter_architectures_resolve_to_where_their_classes_are(real_venvs):
+    """0.33.0's registry maps DFlash2BeamDraftModel to the package vllm.models.beam, which
+    re-exports the class from beam/nvidia/dflash2.py, built on qwen3_dflash2's convolution:
+    the keys are read where the class is defined, with what it builds on."""
+    from fleetcheck.probe.config_keys import read_drafters
+
+    site = real_vllm_site(real_venvs["0.33.0"])
+    models = [{"dir": arch, "config": {"data": variant(ZLAB, architectures=[arch])}}
+              for arch in ("DFlash2BeamDraftModel", "DFlashQwen3XPressModel",
+                           "DFlashLagunaForCausalLM")]
+    codes = read_drafters(site, models)
+    beam = codes["DFlash2BeamDraftModel"]
+    assert "error" not in beam, beam
+    assert beam["module"] == "vllm/models/beam/__init__.py"
+    assert beam["classes"][0] == "dflash2:DFlash2BeamForCausalLM"
+    assert beam["modules"] == ["vllm/models/beam/nvidia/dflash2.py",
+                               "vllm/model_executor/models/qwen3_dflash2.py"]
+    assert "dflash_config.conv_kernel_size" in {r["key"] for r in beam["reads"] if r["required"]}
+    for arch in ("DFlashQwen3XPressModel", "DFlashLagunaForCausalLM"):
+        assert "vllm/model_executor/models/qwen3_dflash.py" in codes[arch]["modules"], arch
+        assert codes[arch]["v2_required"]["file"].endswith("/qwen3_dflash.py")

@@ -114,3 +114,47 @@ def test_a_probe_bundle_resolves_the_playbooks_drafter_where_no_server_runs(tmp_
     assert check["status"] == "fail", check
     assert "z-lab/not-on-this-node is not in the hub cache %s" % (tmp_path / "empty-hub") \
         in check["message"]
+
+
+def test_judge_refuses_an_expected_drafter_its_facts_were_not_gathered_for(tmp_path):
+    """`judge --expect-drafter` on facts of a bundle written without it is exit 2 saying
+    how to write the bundle; a bundle written with `probe-bundle --expect-drafter` is
+    judged on it (the drafter is not on the node: drafter-config fails, as in `run`)."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=ROOT, HF_HUB_CACHE=str(tmp_path / "empty-hub"))
+    wanted = "z-lab/wanted-DFlash"
+
+    def facts_of(*bundle_args: str) -> str:
+        script = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle",
+                                 *bundle_args], capture_output=True, text=True, check=True,
+                                env=env).stdout
+        (tmp_path / "probe.py").write_text(script)
+        out = tmp_path / ("node1-%d.json" % len(bundle_args))
+        out.write_text(subprocess.run([sys.executable, str(tmp_path / "probe.py"), "--host",
+                                       "node1"], capture_output=True, text=True, check=True,
+                                      env=env).stdout)
+        return str(out)
+
+    def judge(facts: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fleetcheck", "judge", facts,
+                               "--expect-drafter", wanted, "--json", str(tmp_path / "o.json"),
+                               "--html", str(tmp_path / "o.html")], capture_output=True,
+                              text=True, env=env, cwd=str(tmp_path), timeout=120)
+
+    refused = judge(facts_of())
+    assert refused.returncode == 2, refused.stderr
+    assert "host 'node1': field '--expect-drafter'" in refused.stderr
+    assert "not gathered for the expected drafter %s" % wanted in refused.stderr
+    assert "fleetcheck probe-bundle --expect-drafter %s" % wanted in refused.stderr
+    assert not (tmp_path / "o.json").exists()
+    judged = judge(facts_of("--expect-drafter", wanted))
+    assert judged.returncode == 1, judged.stderr
+    host = json.loads((tmp_path / "o.json").read_text())["hosts"][0]
+    check = next(c for c in host["checks"] if c["id"] == "drafter-config")
+    assert check["status"] == "fail", check
+    assert "%s is not in the hub cache %s" % (wanted, tmp_path / "empty-hub") in check["message"]
+    bad = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle",
+                          "--expect-drafter", "z-lab/x@zzz"], capture_output=True, text=True,
+                         env=env)
+    assert bad.returncode == 2 and "command line: field '--expect-drafter'" in bad.stderr

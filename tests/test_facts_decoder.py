@@ -147,7 +147,7 @@ def test_a_real_smoke_load_sends_only_described_fields(tmp_path, loopback_addres
         wait_listening(address, 8000)
         host = Host(name="local", address="local", connection="local",
                     vllm_url="http://%s:8000" % address)
-        options = SmokeSettings(enabled=True, requests=4, concurrency=2, max_tokens=16)
+        options = SmokeSettings(enabled=True, requests=4, max_tokens=16)
         raw = real_answer(host, smoke=smoke_plan(host, options),
                           prompts=prompt_set()["prompts"])
     finally:

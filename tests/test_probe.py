@@ -476,7 +476,8 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast(tmp_p
                       "fleetcheck.probe.files", "fleetcheck.probe.install",
                       "fleetcheck.probe.integrity", "fleetcheck.probe.jsonlite",
                       "fleetcheck.probe.main", "fleetcheck.probe.served",
-                      "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes"]
+                      "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes",
+                      "fleetcheck.probe.trust"]
 
 
 # The oldest Python the probe promises to run under (it runs on the hosts' own Python);

@@ -28,7 +28,7 @@ from fleetcheck.lab.testhosts import free_loopback_port
 
 pytestmark = pytest.mark.vllm_server
 
-LOAD = {"requests": 4, "concurrency": 2, "max_tokens": 16, "time_budget_s": 120}
+LOAD = {"requests": 4, "max_tokens": 16, "time_budget_s": 120}
 COUNTER = re.compile(r"^(vllm:spec_decode_num_\w+?)_total\{([^}]*)\} (\S+)$", re.M)
 
 
@@ -90,7 +90,9 @@ def assert_numbers_are_the_deltas(smoke: dict, delta: dict) -> None:
     assert positions == [0, 1, 2]  # num_speculative_tokens 3
     assert smoke["per_position"] == [
         delta["vllm:spec_decode_num_accepted_tokens_per_pos[%d]" % p] / drafts for p in positions]
-    assert smoke["requests"] == {"ok": LOAD["requests"], "failed": 0, "planned": LOAD["requests"]}
+    assert smoke["requests"] == {"ok": LOAD["requests"], "failed": 0, "planned": LOAD["requests"],
+                                 "measured": LOAD["requests"]}
+    assert sum(r["drafts"] for r in smoke["per_request"]) == drafts  # each request's own
     assert smoke["model"] == real_vllm.SERVED_NAME
 
 
@@ -107,8 +109,10 @@ def test_attach_working_dflash_passes_with_the_real_counters(tmp_path, fleet, se
     smoke = run.host("cpu-dflash")["smoke"]
     assert_numbers_are_the_deltas(smoke, delta)
     check = run.check("cpu-dflash", "smoke-acceptance")
-    assert check["status"] == "pass", check
-    assert "mean acceptance length %.2f" % smoke["mean_acceptance_length"] in check["message"]
+    # four requests: a pass, or an interval that still straddles a line
+    assert check["status"] == "pass" or check["message"].startswith("inconclusive: 4 requests"), check
+    assert "mean acceptance length %.2f (95%% CI" % smoke["mean_acceptance_length"] \
+        in check["message"]
 
 
 def metric_shapes(text: str, names: set[str] | None = None) -> dict[str, tuple]:

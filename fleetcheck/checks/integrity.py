@@ -227,6 +227,8 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
     if not enabled or facts is None:
         return result(cid, Status.SKIP, "import check disabled (--no-import-check, or the "
                       "playbook's integrity: import_check: false)")
+    if facts.skipped:
+        return result(cid, Status.SKIP, "the install's code was not run: %s" % facts.skipped)
     if facts.error:
         return result(cid, Status.FAIL, "the venv's interpreter could not load anything: %s"
                       % facts.error, [Evidence(facts.interpreter, None, facts.error)])

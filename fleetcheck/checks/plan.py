@@ -21,7 +21,10 @@ from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity_check
-from fleetcheck.checks.served import SERVED_ID, SERVED_TITLE, apply_served, drafter_checks
+from fleetcheck.checks.drafter import drafter_checks
+from fleetcheck.checks.served_entries import SERVED_ID, SERVED_TITLE
+from fleetcheck.checks.served_group import apply_served
+from fleetcheck.checks.served_log import LOG_ID, not_served, served_log_checks
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
@@ -67,7 +70,7 @@ class Judging:
     @cached_property
     def smoke_outcome(self) -> tuple[CheckResult, dict[str, Any] | None]:
         """smoke-acceptance and the numbers the fleet comparison takes (parsed once)."""
-        return judge_smoke(self.facts.smoke, self.smoke)
+        return judge_smoke(self.facts.smoke, self.smoke, self.facts.served)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ class CheckPlan:
         # what the servers serve: checks the fleet decides it has (apply_served pads the
         # hosts that lack them once every host is in), before the smoke load's
         verdicts += drafter_checks(facts)
+        verdicts += served_log_checks(facts)
         verdicts += [check.judge(judging) for check in self.checks if check.id == SMOKE_CHECK_ID]
         numbers = judging.smoke_outcome[1] if smoke is not None else None
         return judging.info, verdicts, numbers
@@ -179,6 +183,7 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
     except Exception as exc:  # a bug in same_build costs only the build-expected verdicts
         problem = internal_error(exc, "comparing the fleet's builds").message
         hosts = [with_build_error(host, problem) for host in hosts]
+    hosts = pad_served_log(hosts)
     try:  # served-config across each group; a bug here costs only these verdicts
         hosts = apply_served(hosts, drafters)
     except Exception as exc:
@@ -212,6 +217,20 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
         checks = (*host.checks, verdict)
         hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
     return replace(run, hosts=hosts)
+
+
+def pad_served_log(hosts: list[HostResult]) -> list[HostResult]:
+    """When some host has a served-log verdict, every judged host has one: the others
+    a skip saying no judged server runs there, so the row is in every report."""
+    if not any(c.id == LOG_ID for h in hosts for c in h.checks):
+        return hosts
+    padded = []
+    for host in hosts:
+        if host.error is None and host.checks and not any(c.id == LOG_ID for c in host.checks):
+            checks = (*host.checks, not_served("no vLLM server of this install runs here"))
+            host = replace(host, checks=checks, status=status_with(host, checks))
+        padded.append(host)
+    return padded
 
 
 def with_build_error(host: HostResult, problem: str) -> HostResult:

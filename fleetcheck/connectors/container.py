@@ -126,7 +126,7 @@ ask_ctr() {
 list_docker() {
   has "$1" || return 0
   if out=$(bounded "$1" ps --no-trunc --format '{{.ID}}\t{{.Names}}\t{{.Command}}' 2>&1); then
-    printf 'fleetcheck-engine %s\n%s\n' "$1" "$out"
+    printf 'fleetcheck-engine-%s %s\n%s\n' "$mark" "$1" "$out"
   else
     asked "$1" $? "$out"
   fi
@@ -138,7 +138,7 @@ list_ctr() {
     tasks=$(bounded ctr -a "$sock" -n "$ns" tasks ls 2>&1) || { asked ctr $? "$tasks"; return 0; }
     for i in $(printf '%s\n' "$tasks" | awk 'NR > 1 && $3 == "RUNNING" {print $1}'); do
       if info=$(bounded ctr -a "$sock" -n "$ns" containers info "$i" 2>&1); then
-        printf 'fleetcheck-ctr\t%s\t%s\t%s\n%s\n' "$sock" "$ns" "$i" "$info"
+        printf 'fleetcheck-ctr-%s\t%s\t%s\t%s\n%s\n' "$mark" "$sock" "$ns" "$i" "$info"
       fi
     done
   done
@@ -453,8 +453,10 @@ class ContainerConnector(Connector):
         """The running containers of every engine present whose command is a vLLM server,
         each with the name it is reported by (unique on the box)."""
         engines = engines_of(host)
+        mark = secrets.token_hex(8)  # unknown to any container: its command cannot forge one
         listing = FUNCTIONS + "exec 2>&1\n" + assign(
-            pinned="1" if host.container_engine else "", bound=engine_bound(deadline))
+            pinned="1" if host.container_engine else "", bound=engine_bound(deadline),
+            mark=mark)
         listing += "".join(call("list_docker", e) for e in engines if e in DOCKER_LIKE)
         if "ctr" in engines:
             listing += "if has ctr; then\n%sfi\n" % containerd_calls(host, "list_ctr")
@@ -469,7 +471,7 @@ class ContainerConnector(Connector):
         seen: set[str] = set()
         running: list[str] = []
         found: list[tuple[str, Placement]] = []
-        for placed, command in listed_containers(text):
+        for placed, command in listed_containers(text, mark, Asked.of(host)):
             if placed.id in seen:  # podman-docker's docker, nerdctl beside ctr: one container
                 continue
             seen.add(placed.id)
@@ -494,23 +496,53 @@ class ContainerConnector(Connector):
                                  if said else ""))
 
 
-def listed_containers(text: str) -> Iterator[tuple[Placement, str]]:
-    """(where, command) for each running container the listing script printed."""
+@dataclass(frozen=True)
+class Asked:
+    """What a listing asked: only rows under these engines, sockets and namespaces are
+    taken, so no text a container prints can choose the program that runs next."""
+
+    engines: tuple[str, ...]
+    sockets: tuple[str, ...]
+    namespaces: tuple[str, ...]
+
+    @classmethod
+    def of(cls, host: Any) -> "Asked":
+        return cls(engines_of(host),
+                   (host.containerd_address,) if host.containerd_address else CONTAINERD_SOCKETS,
+                   (host.containerd_namespace,) if host.containerd_namespace
+                   else CONTAINERD_NAMESPACES)
+
+
+def listed_containers(text: str, mark: str, asked: Asked) -> Iterator[tuple[Placement, str]]:
+    """(where, command) for each running container the listing script printed. Section
+    lines carry the listing's random `mark`, and name an engine, socket and namespace
+    that were asked; any other line starting one is a container's text, never a section."""
+    engine_line, ctr_line = "fleetcheck-engine-%s " % mark, "fleetcheck-ctr-%s\t" % mark
     section: list[str] = []
     block: list[str] = []
-    for line in text.splitlines() + ["fleetcheck-end"]:
-        if line.startswith("fleetcheck-"):
+    for line in text.splitlines() + [None]:
+        # ctr's JSON escapes what a container wrote, so an engine's own words (a
+        # `fleetcheck-said` block) are the only other line that can end its block
+        ends_ctr = bool(section) and section[0] == "ctr" and line is not None and \
+            line.startswith("fleetcheck-said ")
+        if line is None or ends_ctr or line.startswith((engine_line, ctr_line)):
             if section and section[0] == "ctr":
                 found = containerd_container(section[1:], "\n".join(block))
                 if found is not None:
                     yield found
             block = []
-            if line.startswith("fleetcheck-engine "):
-                section = ["docker-like", line.split(" ", 1)[1]]
-            elif line.startswith("fleetcheck-ctr\t"):
-                section = ["ctr"] + line.split("\t")[1:]
+            section = []
+            if line is None or ends_ctr:
+                continue
+            if line.startswith(engine_line):
+                engine = line[len(engine_line):]
+                if engine in asked.engines and engine in DOCKER_LIKE:
+                    section = ["docker-like", engine]
             else:
-                section = []
+                where = line[len(ctr_line):].split("\t")
+                if "ctr" in asked.engines and len(where) == 3 and \
+                        where[0] in asked.sockets and where[1] in asked.namespaces:
+                    section = ["ctr"] + where
             continue
         if section and section[0] == "docker-like":
             cid, _, rest = line.partition("\t")

@@ -63,9 +63,10 @@ def args_start(argv, index):
     return argv.index("-m") + 2 if "-m" in argv[:-1] else 1
 
 
-def with_config_file(pid, argv, cwd, index):
+def with_config_file(pid, argv, cwd, index, owner):
     """(the arguments the server parsed, an error or None): argv itself when no
-    `--config` is given or the file cannot be read (the error says why)."""
+    `--config` is given or the file cannot be read (the error says why). The file is
+    read only where the server's `owner` could read it."""
     key = (pid, tuple(argv))
     if key in _SEEN:
         return _SEEN[key]
@@ -74,9 +75,11 @@ def with_config_file(pid, argv, cwd, index):
     if "--config" in argv[start:-1]:
         from fleetcheck.probe.yaml_subset import YamlError, load
         path = argv[argv.index("--config", start) + 1]
-        full = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
+        full = os.path.normpath(path if os.path.isabs(path) or not cwd
+                                else os.path.join(cwd, path))
         try:
-            config = load(read_bytes(full, MAX_CONFIG_FILE_BYTES).decode("utf-8", "replace"))
+            config = load(read_bytes(full, MAX_CONFIG_FILE_BYTES, owner).decode(
+                "utf-8", "replace"))
         except ProbeFileError as exc:
             result = argv, "cannot read --config %s: %s" % (path, exc)
         except YamlError as exc:

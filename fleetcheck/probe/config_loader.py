@@ -7,7 +7,6 @@ child prints one JSON line: the loaded config as a dict, or why it could not loa
 import os
 import time
 
-SIGKILL = 9
 LOADER = "vllm.transformers_utils.config.get_config"
 LOADER_SCRIPT = r"""
 import json, sys
@@ -42,32 +41,24 @@ for directory in sys.argv[2:]:
 """
 
 
-def load_configs(interpreter, site, directories, timeout):
-    """{dir: {config, cls} or {error, stage}}, and a note for the whole child."""
-    import subprocess  # only when a drafter is found and time is left
+def load_configs(interpreter, site, directories, timeout, runner):
+    """{dir: {config, cls} or {error, stage}}, and a note for the whole child. `runner`
+    (trust.code_runner's) says whose credentials the child runs with."""
     from fleetcheck.probe import jsonlite
+    from fleetcheck.probe.child import run_child
     from fleetcheck.probe.served import bounded
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
-           "configs": {}}
+           "configs": {}, "run_as": runner.words()}
     if timeout <= 1:
         out["error"] = "no time left in the host's deadline for the loader"
         return out
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_CONFIGURE_LOGGING="0", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", LOADER_SCRIPT, site]
-                                + list(directories), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, env=env, cwd="/")
-    except OSError as exc:
-        out["error"] = "cannot start %s: %s" % (interpreter, exc.strerror or exc)
-        return out
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, SIGKILL)
-        stdout, stderr = proc.communicate()
+    stdout, stderr, code, timed_out = run_child(
+        [interpreter, "-S", "-I", "-B", "-c", LOADER_SCRIPT, site] + list(directories),
+        timeout, env, runner)
+    if timed_out:
         out["timed_out"] = True
         out["error"] = "the loader did not finish in %.0f s" % timeout
     out["elapsed_s"] = round(time.monotonic() - started, 3)
@@ -84,7 +75,13 @@ def load_configs(interpreter, site, directories, timeout):
             out["configs"][item.pop("dir")] = item
         elif item.get("error"):
             out["error"], out["stage"] = item["error"], item.get("stage")
-    if proc.returncode and "error" not in out:
+    if code and "error" not in out:
         out["error"] = "the loader exited with %s: %s" % (
-            proc.returncode, stderr.decode("utf-8", "replace").strip()[-300:])
+            code, stderr.decode("utf-8", "replace").strip()[-300:])
     return out
+
+
+def not_loaded(interpreter, why):
+    """The loader's facts when the install's code may not run (trust.code_runner)."""
+    return {"interpreter": interpreter, "loader": LOADER, "configs": {},
+            "error": "not run: %s" % why}

@@ -8,7 +8,13 @@ import hashlib
 import os
 import stat
 
+from fleetcheck.probe.trust import unreadable_by
+
 MAX_FILE_BYTES = 16 * 1024 * 1024
+# the Owner whose access the install's files are read with (trust.py): set when the
+# install was found through another user's server, so its files are read only where
+# that user could read them
+INSTALL_READER = [None]
 
 
 class ProbeFileError(Exception):
@@ -24,14 +30,26 @@ class MissingFile(ProbeFileError):
         self.rel = rel
 
 
-def read_bytes(path, limit=MAX_FILE_BYTES):
-    """Read a regular file without ever blocking: FIFOs and devices are refused, not opened."""
+def open_for(path, reader):
+    """A descriptor of the file at `path`, opened without blocking, checked as `reader`
+    (an Owner, or the install's reader when None) could open it."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise MissingFile(path)
     except OSError as exc:
         raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    refused = unreadable_by(fd, reader or INSTALL_READER[0])
+    if refused:
+        os.close(fd)
+        raise ProbeFileError("%s: %s" % (path, refused))
+    return fd
+
+
+def read_bytes(path, limit=MAX_FILE_BYTES, reader=None):
+    """Read a regular file without ever blocking: FIFOs and devices are refused, not
+    opened; a file `reader` could not open is refused too."""
+    fd = open_for(path, reader)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -49,16 +67,13 @@ def read_bytes(path, limit=MAX_FILE_BYTES):
         os.close(fd)
 
 
-def read_text(path):
-    return read_bytes(path).decode("utf-8", "replace")
+def read_text(path, reader=None):
+    return read_bytes(path, reader=reader).decode("utf-8", "replace")
 
 
 def sha256_file(path, chunk=1 << 20):
     """sha256 of a regular file of any size, read in chunks (no whole-file buffer)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    fd = open_for(path, None)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ProbeFileError("%s: not a regular file" % path)

@@ -117,16 +117,16 @@ def site_packages_candidates(plan, servers=()):
     found = []
     seen = set()
 
-    def add(path, how, interpreter):
+    def add(path, how, interpreter, pid=None):
         key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
-            found.append((path, how, interpreter))
+            found.append((path, how, interpreter, pid))
 
     for server in servers:
         for path in server.get("site_dirs") or []:
             add(path, "running server pid %d (%s)" % (server["pid"], server.get("exe")),
-                server.get("exe"))
+                server.get("exe"), server["pid"])
     interpreter = plan.get("interpreter")
     for path in interpreter_site_dirs(interpreter):
         add(path, "interpreter %s (its site-packages)" % interpreter, interpreter)
@@ -368,6 +368,8 @@ def locate_install(plan, servers=()):
         facts["found_by"] = candidate[1]
         if len(candidate) > 2 and candidate[2]:
             facts["interpreter"] = candidate[2]
+        if len(candidate) > 3 and candidate[3] is not None:
+            facts["server_pid"] = candidate[3]  # whose owner runs its code (trust.py)
         facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in seen["dist_names"]]
         facts["shims"] = seen["shims"]
         facts["package_dir"] = os.path.join(site, "vllm") if seen["has_package"] else None

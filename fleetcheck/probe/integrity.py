@@ -5,7 +5,6 @@ for everything in deep mode), an editable install's source tree, installs still 
 
 import binascii
 import os
-import select
 import sys
 import time
 
@@ -13,7 +12,6 @@ from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 from fleetcheck.probe.servers import process_table, shown_cmdline
 
 MAX_LISTED = 20
-SIGKILL = 9  # POSIX; the signal module is not imported for one constant
 INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
 
 
@@ -308,85 +306,38 @@ def same_interpreter(interpreter):
         return False
 
 
-def run_forked(site, modules, timeout):
-    """The import script in a forked child of the probe, when the probe already runs under
-    the venv's interpreter: the same isolation as a subprocess (a crash or hang kills only
-    the child) without starting a second interpreter on every host.
+def run_imports(interpreter, site, modules, timeout, runner):
+    """The import script in a child (child.py) as `runner` says: forked from the probe
+    when it already runs under the venv's interpreter (no second start-up on every
+    host), else the venv's interpreter started with -S -I (no site processing, the
+    host's PYTHON* variables ignored; the script puts the site dir on sys.path).
     Returns (stdout, stderr, exit status, timed out)."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never returns
-        try:
-            os.setsid()
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            os.dup2(err_w, 2)
-            for fd in (out_r, err_r):
-                os.close(fd)
-            sys.stdout = os.fdopen(out_w, "w")
-            sys.argv = ["import-check", site] + ["%s=%s" % m for m in modules]
-            exec(IMPORT_SCRIPT, {"__name__": "__import_check__"})
-            sys.stdout.flush()
-        finally:
-            os._exit(0)
-    os.close(out_w)
-    os.close(err_w)
-    chunks = {out_r: [], err_r: []}
-    end = time.monotonic() + timeout
-    timed_out = False
-    open_fds = [out_r, err_r]
-    poller = select.poll()  # not select(): it refuses descriptors past 1024
-    for fd in open_fds:
-        poller.register(fd, select.POLLIN)
-    while open_fds:
-        left = end - time.monotonic()
-        if left <= 0:
-            timed_out = True
-            break
-        for fd, _ in poller.poll(left * 1000):
-            data = os.read(fd, 65536)
-            if data:
-                chunks[fd].append(data)
-            else:
-                open_fds.remove(fd)
-                poller.unregister(fd)
-    if timed_out:
-        try:
-            os.killpg(pid, SIGKILL)
-        except OSError:
-            pass
-    _, status = os.waitpid(pid, 0)
-    for fd in (out_r, err_r):
-        os.close(fd)
-    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return b"".join(chunks[out_r]), b"".join(chunks[err_r]), code, timed_out
+    from fleetcheck.probe.child import run_child
+    argv = [interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site] + \
+        ["%s=%s" % (name, path) for name, path in modules]
+
+    def in_this_interpreter():
+        sys.stdout = os.fdopen(1, "w")
+        sys.argv = ["import-check", site] + argv[7:]
+        exec(IMPORT_SCRIPT, {"__name__": "__import_check__"})
+        sys.stdout.flush()
+
+    forked = same_interpreter(interpreter) and runner.uid is None
+    return run_child(argv, timeout, os.environ, runner,
+                     in_this_interpreter if forked else None)
 
 
-def run_subprocess(interpreter, site, modules, timeout):
-    """The import script in the venv's interpreter, when the probe runs under another."""
-    import subprocess  # only here: importing it costs every host start-up time
-    # -S -I: no site processing (fast, and the host's PYTHON* variables are ignored);
-    # the venv's site-packages is put on sys.path by the script itself
-    proc = subprocess.Popen([interpreter, "-S", "-I", "-B", "-c", IMPORT_SCRIPT, site]
-                            + ["%s=%s" % (name, path) for name, path in modules],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return out, err, proc.returncode, False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, SIGKILL)
-        out, err = proc.communicate()
-        return out, err, proc.returncode, True
-
-
-def import_check(interpreter, modules, site, timeout):
+def import_check(interpreter, modules, site, timeout, runner, why_not=None):
     """Load each compiled module in a child of the venv's own interpreter (not
-    `import vllm`: that takes seconds and needs CUDA), killed at the timeout."""
+    `import vllm`: that takes seconds and needs CUDA), killed at the timeout, as
+    `runner` (trust.code_runner's); not at all when `why_not` says it may not run."""
     facts = {"interpreter": interpreter, "timeout_s": round(timeout, 1), "modules": [],
              "torch": None, "expected": [m[0] for m in modules],
              "torch_installed": torch_installed(site)}
+    if why_not:
+        facts["skipped"] = why_not
+        return facts
+    facts["run_as"] = runner.words()
     if not modules:
         return facts
     if timeout <= 0:
@@ -402,15 +353,12 @@ def import_check(interpreter, modules, site, timeout):
     # loads in a child of its own
     for group in [together] + [[m] for m in variants]:
         left = timeout - (time.monotonic() - started)
-        try:
-            if left <= 0:
-                out, err, code, timed_out = b"", b"", None, True
-            elif same_interpreter(interpreter) and hasattr(os, "fork"):
-                out, err, code, timed_out = run_forked(site, group, left)
-            else:
-                out, err, code, timed_out = run_subprocess(interpreter, site, group, left)
-        except OSError as exc:
-            facts["error"] = "cannot start %s: %s" % (interpreter, exc.strerror or exc)
+        if left <= 0:
+            out, err, code, timed_out = b"", b"", None, True
+        else:
+            out, err, code, timed_out = run_imports(interpreter, site, group, left, runner)
+        if code == 127 and not out and b"cannot start" in err:
+            facts["error"] = err.decode("utf-8", "replace").strip()[-300:]
             return facts
         if timed_out:
             facts["timed_out"] = True

@@ -7,13 +7,14 @@ import sys
 import time
 
 from fleetcheck.probe import jsonlite
-from fleetcheck.probe.files import ProbeFileError
+from fleetcheck.probe.files import INSTALL_READER, ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, install_changed_at, record_rows,
                                         uv_leftovers, verify_record)
 from fleetcheck.probe.servers import running_servers
 from fleetcheck.probe.shared_bytes import build_key, shipment, verify
+from fleetcheck.probe.trust import Owner, code_runner, owner_of, trusted
 
 PROBE_VERSION = 1
 
@@ -32,6 +33,7 @@ def probe(plan, ask=None):
     facts["servers"] = servers
     install = locate_install(plan, servers["servers"])
     facts["install"] = install
+    owner = install_owner(install, servers["servers"])
     dists = install["dist_infos"]
     # the build's identity for same_build (and the shared-analysis key): one read of RECORD
     facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
@@ -47,10 +49,11 @@ def probe(plan, ask=None):
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
     options = plan.get("integrity")
     if options:
-        facts["integrity"] = gather_integrity(plan, install, examined, options, deadline)
+        facts["integrity"] = gather_integrity(plan, install, examined, options, deadline,
+                                              owner)
     if plan.get("served") is not None:
         try:
-            facts["served"] = gather_served(plan, install, code_root, deadline)
+            facts["served"] = gather_served(plan, install, code_root, deadline, owner)
         except Exception as exc:  # a bug here must not cost the host's other facts
             facts["served"] = {"servers": [], "named": [],
                                "error": "%s: %s" % (type(exc).__name__, exc)}
@@ -58,6 +61,33 @@ def probe(plan, ask=None):
         from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
         facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
     return facts
+
+
+def install_owner(install, servers):
+    """The owner of the server whose install this is: its code runs as that user
+    (trust.code_runner). When the install was found through that server and the user is
+    another, its files are also read only where that user could read them
+    (files.INSTALL_READER): the inventory did not name them."""
+    INSTALL_READER[0] = None
+    pid = install.get("server_pid")
+    if pid is None and install.get("site_real"):
+        pid = next((s["pid"] for s in servers
+                    if install["site_real"] in (s.get("real_site_dirs") or [])), None)
+    owner = owner_of(pid) if pid is not None else None
+    if pid is not None and owner is None:  # gone since the scan: trust it no more
+        owner = Owner(pid, -1, -1, frozenset(), "(gone)")
+    if owner is not None and install.get("server_pid") is not None:
+        install["found_through_user"] = owner.name
+        if not trusted(owner):
+            INSTALL_READER[0] = owner
+    return owner
+
+
+def runner_for(install, plan, owner):
+    """(the interpreter, RunAs or None, why not) for running the install's code."""
+    interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
+    runner, why = code_runner(owner, interpreter, install.get("site_packages"))
+    return interpreter, runner, why
 
 
 def analyse(plan, install, code_root, facts, ask):
@@ -95,28 +125,41 @@ def analyse(plan, install, code_root, facts, ask):
                 if getattr(entry, "examined", False))
 
 
-def gather_served(plan, install, code_root, deadline):
-    """What the servers serve; with a drafter found, the keys this install's code reads
-    and the drafter's config as its loader loads it (a child process, see
-    config_loader.py). Without a drafter nothing beyond the /proc scan runs."""
+def gather_served(plan, install, code_root, deadline, owner):
+    """What the servers serve; each server's own log (server_log.py); with a drafter
+    found, the keys this install's code reads and the drafter's config as its loader
+    loads it (a child process, see config_loader.py). With no server and no drafter
+    named, nothing beyond the /proc scan runs."""
     from fleetcheck.probe.served import drafter_dirs, served
     out = served(plan)
+    options = plan["served"]
+    if code_root and out["servers"]:  # no ast loaded where no server runs
+        from fleetcheck.probe.config_conversion import decide_methods
+        decide_methods(code_root, out["servers"])
     dirs = drafter_dirs(out)
+    if dirs and code_root:
+        from fleetcheck.probe.config_keys import read_drafters
+        models = [s["drafter_model"] for s in out["servers"] if s.get("drafter_model") and
+                  str(s.get("method") or "").lower() == "dflash"] + out["named"]
+        out["codes"] = read_drafters(code_root, models)
+    if out["servers"] and code_root and options.get("log", True):
+        from fleetcheck.probe.server_log import attach_logs
+        modules = [c.get("module") for c in (out.get("codes") or {}).values()
+                   if isinstance(c, dict) and c.get("module")]
+        attach_logs(out, plan, code_root, modules[0] if modules else None, deadline)
     if not dirs or not code_root:
         return out
-    from fleetcheck.probe.config_keys import install_config_keys
-    out["code"] = install_config_keys(code_root)
-    options = plan["served"]
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
-        from fleetcheck.probe.config_loader import load_configs
-        interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
+        from fleetcheck.probe.config_loader import load_configs, not_loaded
+        interpreter, runner, why = runner_for(install, plan, owner)
         timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
-        out["loaded"] = load_configs(interpreter, site, dirs, timeout)
+        out["loaded"] = not_loaded(interpreter, why) if runner is None else \
+            load_configs(interpreter, site, dirs, timeout, runner)
     return out
 
 
-def gather_integrity(plan, install, examined, options, deadline):
+def gather_integrity(plan, install, examined, options, deadline, owner):
     """Facts for the install-* checks (see integrity.py)."""
     site = install["site_packages"]
     dists = install["dist_infos"]
@@ -141,7 +184,7 @@ def gather_integrity(plan, install, examined, options, deadline):
     if dists and site:
         out["changed_at"] = install_changed_at(dists[0]["path"], site, examined)
     if options.get("import_check") and site:
-        interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
+        interpreter, runner, why = runner_for(install, plan, owner)
         if editable:
             tree = out["editable"]
             modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))
@@ -151,7 +194,7 @@ def gather_integrity(plan, install, examined, options, deadline):
         else:
             modules = []
         timeout = min(float(options.get("import_timeout", 20)), deadline - time.monotonic() - 1)
-        out["import"] = import_check(interpreter, modules, site, timeout)
+        out["import"] = import_check(interpreter, modules, site, timeout, runner, why)
     return out
 
 

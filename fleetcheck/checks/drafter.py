@@ -1,8 +1,7 @@
-"""What the servers serve, judged: `drafter-config` (each DFlash drafter's config.json
-against the keys, layer offset, runner requirement and architectures this install's code
-reads), `drafter-loaded` (the config as the install's own loader loads it, against the
-file) and, once every host is in, `served-config` (the same target, drafter revision,
-method and num_speculative_tokens across each group, and the expected drafter).
+"""The per-host drafter checks: `drafter-config` (each DFlash drafter's config against
+the keys, layer offset, runner requirement and architectures this install's code reads)
+and `drafter-loaded` (the config as the install's own loader loads it, against the
+file). The group check (`served-config`) is checks/served_group.py.
 
 Every verdict names the file and key it judged, and the code line that reads the key,
 so a person can re-check both by hand. These checks appear only in runs where some host
@@ -11,27 +10,18 @@ applies), so the matrix and JUnit stay rectangular."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections import Counter
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from fleetcheck.drafter_expectations import DrafterExpectation
-from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, status_with
-from fleetcheck.status import Status, worst
+from fleetcheck.checks.aspects import Verdict
+from fleetcheck.checks.served_entries import (DRAFTER_ID, DRAFTER_TITLE, LOADED_ID,
+                                              LOADED_TITLE, judged_pids)
+from fleetcheck.results import CheckResult, Evidence
+from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import ConfigCode, Facts, ModelPlace, ServedProcess
 
-DRAFTER_ID = "drafter-config"
-DRAFTER_TITLE = "Drafter config against this install's code"
-LOADED_ID = "drafter-loaded"
-LOADED_TITLE = "Drafter config as this vLLM loads it"
-SERVED_ID = "served-config"
-SERVED_TITLE = "Same served config across the group, expected drafter"
-IDS = (DRAFTER_ID, LOADED_ID, SERVED_ID)
-TITLES = {DRAFTER_ID: DRAFTER_TITLE, LOADED_ID: LOADED_TITLE, SERVED_ID: SERVED_TITLE}
 SLIDING = "sliding_attention"
 LAYER_TYPES = (SLIDING, "full_attention")  # transformers' names, which vLLM's DFlash code reads
 LAYER_IDS_KEY = "dflash_config.target_layer_ids"
@@ -103,35 +93,6 @@ def target_layers(model: ModelPlace | None) -> tuple[int | None, str | None]:
     return None, None
 
 
-class Verdict:
-    """The judged aspects of one check: the worst status wins, each aspect says why."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
-        self.evidence: list[Evidence] = []
-
-    def add(self, status: str, text: str, *evidence: Evidence | None) -> None:
-        self.items.append((status, text))
-        self.evidence.extend(e for e in evidence if e is not None)
-
-    def result(self, check_id: str, passed: str,
-               recorded: dict[str, Any] | None = None) -> CheckResult:
-        """The check; `recorded`: more details beside its aspects."""
-        if not self.items:
-            return CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
-                               message=passed, details=dict(recorded or {}))
-        statuses = [s for s, _ in self.items]
-        status = Status.SKIP if set(statuses) == {Status.SKIP} else worst(statuses)
-        shown = [t for s, t in self.items if s == status] if status != Status.PASS else \
-            [t for _, t in self.items]
-        return CheckResult(id=check_id, title=TITLES[check_id], status=status,
-                           message="; ".join(shown[:6]) + (" (and %d more)" % (len(shown) - 6)
-                                                           if len(shown) > 6 else ""),
-                           evidence=self.evidence,
-                           details={"aspects": [{"status": s, "text": t}
-                                                for s, t in self.items], **(recorded or {})})
-
-
 def file_evidence(model: ModelPlace, key: str, value: Any) -> Evidence:
     path = model.config.path if model.config else model.dir
     return Evidence(file=path, line=None, text="%s: %s" % (
@@ -139,7 +100,6 @@ def file_evidence(model: ModelPlace, key: str, value: Any) -> Evidence:
 
 
 def short_json(value: Any) -> str:
-    import json
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -158,42 +118,81 @@ def loaded_config(facts: Facts, model: ModelPlace) -> dict[str, Any] | None:
     return entry.config
 
 
+REGISTRY = "vllm/model_executor/models/registry.py"
+
+
+def conversion_words(model: ModelPlace) -> str:
+    """How the config judged came from config.json: the install's conversions that applied."""
+    reading = model.reading
+    names = [c.name for c in (reading.conversions if reading else []) if c.name and not c.error]
+    return " (as this install converts it: %s)" % "; ".join(names) if names else ""
+
+
+def judged_config(model: ModelPlace) -> dict[str, Any]:
+    """The config this install's code reads: the converted one, else the file's."""
+    reading = model.reading
+    if reading is not None and isinstance(reading.data, dict):
+        return reading.data
+    return model.config.data if model.config and isinstance(model.config.data, dict) else {}
+
+
 def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProcess],
-                  code: ConfigCode | None, offset: tuple[int | None, str],
-                  named: bool, loaded: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """One drafter's aspects into `verdict`; its parsed config, when there is one.
-    `loaded`: the config as the install's loader returned it, which decides what the file
-    leaves to the loader (transformers derives `layer_types` when the file has none)."""
+                  codes: dict[str, ConfigCode], offset: tuple[int | None, str],
+                  named: bool, loaded: dict[str, Any] | None = None
+                  ) -> tuple[dict[str, Any] | None, ConfigCode | None]:
+    """One drafter's aspects into `verdict`; the config judged (as the install converts
+    config.json) and the code of the architecture it maps to, when there are. `loaded`:
+    the config as the install's loader returned it, which decides what the file leaves
+    to the loader (transformers derives `layer_types` when the file has none)."""
     name = drafter_name(model)
     if model.error:
         status = Status.FAIL if named or not model.absent else Status.WARN
         verdict.add(status, "drafter %s: %s" % (name, model.error),
                     Evidence(file=model.repo_dir or model.dir, line=None, text=model.error))
-        return None
+        return None, None
     if model.config is None or model.config.error or not isinstance(model.config.data, dict):
         why = model.config.error if model.config else "no config.json read"
         verdict.add(Status.FAIL, "drafter %s: %s" % (name, why),
                     Evidence(file=model.config.path if model.config else model.dir,
                              line=None, text=why or ""))
-        return None
-    data = model.config.data
-    if code is None or code.error:
-        verdict.add(Status.ERROR, "drafter %s: this install's DFlash code could not be read (%s)"
-                    % (name, code.error if code else "no install"))
-        return data
+        return None, None
     here = "drafter %s" % name
-    # architecture: the one this install maps to its DFlash module
+    reading = model.reading
+    if reading is None:
+        verdict.add(Status.ERROR, "%s: this install's code could not be read (no install)" % here)
+        return None, None
+    for conversion in reading.conversions:
+        where = Evidence(file=conversion.file, line=conversion.line,
+                         text=conversion.text or conversion.error or "")
+        if conversion.error:
+            raises = "raises" in conversion.error
+            verdict.add(Status.FAIL if raises else Status.ERROR, "%s: %s: %s" % (
+                here, conversion.name or "this install's conversion", conversion.error), where)
+        else:
+            verdict.add(Status.PASS, "%s: config.json as this install converts it: %s" % (
+                here, conversion.name), where)
+    if reading.error:
+        if not reading.conversions:
+            verdict.add(Status.ERROR, "%s: %s" % (here, reading.error))
+        return None, None
+    data = judged_config(model)
     archs = data.get("architectures")
-    registry = Evidence(file="vllm/model_executor/models/registry.py", line=code.registry_line,
-                        text="DFlashDraftModel -> %s" % code.module)
-    if not isinstance(archs, list) or not set(map(str, archs)) & set(code.architectures):
-        verdict.add(Status.FAIL, "%s: architectures %s: this install maps %s to its DFlash model "
-                    "(%s)" % (here, short_json(archs if archs is not None else None),
-                              ", ".join(code.architectures), code.module),
-                    file_evidence(model, "architectures", archs if archs is not None
-                                  else MISSING), registry)
-    else:
-        verdict.add(Status.PASS, "%s: architecture %s" % (here, archs[0]))
+    if reading.registry_error or reading.architecture is None:
+        verdict.add(Status.FAIL, "%s: architectures %s%s: %s, so this install cannot build it" % (
+            here, short_json(archs if archs is not None else None), conversion_words(model),
+            reading.registry_error or "no architecture"),
+            file_evidence(model, "architectures", archs if archs is not None else MISSING),
+            Evidence(file=REGISTRY, line=None, text=reading.registry_error or ""))
+        return data, None
+    code = codes.get(reading.architecture)
+    if code is None or code.error:
+        verdict.add(Status.ERROR, "%s: the code of %s could not be read (%s)" % (
+            here, reading.architecture, code.error if code else "no facts for it"))
+        return data, None
+    defined = code.classes[0].replace(":", ".") if code.classes else "%s.%s" % (
+        (code.module or "?").rsplit("/", 1)[-1][:-3], code.cls)  # where the class is defined
+    verdict.add(Status.PASS, "%s: architecture %s -> %s" % (here, reading.architecture, defined),
+        Evidence(file=REGISTRY, line=code.registry_line, text=code.registry_text or ""))
     judge_layer_ids(verdict, model, data, servers, offset, here)
     judge_layer_types(verdict, model, data, code, servers, here, loaded)
     # mask_token_id, read where this install reads it
@@ -204,13 +203,21 @@ def judge_drafter(verdict: Verdict, model: ModelPlace, servers: list[ServedProce
         found = [(k, lookup(data, k)) for k in mask_keys if lookup(data, k) is not MISSING
                  and lookup(data, k) is not None]
         if not found:
-            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has neither"
-                        % (here, spelled(mask_keys)),
+            verdict.add(Status.FAIL, "%s: this install reads %s; the drafter has neither%s"
+                        % (here, spelled(mask_keys), conversion_words(model)),
                         file_evidence(model, mask_keys[0], MISSING),
                         read_line(code, mask_keys[0]))
         else:
             verdict.add(Status.PASS, "%s: %s %s" % (here, found[0][0], found[0][1]))
-    return data
+    # the keys of the drafter's own dict this install reads with no default and no guard:
+    # vLLM fails to build the drafter without them (a config class gives them no default)
+    for read in code.reads:
+        if read.required and "." in read.key and lookup(data, read.key) is MISSING:
+            verdict.add(Status.FAIL, "%s: this install reads %s with no default and no guard "
+                        "(%s:%s), which the drafter lacks%s: vLLM fails building it" % (
+                            here, read.key, read.file, read.line, conversion_words(model)),
+                        file_evidence(model, read.key, MISSING), read_line(code, read.key))
+    return data, code
 
 
 def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
@@ -241,10 +248,10 @@ def judge_layer_ids(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         bad = [i for i in ids if not 0 <= i <= layers - shift]
         target = server.target if server is not None else "its num_target_layers"
         if bad:
-            verdict.add(Status.FAIL, "%s: target_layer_ids %s out of range for target %s with %d "
-                        "layers (ids are taken %s, so each must be 0..%d)" % (
-                            here, bad, target, layers, how if add is not None else
-                            "+1 (assumed: %s)" % how, layers - shift),
+            verdict.add(Status.FAIL, "%s: target_layer_ids %s%s out of range for target %s with "
+                        "%d layers (ids are taken %s, so each must be 0..%d)" % (
+                            here, bad, conversion_words(model), target, layers, how
+                            if add is not None else "+1 (assumed: %s)" % how, layers - shift),
                         file_evidence(model, LAYER_IDS_KEY, ids),
                         Evidence(file=where.split(": ")[0], line=None,
                                  text="num_hidden_layers: %d" % layers))
@@ -370,6 +377,18 @@ def judge_runner(verdict: Verdict, code: ConfigCode, servers: list[ServedProcess
                         rule, default_ev)
 
 
+def slides(config: dict[str, Any]) -> bool:
+    """Does some layer of this config use a sliding window (as vLLM's DFlash code decides:
+    a sliding layer type, dflash_config.use_swa, or no layer_types with
+    use_sliding_window)?"""
+    types = config.get("layer_types")
+    if lookup(config, "dflash_config.use_swa") is True:
+        return True
+    if isinstance(types, list):
+        return SLIDING in types
+    return config.get("use_sliding_window") is True
+
+
 def flat_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
     out = []
     for key, value in data.items():
@@ -377,6 +396,18 @@ def flat_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
         if isinstance(value, dict) and key.endswith("_config"):
             out.extend(flat_keys(value, prefix + key + "."))
     return out
+
+
+def judge_refused(verdict: Verdict, model: ModelPlace, facts: Facts) -> None:
+    """A drafter whose code could not be judged: still a fail where the loader refused it."""
+    load = facts.served.loaded if facts.served else None
+    entry = load.configs.get(model.dir or "") if load is not None else None
+    if entry is not None and entry.error:
+        verdict.add(Status.FAIL,
+                    "drafter %s: %s refuses it: %s" % (drafter_name(model), load.loader,
+                                                       entry.error),
+                    Evidence(file=model.config.path if model.config else model.dir,
+                             line=None, text=entry.error))
 
 
 def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
@@ -400,10 +431,17 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
     loaded = entry.config if isinstance(entry.config, dict) else {}
     keys = list(ALWAYS_COMPARED) + [r.key for r in code.reads]
     keys += [r.alternatives[i] for r in code.reads for i in range(len(r.alternatives))]
+    conversions = model.reading.conversions if model.reading else []
+    skipped = set()
+    if any(c.stage == "engine" and not c.error for c in conversions):
+        skipped.add("architectures")  # rewritten after loading: the loader never shows it
+    if not slides(loaded) and not slides(data):
+        skipped |= {k for k in keys if is_window_key(k)}  # no layer uses a window
+    source = "config.json" + conversion_words(model)
     lost = []
     for key in dict.fromkeys(keys):
         before = lookup(data, key)
-        if before is MISSING:
+        if before is MISSING or key in skipped:
             continue
         after = lookup(loaded, key)
         if after is MISSING or after != before:
@@ -415,36 +453,30 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                         "file has use_sliding_window: %s)" % (
                             entry.cls or "the config class",
                             short_json(data.get("use_sliding_window"))))
-            verdict.add(Status.FAIL, "drafter %s: %s is %s in config.json but %s once %s loads "
-                        "it%s" % (name, key, short_json(before), "absent" if after is MISSING
+            verdict.add(Status.FAIL, "drafter %s: %s is %s in %s but %s once %s loads "
+                        "it%s" % (name, key, short_json(before), source, "absent" if after is MISSING
                                   else short_json(after), load.loader, hint),
                         file_evidence(model, key, before),
                         Evidence(file=load.loader, line=None, text="%s: %s" % (
                             key, "(absent)" if after is MISSING else short_json(after))))
     if not lost:
-        compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING]
-        verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same after "
-                    "%s loads it (%s, transformers %s)" % (
-                        name, len(compared), load.loader, entry.cls, entry.transformers))
-    missing = [r.key for r in code.reads if r.required and "." not in r.key and
-               lookup(loaded, r.key) is MISSING]
-    for key in missing:
+        compared = [k for k in dict.fromkeys(keys) if lookup(data, k) is not MISSING and
+                    k not in skipped]
+        verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same in "
+                    "%s and after %s loads it (%s, transformers %s%s)%s" % (
+                        name, len(compared), source, load.loader, entry.cls, entry.transformers,
+                        ", as %s" % load.run_as if load.run_as else "",
+                        "; not compared, since no layer slides: %s" % ", ".join(sorted(
+                            k for k in skipped if is_window_key(k) and
+                            lookup(data, k) is not MISSING))
+                        if any(is_window_key(k) and lookup(data, k) is not MISSING
+                               for k in skipped) else ""))
+    missing = [r for r in code.reads if r.required and lookup(loaded, r.key) is MISSING]
+    for read in missing:
         verdict.add(Status.FAIL,
-                    "drafter %s: this install reads %s (no default), which the loaded "
-                    "config lacks" % (name, key), read_line(code, key))
-
-
-def judged_pids(facts: Facts) -> set[int]:
-    """The servers judged against the checked install's code: those running it (their
-    site dirs hold it) and the one on the host's vllm_url port, whatever it runs. As for
-    install-running, servers of other installs on other ports are named, not judged:
-    another install's code reads its drafter its own way."""
-    install = facts.install
-    site = install.site_real if install.site_real is not None else install.site_packages
-    port = facts.servers.serving_port
-    return {s.pid for s in facts.servers.servers
-            if (site and site in (s.real_site_dirs or s.site_dirs)) or
-            (port is not None and s.port == port)}
+                    "drafter %s: this install reads %s with no default and no guard (%s:%s), "
+                    "which the loaded config lacks: vLLM fails building the drafter" % (
+                        name, read.key, read.file, read.line), read_line(code, read.key))
 
 
 def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], bool]]:
@@ -468,18 +500,6 @@ def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], boo
     return list(found.values())
 
 
-def served_summary(facts: Facts) -> list[dict[str, Any]] | None:
-    """What each server of the host serves, and each drafter an expectation named."""
-    served = facts.served
-    if served is None:
-        return None
-    port = facts.servers.serving_port
-    judged = judged_pids(facts)
-    return [dict(server_summary(s, facts, port), judged=s.pid in judged)
-            for s in served.servers] + \
-        [model_summary(m, named=True) for m in served.named]
-
-
 def drafter_checks(facts: Facts) -> list[CheckResult]:
     """drafter-config and drafter-loaded, when the host serves or is expected to serve a
     DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
@@ -494,215 +514,12 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     offset = layer_offset(facts)
     static, loaded = Verdict(), Verdict()
     for model, servers, named in drafters:
-        data = judge_drafter(static, model, servers, served.code, offset, named,
-                             loaded_config(facts, model))
-        if data is not None and served.code is not None and not served.code.error:
-            judge_loaded(loaded, model, data, facts, served.code)
-    why = "config loading is off" if served.loaded is None else "nothing loaded"
-    return [static.result(DRAFTER_ID, "no DFlash drafter"),
-            loaded.result(LOADED_ID, "not compared: " + why)]
-
-
-def model_summary(model: ModelPlace | None, named: bool = False) -> dict[str, Any]:
-    if model is None:
-        return {}
-    out = {"spec": model.spec, "kind": model.kind, "dir": model.dir,
-           "revision": model.revision, "revision_from": model.revision_from,
-           "cache": model.cache, "cache_from": model.cache_from, "error": model.error,
-           "config_sha256": config_digest(model)}
-    if named:
-        out["named_by_expectation"] = True
-    return out
-
-
-def server_summary(server: ServedProcess, facts: Facts,
-                   serving_port: int | None) -> dict[str, Any]:
-    """What one server serves, from where, which revision, and the evidence."""
-    notes = list(server.errors)
-    http = server.http
-    witness: dict[str, Any] | None = None
-    if http is not None:
-        witness = {"url": http.url, "error": http.error,
-                   "models": [m.id for m in http.models], "version": http.version}
-        ids = [m.id for m in http.models if m.id]
-        expected_ids = server.served_names or ([server.target] if server.target else [])
-        if ids and expected_ids and sorted(ids) != sorted(expected_ids):
-            notes.append("the server's /v1/models lists %s; its command line serves %s"
-                         % (", ".join(ids), ", ".join(expected_ids)))
-        roots = [m.root for m in http.models if m.root]
-        if roots and server.target and server.target not in roots:
-            notes.append("the server's /v1/models root is %s; its command line's model is %s"
-                         % (", ".join(roots), server.target))
-        install_version = facts.version_file.version if facts.version_file else None
-        if http.version and install_version and http.version != install_version:
-            notes.append("the server's /version says %s; the checked install on disk is %s"
-                         % (http.version, install_version))
-    return {"pid": server.pid, "port": server.port,
-            "serving": serving_port is not None and server.port == serving_port,
-            "served_names": list(server.served_names), "target": model_summary(
-                server.target_model), "method": server.method, "method_from": server.method_from,
-            "drafter": model_summary(server.drafter_model) if server.drafter_model else None,
-            "num_speculative_tokens": server.num_speculative_tokens,
-            "spec_from": server.spec_from, "env": dict(server.env),
-            "environ_error": server.environ_error, "http": witness, "notes": notes}
-
-
-def config_digest(model: ModelPlace) -> str | None:
-    """sha256 of the config as read (keys sorted): what tells two drafters apart that carry
-    no hub revision (a local directory, `./drafter` resolved from each server's cwd)."""
-    if model.config is None or not isinstance(model.config.data, dict):
-        return None
-    text = json.dumps(model.config.data, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def served_key(entry: dict[str, Any]) -> tuple[Any, ...]:
-    drafter = entry.get("drafter") or {}
-    identity = drafter.get("revision") or ("config %s" % drafter["config_sha256"][:12]
-                                           if drafter.get("config_sha256") else None)
-    return ((entry.get("target") or {}).get("spec"), drafter.get("spec"), identity,
-            entry.get("method"), str(entry.get("num_speculative_tokens")))
-
-
-KEY_NAMES = ("target", "drafter", "drafter revision", "method", "num_speculative_tokens")
-
-
-def key_label(key: tuple[Any, ...]) -> str:
-    target, drafter, revision, method, tokens = key
-    shown = revision if revision and revision.startswith("config ") else \
-        (revision or "no revision")[:12]  # a hub sha, or the config's digest
-    return "target %s, drafter %s@%s, method %s, num_speculative_tokens %s" % (
-        target, drafter, shown, method, tokens)
-
-
-def host_key(host: HostResult) -> tuple[Any, ...] | None:
-    """The served config the group compares: the server on the host's vllm_url port,
-    else the one server; several servers and none on that port compare as one set."""
-    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
-    if not servers:
-        return None
-    serving = [s for s in servers if s.get("serving")]
-    chosen = serving or servers
-    if len(chosen) == 1:
-        return served_key(chosen[0])
-    return tuple(sorted((served_key(s) for s in chosen), key=str))
-
-
-def apply_served(hosts: list[HostResult],
-                 expected: dict[str, DrafterExpectation] | None = None) -> list[HostResult]:
-    """served-config once every host is in, and the drafter checks padded with skips on
-    hosts that have none (new results: the results writer's cache)."""
-    expected = expected or {}
-    wanted = bool(expected) or any(c.id in IDS for h in hosts for c in h.checks) or \
-        any(host_key(h) is not None and any(s.get("drafter") and s.get("judged", True)
-                                            for s in h.served or []) for h in hosts)
-    if not wanted:
-        return hosts
-    groups: dict[str, list[HostResult]] = {}
-    for host in hosts:
-        if host.error is None and host_key(host) is not None:
-            mine = expected.get(host.name)
-            groups.setdefault(mine.label() if mine else "", []).append(host)
-    verdicts: dict[str, CheckResult] = {}
-    for label, members in groups.items():
-        counts = Counter(host_key(h) for h in members)
-        ranked = counts.most_common()
-        tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
-        majority = None if tie else ranked[0][0]
-        group = "the hosts expected to serve %s" % label if label else "the fleet"
-        differing = [h.name for h in members if host_key(h) != majority]
-        for host in members:
-            verdicts[host.name] = group_verdict(host, majority, ranked, group, differing,
-                                                len(members), expected.get(host.name))
-    out = []
-    for host in hosts:
-        checks = list(host.checks)
-        have = {c.id for c in checks}
-        never_ran = {NOT_RUN: True} if host.error is not None else {}
-        reason = host_skip_reason(host, expected.get(host.name))
-        for check_id in (DRAFTER_ID, LOADED_ID):
-            if check_id not in have:
-                checks.append(CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
-                                          message=reason, details=dict(never_ran)))
-        if host.error is None and host.name in verdicts:
-            checks.append(verdicts[host.name])
+        data, code = judge_drafter(static, model, servers, served.codes or {}, offset, named,
+                                   loaded_config(facts, model))
+        if data is not None and code is not None:
+            judge_loaded(loaded, model, data, facts, code)
         else:
-            checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.SKIP,
-                                      message=reason, details=dict(never_ran)))
-        out.append(replace(host, checks=checks, status=status_with(host, checks)))
-    return out
-
-
-def host_skip_reason(host: HostResult, expectation: DrafterExpectation | None = None) -> str:
-    if host.error is not None:
-        return "not run: %s (%s)" % (host.error.kind, host.error.message)
-    if not host.served:
-        return "no vLLM server runs on this host"
-    if not any(s.get("judged", True) for s in host.served if "pid" in s) and \
-            all("pid" in s for s in host.served):
-        return "only servers of other installs, on other ports than vllm_url's (not judged)"
-    if expectation is not None:
-        return "no DFlash drafter served on this host (expected: %s)" % expectation.label()
-    return "no DFlash drafter served or expected on this host"
-
-
-def group_verdict(host: HostResult, majority: tuple[Any, ...] | None,
-                  ranked: list[tuple[Any, int]], group: str, differing: list[str],
-                  size: int, expectation: DrafterExpectation | None) -> CheckResult:
-    mine = host_key(host)
-    verdict = Verdict()
-    details: dict[str, Any] = {"group": group, "hosts": size, "differing": differing,
-                               "majority": key_label(majority) if majority and
-                               len(majority) == 5 else None}
-    if majority is None:
-        verdict.add(Status.FAIL, "%d different served configs among %s, none the majority" % (
-            len(ranked), group), Evidence(file=None, line=None, text="; ".join(
-                "%d x %s" % (n, describe(k)) for k, n in ranked)))
-    elif mine == majority:
-        verdict.add(Status.PASS, "serves the same as the majority of %s (%s)%s" % (
-            group, describe(mine), "; differing: %s" % ", ".join(differing) if differing
-            else ""))
-    else:
-        diff = [name for name, a, b in zip(KEY_NAMES, mine, majority) if a != b] \
-            if len(mine) == 5 and len(majority) == 5 else ["the set of servers"]
-        verdict.add(Status.FAIL, "serves another config than the majority of %s (differs in %s): "
-                    "%s; the majority serves %s; hosts off it: %s" % (
-                        group, ", ".join(diff), describe(mine), describe(majority),
-                        ", ".join(differing)))
-    servers = [s for s in host.served or [] if "pid" in s and s.get("judged", True)]
-    if expectation is not None:
-        # the server on vllm_url is the gate's; where none is, every judged server must
-        # serve the expected drafter (none may slip through the majority comparison)
-        gated = [s for s in servers if s.get("serving")] or servers
-        for server in gated:
-            judge_expected(verdict, server, expectation)
-    for server in servers:
-        for note in server.get("notes") or []:
-            verdict.add(Status.WARN, "pid %s: %s" % (server.get("pid"), note))
-    if expectation is not None:
-        details = {**details, "expected": expectation.as_dict()}
-    return verdict.result(SERVED_ID, "", details)
-
-
-def describe(key: tuple[Any, ...]) -> str:
-    if len(key) == 5 and not isinstance(key[0], tuple):
-        return key_label(key)
-    return " | ".join(key_label(k) for k in key)
-
-
-def judge_expected(verdict: Verdict, server: dict[str, Any],
-                   expectation: DrafterExpectation) -> None:
-    drafter = server.get("drafter") or {}
-    spec = drafter.get("spec")
-    revision = drafter.get("revision") or ""
-    source = Evidence(file=None, line=None, text="expected drafter %s (from %s); served: %s%s"
-                      % (expectation.label(), expectation.source, spec or "none",
-                         "@" + revision if revision else ""))
-    if spec != expectation.repo:
-        verdict.add(Status.FAIL, "pid %s serves drafter %s, expected %s" % (
-            server.get("pid"), spec or "none", expectation.repo), source)
-    elif expectation.revision and not revision.startswith(expectation.revision):
-        verdict.add(Status.FAIL, "pid %s serves drafter %s at revision %s, expected %s" % (
-            server.get("pid"), spec, revision[:12] or "unknown", expectation.revision), source)
-    else:
-        verdict.add(Status.PASS, "the expected drafter %s" % expectation.label(), source)
+            judge_refused(loaded, model, facts)
+    why = "config loading is off" if served.loaded is None else "nothing loaded"
+    return [static.result(DRAFTER_ID, DRAFTER_TITLE, "no DFlash drafter"),
+            loaded.result(LOADED_ID, LOADED_TITLE, "not compared: " + why)]

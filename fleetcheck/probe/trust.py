@@ -1,0 +1,234 @@
+"""The probe's one trust boundary. The probe often runs as root, and every other process
+on the box describes itself: its command line, environment, working directory and mapped
+files, and the venvs, hub caches, config files and revisions those name. Any local user
+can start a process that looks like `vllm serve`. So what another process says passes
+here before it is used:
+
+- a revision is a 40-hex commit or a ref name, never a path (`../../root/secret`);
+- a port is 1-65535;
+- a file another process names is read only when that process's owner could read it
+  (the opened file's mode, and each directory on its real path, checked against the
+  owner's uid and groups), so neither `..` nor a symlink reaches a file that owner could
+  not open itself;
+- a file's bytes leave the host only as what was expected there (a sha, JSON, YAML):
+  a refused value is a finding naming the process and the field, never its text;
+- the install's code (the drafter loader, the import check) runs as the owner of the
+  server it was found through, with no supplementary groups; as the probe's own user
+  only when nobody else can change that code; otherwise not at all, saying why.
+"""
+
+import os
+
+HEX = frozenset("0123456789abcdef")
+REF_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+")
+MAX_REF = 255
+CODE_PACKAGES = ("vllm", "torch", "transformers")  # what the loader and import check load
+
+
+class Owner(object):
+    """Who a process runs as: its effective uid, gid and groups, from /proc/PID/status."""
+
+    __slots__ = ("pid", "uid", "gid", "groups", "name")
+
+    def __init__(self, pid, uid, gid, groups, name):
+        self.pid, self.uid, self.gid, self.groups, self.name = pid, uid, gid, groups, name
+
+    def words(self):
+        return "pid %d (user %s)" % (self.pid, self.name)
+
+
+def user_name(uid):
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def owner_of(pid):
+    """The Owner of a process, or None when its status cannot be read (it is gone)."""
+    fields = {}
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name in ("Uid", "Gid", "Groups"):
+                    fields[name] = value.split()
+    except (OSError, ValueError):
+        return None
+    try:
+        uid, gid = int(fields["Uid"][1]), int(fields["Gid"][1])
+        groups = frozenset(int(g) for g in fields.get("Groups", ())) | {gid}
+    except (KeyError, IndexError, ValueError):
+        return None
+    return Owner(pid, uid, gid, groups, user_name(uid))
+
+
+def trusted(owner):
+    """A process of root's or of the probe's own user: what it names the probe may read
+    as itself (it could read the same)."""
+    return owner is not None and owner.uid in (0, os.geteuid())
+
+
+def refusal(owner, field, what):
+    """The finding for a refused value: the process and the field, never the value."""
+    who = owner.words() if owner is not None else "a server"
+    return "%s: %s %s" % (who, field, what)
+
+
+def is_sha(text):
+    return isinstance(text, str) and len(text) == 40 and set(text) <= HEX
+
+
+def is_revision(text):
+    """A 40-hex commit, or a ref name as git allows one (no `..`, no leading `/`, no
+    empty or dot-led part, no `.lock` ending): what names refs/<revision> and nothing
+    outside it."""
+    if not isinstance(text, str) or not text or len(text) > MAX_REF:
+        return False
+    if is_sha(text):
+        return True
+    if not set(text) <= REF_CHARS or text.startswith("/") or text.endswith(("/", ".lock")):
+        return False
+    return all(part and not part.startswith(".") for part in text.split("/"))
+
+
+def is_port(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
+def permits(info, owner, bit):
+    """Whether mode bits let `owner` do `bit` (4 read, 2 write, 1 search) on a file."""
+    if owner.uid == 0:
+        return True
+    if info.st_uid == owner.uid:
+        return bool(info.st_mode & (bit << 6))
+    if info.st_gid in owner.groups:
+        return bool(info.st_mode & (bit << 3))
+    return bool(info.st_mode & bit)
+
+
+def unreadable_by(fd, owner):
+    """Why `owner` could not have opened the file open on `fd` (None when it could): the
+    file's own mode, then each directory on the real path the kernel resolved."""
+    if owner is None or owner.uid == 0:
+        return None
+    import stat
+    if not permits(os.fstat(fd), owner, 4):
+        return "not readable by %s" % owner.words()
+    try:
+        real = os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        return "its real path cannot be read, so it is not read for %s" % owner.words()
+    directory = os.path.dirname(real)
+    while True:
+        try:
+            info = os.stat(directory)
+        except OSError:
+            return "%s cannot be checked for %s" % (directory, owner.words())
+        if not stat.S_ISDIR(info.st_mode) or not permits(info, owner, 1):
+            return "under %s, which %s cannot enter" % (directory, owner.words())
+        if directory == "/":
+            return None
+        directory = os.path.dirname(directory)
+
+
+def writable_by_others(path, allowed):
+    """Why someone other than the `allowed` uids could change what is at `path` (None
+    when no one could): its owner, or group or world write on it or on a directory above
+    it (a sticky directory such as /tmp excepted: others cannot replace what is in it)."""
+    import stat
+    real = os.path.realpath(path)
+    current = real
+    while True:
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return None if current != real else "%s cannot be read" % real
+        if info.st_uid not in allowed:
+            return "%s belongs to user %s" % (current, user_name(info.st_uid))
+        sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX and current != real
+        if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode):
+            return "%s is writable by %s" % (current, "others" if info.st_mode & 0o002
+                                             else "group %s" % group_name(info.st_gid))
+        if current == "/":
+            return None
+        current = os.path.dirname(current)
+
+
+def group_name(gid):
+    try:
+        import grp
+        return grp.getgrgid(gid).gr_name
+    except (ImportError, KeyError):
+        return str(gid)
+
+
+class RunAs(object):
+    """The credentials install code runs under: None fields mean the probe's own."""
+
+    __slots__ = ("uid", "gid", "home", "name")
+
+    def __init__(self, uid=None, gid=None, home=None, name=None):
+        self.uid, self.gid, self.home, self.name = uid, gid, home, name
+
+    def switch(self):
+        """In the child, before it runs anything: the owner's gid and uid, no groups."""
+        if self.uid is None:
+            return
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+    def environ(self, env):
+        if self.uid is None:
+            return env
+        env = dict(env, HOME=self.home or "/", USER=self.name, LOGNAME=self.name)
+        return env
+
+    def words(self):
+        return "user %s" % (self.name if self.uid is not None else user_name(os.geteuid()))
+
+
+def home_of(uid):
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_dir
+    except (ImportError, KeyError):
+        return "/"
+
+
+def code_runner(owner, interpreter, site):
+    """(RunAs, None) for who may run this install's code, or (None, why not).
+
+    `owner`: the Owner of the server the install was found through, or None when the
+    inventory (or the probe's own interpreter) named it. The code runs as that server's
+    owner; else as the owner of the site dir when the probe is root; else as the probe's
+    user, and then only when no one else can change it."""
+    me = os.geteuid()
+    if owner is not None and owner.uid < 0:
+        return None, "%s has exited: whose install this is cannot be told" % owner.words()
+    if owner is not None and not trusted(owner):
+        if me == 0:
+            return RunAs(owner.uid, owner.gid, home_of(owner.uid), owner.name), None
+        return None, ("the install was found through %s's server; the probe runs as %s and "
+                      "cannot run its code as that user" % (owner.words(), user_name(me)))
+    runner, allowed = RunAs(), (0, me)
+    try:
+        site_owner = os.stat(site).st_uid
+    except OSError:
+        site_owner = me
+    if me == 0 and site_owner != 0:
+        import pwd
+        try:
+            entry = pwd.getpwuid(site_owner)
+        except KeyError:
+            return None, "%s belongs to uid %d, which has no user here" % (site, site_owner)
+        runner = RunAs(site_owner, entry.pw_gid, entry.pw_dir, entry.pw_name)
+        allowed = (0, site_owner)
+    for path in [interpreter, site] + [os.path.join(site, p) for p in CODE_PACKAGES]:
+        if path and os.path.lexists(path):
+            problem = writable_by_others(path, allowed)
+            if problem:
+                return None, "%s: its code is not run as %s" % (problem, runner.words())
+    return runner, None
