@@ -37,6 +37,20 @@ def install() -> tuple[str, str]:
     return venv, models
 
 
+def wait_healthy(url: str, log) -> None:
+    """Until the server at `url` answers /health with 200 (the model has loaded), at most
+    STARTUP_TIMEOUT_S; a server that never does fails the test with its log's end."""
+    end = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        try:
+            if get(url + "/health", timeout=2)[0] == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < end, log.read_text()[-3000:]
+        time.sleep(1)
+
+
 def spec(method: str, models: str) -> dict:
     """The speculative config of each method the tests serve."""
     if method == "ngram":

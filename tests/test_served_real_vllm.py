@@ -55,15 +55,7 @@ def test_fleetcheck_reports_what_the_real_server_serves(tmp_path, fleet, hub_cac
         tmp_path, " ".join("%s=%s" % kv for kv in env.items()),
         " ".join("'%s'" % a for a in argv), log))
     url = "http://127.0.0.1:%d" % port
-    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
-    while True:
-        try:
-            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < end, log.read_text()[-3000:]
-        time.sleep(1)
+    real_vllm.wait_healthy(url, log)
     models = json.loads(real_vllm.get(url + "/v1/models")[1])
     version = json.loads(real_vllm.get(url + "/version")[1])["version"]
 
@@ -128,15 +120,7 @@ def test_a_speculators_format_drafter_is_judged_as_the_real_server_serves_it(tmp
         tmp_path, " ".join("%s=%s" % kv for kv in real_vllm.ENV.items()),
         " ".join("'%s'" % a for a in argv), log))
     url = "http://127.0.0.1:%d" % port
-    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
-    while True:
-        try:
-            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < end, log.read_text()[-3000:]
-        time.sleep(1)
+    real_vllm.wait_healthy(url, log)
     # what the server itself made of it: aux ids (1, 2), the +1 of target ids [0, 1]
     assert "Using auxiliary layers from speculative config: (1, 2)" in log.read_text()
     run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
@@ -169,15 +153,8 @@ def start_server(fleet, host, tmp_path, venv: str, models: str, extra: list[str]
         tmp_path, " ".join("%s=%s" % kv for kv in env.items()),
         " ".join("'%s'" % a for a in argv), log))
     url = "http://127.0.0.1:%d" % port
-    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
-    while True:
-        try:
-            if real_vllm.get(url + "/health", timeout=2)[0] == 200:
-                return url
-        except OSError:
-            pass
-        assert time.monotonic() < end, log.read_text()[-3000:]
-        time.sleep(1)
+    real_vllm.wait_healthy(url, log)
+    return url
 
 
 def test_without_the_offset_the_code_and_the_servers_log_name_the_same_layers(tmp_path, fleet):
