@@ -513,6 +513,8 @@ class ServerLog:
     metrics: LogLine | None
     runner_v2: LogLine | None
     fatal: list[LogLine]
+    # the server writes to its container's own stream: the engine's log is its log
+    engine_stream: bool | None
 
 
 @facts_class

@@ -15,6 +15,7 @@ from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served_entries import served_summary
 from fleetcheck.drafter_expectations import DrafterExpectation
+from fleetcheck.engine_logs import fill_engine_logs
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.inventory import Host
@@ -157,9 +158,13 @@ def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook
             plan["prompts"] = prompt_set(smoke.prompt_set)["prompts"]
         inject("plan", name)
         asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
-        answer = target.session.run(probe_command(reach), probe_payload(plan), cancel, asked)
+        session = target.session
+        if getattr(session, "reads_engine_log", False):
+            plan["served"]["engine_log"] = True
+        answer = session.run(probe_command(reach), probe_payload(plan), cancel, asked)
         plan_checks = checks_for(playbook, smoke is not None, options)
-        facts = decode_answer(answer, reach, plan_checks.required_facts(shared is not None))
+        facts = decode_answer(answer, reach, plan_checks.required_facts(shared is not None),
+                              lambda found: fill_engine_logs(found, session, cancel))
         note = None
         if shared is not None:
             facts, note = shared.complete(name, facts)

@@ -15,7 +15,7 @@ import shlex
 import threading
 import zlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.text import printable
@@ -220,13 +220,15 @@ def serving_port(url: str) -> int:
 
 
 def decode_answer(result: CommandResult, host: ConnectionSettings,
-                  required: tuple[str, ...] = ()) -> Facts:
+                  required: tuple[str, ...] = (),
+                  complete: Callable[[dict[str, Any]], None] | None = None) -> Facts:
     """The probe's facts, typed, or a TransportError saying why the answer is not one.
     This is the one place an answer is decoded and its types checked (facts_decoder.py):
     past it, the checks read typed facts and may rely on them. `required`: the fact
     families this host's check plan needs (checks/plan.py). (The facts' description is imported here, with the
     first answer: building its classes costs ~25 ms that `fleetcheck --version` need not
-    pay.)"""
+    pay.) `complete`: what adds to the facts, as JSON, before their types are checked
+    (a container engine's log, engine_logs.py)."""
     from fleetcheck.facts_decoder import MAX_DEPTH, FactsError, decode_facts, open_field
     refused = become_failure(result, host)
     if refused:
@@ -250,6 +252,8 @@ def decode_answer(result: CommandResult, host: ConnectionSettings,
     if facts.get("fatal"):
         raise TransportError("probe", "probe failed on the host: %s"
                              % printable(str(facts["fatal"]).encode("utf-8", "replace"), 500))
+    if complete is not None:
+        complete(facts)
     try:
         decoded = decode_facts(facts)
     except FactsError as exc:

@@ -239,3 +239,62 @@ def test_a_log_whose_start_up_was_rotated_away_is_a_skip_saying_so(tmp_path, fle
     assert served["log"]["live"]["values"]["mean_acceptance_length"] == "1.52"
     assert served["log"]["live"]["time"] == "12-02 07:41:10"
     assert "live acceptance at 12-02 07:41:10" in run.stdout
+
+
+def podman_healthy(env: dict, name: str, port: int) -> None:
+    """Until the server inside the container answers /health (asked from inside: the
+    container has no network of the host's); its `podman logs` tail if it never does."""
+    from podman_installs import podman
+    ask = "import urllib.request as u; u.urlopen('http://127.0.0.1:%d/health', timeout=2)" % port
+    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
+    while podman(env, "exec", name, "/usr/bin/python3", "-c", ask, check=False).returncode:
+        state = podman(env, "inspect", "--format", "{{.State.Running}}", name, check=False)
+        if state.stdout.strip() != "true" or time.monotonic() > end:
+            raise AssertionError(podman(env, "logs", "--tail", "40", name,
+                                        check=False).stderr[-3000:])
+        time.sleep(1)
+
+
+@pytest.mark.containers
+def test_a_server_in_a_podman_container_has_its_log_read_through_podman_logs(tmp_path):
+    """The real server as a real Podman container's command: its stdout is the engine's
+    pipe, so the probe inside finds no log file, and fleetcheck reads `podman logs`.
+    served-log passes on the aux ids it printed (target_layer_ids + 1); the --api-key on
+    its command line and in its log is in no output."""
+    from podman_installs import ROOTFS, RUN_FLAGS, podman, private_storage, release_storage
+    venv, models = real_vllm.install()
+    env, _ = private_storage(tmp_path)
+    key = "sk-fleetcheck-%s" % os.urandom(6).hex()
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                 os.path.join(models, "target"),
+                                 real_vllm.spec("dflash-working", models), 8000)
+    settings = dict(real_vllm.ENV, VLLM_USE_V2_MODEL_RUNNER="0")
+    flags = [f for kv in settings.items() for f in ("-e", "%s=%s" % kv)]
+    # vLLM's shared-memory ring needs more than Podman's 64 MiB /dev/shm
+    podman(env, "run", "-d", "--shm-size", "1g", *RUN_FLAGS, *flags, "--name", "served", ROOTFS,
+           *argv, "--api-key", key)
+    try:
+        podman_healthy(env, "served", 8000)
+        logs = podman(env, "logs", "served")
+        engine_log = logs.stdout + logs.stderr
+        run = run_fleetcheck(tmp_path, {"all": {"hosts": {"box": {
+            "connection": "local", "container": "served", "container_engine": "podman",
+            "venv": venv, "vllm_url": "http://127.0.0.1:8000"}}}}, "--no-import-check",
+            "--junit", str(tmp_path / "junit.xml"), env=env)
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "served", check=False)
+        release_storage(tmp_path / "graph")
+    assert run.results is not None, run.stderr
+    assert "Using auxiliary layers from speculative config: (1, 2)" in engine_log
+    (served,) = [s for s in run.host("box")["served"] if "pid" in s]
+    assert served["log"]["source"].startswith("podman logs served"), served["log"]
+    assert served["log"]["aux_layers"] == [1, 2]
+    witness = run.check("box", "served-log")
+    assert witness["status"] == "pass", witness
+    assert "printed aux layers [1, 2]: target_layer_ids [0, 1] + 1" in witness["message"]
+    assert any(e["file"].startswith("podman logs served") and
+               "Using auxiliary layers" in e["text"] for e in witness["evidence"]), witness
+    assert "api_key" in engine_log  # its non-default args line names it
+    outputs = [json.dumps(run.results), run.html, run.stdout, run.stderr,
+               (tmp_path / "junit.xml").read_text()]
+    assert not any(key in text for text in outputs)

@@ -74,9 +74,28 @@ def wait_for(files: list[Any], events: int, timeout: float) -> None:
         selector.select(max(timeout, 0))
 
 
+@dataclass(frozen=True)
+class EngineLog:
+    """A container engine's log of the container a session runs in, read in bounds: the
+    head (where start-up is) and, when the log is longer, a tail (the live metrics)."""
+
+    source: str  # the command that read it, as a reader would type it
+    head: bytes
+    tail: bytes | None  # None: the head is the whole log
+    error: str | None = None  # the engine's words when it could not give the log
+
+
 class Session:
     """One open way into a host. `run` may be called more than once (a container
     connector lists containers, then probes each, over one SSH session)."""
+
+    # the session can read the log the container engine keeps (engine_log)
+    reads_engine_log = False
+
+    def engine_log(self, head_bytes: int, tail_bytes: int,
+                   cancel: threading.Event | None = None) -> EngineLog | None:
+        """The engine's log of where the last command ran; None when there is none."""
+        return None
 
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
             answer: Answerer | None = None) -> CommandResult:

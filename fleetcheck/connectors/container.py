@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from fleetcheck.text import printable
-from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
-                                        Target, TransportError)
+from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, EngineLog,
+                                        Session, Target, TransportError)
 from fleetcheck.variables import Check, Variable, text
 
 DOCKER_LIKE = ("docker", "podman", "nerdctl")  # one CLI: inspect, exec -i, ps --format
@@ -51,6 +51,24 @@ DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONTAINERD_NAME = re.compile(r"[A-Za-z0-9]+([._-][A-Za-z0-9]+)*")
 ENGINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # docker's and podman's names and ids
+TAIL_LINES = 20000  # what the engine streams for the tail: the last lines, cut to bytes here
+KUBELET_LOGS = "/var/log/pods"  # kubelet's: NAMESPACE_POD_UID/CONTAINER/RESTARTS.log
+# kubelet's CRI log line: time, stream, F(ull) or P(artial), the text
+CRI_LINE = re.compile(rb"^\S+ (?:stdout|stderr) ([FP]) ?(.*)$")
+# the engine's log of a container, head and tail apart ($mark), or the engine's words
+DOCKER_LOG = r"""out=$(bounded "$e" logs --tail 1 "$id" 2>&1 >/dev/null) ||
+  { printf '%s error\n%s\n' "$mark" "$out"; exit 0; }
+bounded "$e" logs "$id" 2>&1 | head -c "$head"
+printf '\n%s\n' "$mark"
+bounded "$e" logs --tail "$lines" "$id" 2>&1 | tail -c "$tail"
+"""
+KUBELET_LOG = r"""f=$(ls -t "$logs"/NAMESPACE_"$pod"_*/"$c"/*.log 2>/dev/null | head -n 1)
+[ -n "$f" ] || { printf '%s error\nno log of it under %s\n' "$mark" "$logs"; exit 0; }
+printf '%s\n' "$f"
+head -c "$head" "$f"
+printf '\n%s\n' "$mark"
+tail -c "$tail" "$f"
+"""
 
 # The engine-finding functions every script starts with. Inventory values reach them only
 # as shell variables assigned with shlex.quote (assign(), call()). Their stderr protocol:
@@ -304,6 +322,20 @@ def containerd_calls(host: Any, function: str) -> str:
     return "".join(call(function, socket, *namespaces) for socket in sockets)
 
 
+def cri_text(data: bytes) -> bytes:
+    """kubelet's CRI log as the lines the server wrote (partial lines joined)."""
+    out, partial = [], b""
+    for line in data.split(b"\n"):
+        match = CRI_LINE.match(line)
+        if match is None:
+            continue
+        partial += match.group(2)
+        if match.group(1) == b"F":
+            out.append(partial)
+            partial = b""
+    return b"\n".join(out) + (b"\n" if out else b"")
+
+
 def said_blocks(text: str) -> Iterator[tuple[str, str]]:
     """(engine, words) for each `fleetcheck-said` block of the script's output."""
     lines = iter(text.splitlines())
@@ -325,6 +357,8 @@ def engines_said(text: str) -> str:
 class ContainerSession(Session):
     """Commands run inside one container, through the box's session: the one `container`
     names (each engine present asked for it), or one already found (`placed`)."""
+
+    reads_engine_log = True
 
     def __init__(self, inner: Session, host: Any, deadline: Deadline,
                  placed: Placement | None = None):
@@ -386,6 +420,48 @@ class ContainerSession(Session):
                 header, engine_words, result.exit_status)))
         return CommandResult(result.stdout, result.stderr[start + len(INSIDE):],
                              result.exit_status)
+
+    def engine_log(self, head_bytes: int, tail_bytes: int,
+                   cancel: threading.Event | None = None) -> EngineLog | None:
+        """The log the engine keeps of the container the probe ran in: docker, podman and
+        nerdctl give it (`logs`); for containerd, kubelet's file of a Kubernetes
+        container (containerd keeps none of its own). One command on the box."""
+        placed = self.placed
+        if placed is None:
+            return None
+        mark = "fleetcheck-log-" + secrets.token_hex(8)
+        values = dict(mark=mark, head=str(head_bytes + 1), tail=str(tail_bytes),
+                      bound=engine_bound(self.deadline))
+        if placed.engine in DOCKER_LIKE:
+            source = "%s logs %s" % (placed.engine, placed.name or placed.id[:12])
+            script = FUNCTIONS + assign(e=placed.engine, id=placed.id, lines=str(TAIL_LINES),
+                                        **values) + DOCKER_LOG
+        elif placed.engine == "ctr" and placed.kube is not None:
+            kube = placed.kube
+            source = "kubelet's log of %s" % kube.words()
+            # the names are DNS labels (checked): no glob or separator in them
+            script = assign(logs=KUBELET_LOGS, ns=kube.namespace or "", pod=kube.pod,
+                            c=kube.container, **values) + KUBELET_LOG.replace(
+                                "NAMESPACE", '"$ns"' if kube.namespace else "*")
+        else:
+            return None
+        result = self.inner.run(script, b"", cancel)
+        out = result.stdout
+        if out.startswith(mark.encode() + b" error\n"):
+            return EngineLog(source, b"", None, quote_text(out[len(mark) + 7:]) or
+                             "exit %d" % result.exit_status)
+        head, found, tail = out.partition(b"\n" + mark.encode() + b"\n")
+        if not found:
+            return EngineLog(source, b"", None, "the log read stopped (exit %d): %s" % (
+                result.exit_status, quote_text(result.stderr)))
+        if placed.engine == "ctr":
+            path, _, head = head.partition(b"\n")
+            source = "%s (%s)" % (source, printable(path, 300))
+        whole = len(head) <= head_bytes
+        head = head[:head_bytes]
+        if placed.engine == "ctr":
+            head, tail = cri_text(head), cri_text(tail)
+        return EngineLog(source, head, None if whole else tail)
 
     def read_header(self, header: str) -> str:
         """Records the engine the script used; returns what the engine itself wrote."""

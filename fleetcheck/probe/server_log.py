@@ -157,10 +157,15 @@ def templates_of(rel, text, key, ast):
             if isinstance(value, ast.Call) and arg_name(value.func, ast) in converting:
                 kind = "aux_layers"
         if kind:
-            out.setdefault(kind, []).append({"file": rel, "line": call.lineno, "format": fmt,
-                                             "regex": template_regex(fmt), "args": names,
-                                             "needle": needle(fmt)})
+            out.setdefault(kind, []).append(template(rel, call.lineno, fmt, names))
     return out
+
+
+def template(rel, line, fmt, args):
+    """One format string of the install, with what finds its lines: the regex built here
+    from the format (never taken as given) and its longest literal part."""
+    return {"file": rel, "line": line, "format": fmt, "regex": template_regex(fmt),
+            "args": args, "needle": needle(fmt)}
 
 
 def raised_messages(rel, text, ast):
@@ -174,8 +179,7 @@ def raised_messages(rel, text, ast):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             fmt = constant_text(node.exc.args[0], ast)
             if fmt and len(needle(fmt)) >= 20:  # a message, not a word
-                out.append({"file": rel, "line": node.lineno, "format": fmt,
-                            "regex": template_regex(fmt), "args": [], "needle": needle(fmt)})
+                out.append(template(rel, node.lineno, fmt, []))
     return out
 
 
@@ -306,14 +310,14 @@ def parse_lines(lines, templates):
                     for kind, items in templates.items())
     for number, line in lines:
         for kind, items in compiled.items():
-            for template, regex in items:
-                if template["needle"] not in line:
+            for format_of, regex in items:
+                if format_of["needle"] not in line:
                     continue
                 match = regex.search(line)
                 if match is None:
                     continue
                 shown = {"line": number, "text": redacted(line.strip()),
-                         "format": "%s:%d" % (template["file"], template["line"])}
+                         "format": "%s:%d" % (format_of["file"], format_of["line"])}
                 if kind == "engine":
                     out["startups"] += 1
                     spec = re.search(r"SpeculativeConfig\(([^)]*)\)", line)
@@ -324,7 +328,7 @@ def parse_lines(lines, templates):
                     shown["ids"] = [int(n) for n in re.findall(r"-?\d+", match.group(1))]
                     out.setdefault("aux_layers", shown)
                 elif kind == "metrics":
-                    shown["values"] = dict(zip([a or "?" for a in template["args"]],
+                    shown["values"] = dict(zip([a or "?" for a in format_of["args"]],
                                                match.groups()))
                     stamp = TIME.search(line)
                     shown["time"] = stamp.group(1) if stamp else None
@@ -354,6 +358,23 @@ def read_place(pid, source, path, owner, deadline):
     return read_bounded(path, owner)
 
 
+def log_facts(source, shown, head, tail, size, templates, tried):
+    """What one read log says: its head (numbered from line 1) and, when only the ends
+    were read, its tail (lines numbered None), parsed by the install's templates. Shared
+    with the controller, which reads a container engine's log (fleetcheck/engine_logs.py)."""
+    if tail is not None and not head.endswith(b"\n"):
+        head = head[:head.rfind(b"\n") + 1]
+    lines = list(numbered(head, 1))
+    head_lines = len(lines)
+    if tail is not None:
+        tail = tail[tail.find(b"\n") + 1:]
+        lines += [(None, text) for _, text in numbered(tail, 0)]
+    out = {"source": source, "path": shown, "bytes": size, "lines_read": len(lines),
+           "head_lines": head_lines, "cut": tail is not None, "tried": tried}
+    out.update(parse_lines(lines, templates))
+    return out
+
+
 def server_log(pid, places, owner, templates, deadline):
     """The log facts of one server: the source read, how much, and what it says."""
     tried = []
@@ -363,27 +384,31 @@ def server_log(pid, places, owner, templates, deadline):
         except ProbeFileError as exc:
             tried.append("%s: %s" % (source, exc))
             continue
-        if tail is not None and not head.endswith(b"\n"):
-            head = head[:head.rfind(b"\n") + 1]
-        lines = list(numbered(head, 1))
-        head_lines = len(lines)
-        if tail is not None:
-            tail = tail[tail.find(b"\n") + 1:]
-            lines += [(None, text) for _, text in numbered(tail, 0)]
-        out = {"source": source, "path": shown, "bytes": size, "lines_read": len(lines),
-               "head_lines": head_lines, "cut": tail is not None, "tried": tried}
-        out.update(parse_lines(lines, templates))
-        return out
+        return log_facts(source, shown, head, tail, size, templates, tried)
     return {"source": None, "tried": tried}
+
+
+def container_stream(pid):
+    """Whether this server writes where the container's first process does (the same
+    pipe or terminal as /proc/1/fd/1): what the container engine keeps as its log."""
+    try:
+        mine, first = os.readlink("/proc/%d/fd/1" % pid), os.readlink("/proc/1/fd/1")
+    except OSError:
+        return False
+    return mine == first and not mine.startswith("/")
 
 
 def attach_logs(served, plan, code_root, drafter_module, deadline):
     """Each server's log facts (served["servers"][i]["log"]), and the install's templates
-    (served["log_templates"]) once some server has a log to read."""
+    (served["log_templates"]) once some server has a log to read. Where the plan says
+    the container engine's log can be read (the probe runs in a container) and a server
+    writes to the container's own stream, its log is marked `engine_stream` and the whole
+    templates go back (served["log_formats"]) for the controller to read it by."""
     from fleetcheck.probe.config_file_args import with_config_file
     from fleetcheck.probe.servers import process_cwd, process_table, server_script
     from fleetcheck.probe.trust import owner_of
     argvs = dict(process_table() or [])
+    engine_log = bool((plan.get("served") or {}).get("engine_log"))
     found = []
     for entry in served["servers"]:
         pid = entry["pid"]
@@ -392,13 +417,20 @@ def attach_logs(served, plan, code_root, drafter_module, deadline):
         script = server_script(argv) if argv else None
         if script is not None:
             argv = with_config_file(pid, argv, process_cwd(pid), script[0], owner)[0]
-        found.append((entry, owner, log_places(pid, entry.get("env") or {}, argv, owner)))
-    if not any(places for _, _, places in found):
-        for entry, _, _ in found:
+        places = log_places(pid, entry.get("env") or {}, argv, owner)
+        found.append((entry, owner, places, engine_log and not places and
+                      container_stream(pid)))
+    if not any(places or stream for _, _, places, stream in found):
+        for entry, _, _, _ in found:
             entry["log"] = {"source": None, "tried": []}
         return
     templates = install_templates(code_root, plan, drafter_module)
     served["log_templates"] = dict((kind, ["%s:%d" % (t["file"], t["line"]) for t in items])
                                    for kind, items in templates.items())
-    for entry, owner, places in found:
+    for entry, owner, places, stream in found:
         entry["log"] = server_log(entry["pid"], places, owner, templates, deadline)
+        if stream:
+            entry["log"]["engine_stream"] = True
+            served["log_formats"] = dict(
+                (kind, [dict((k, t[k]) for k in ("file", "line", "format", "args"))
+                        for t in items]) for kind, items in templates.items())

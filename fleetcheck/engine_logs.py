@@ -1,0 +1,86 @@
+"""A server's log that only its container engine keeps (`podman logs`, `docker logs`,
+kubelet's files under /var/log/pods, `kubectl logs`): the probe, inside the container,
+finds the server writing to the container's own stream and sends back the install's
+format strings; the controller reads the engine's log through the session and parses it
+with them (probe/server_log.py's parser). What leaves this module is what the probe's own
+log facts hold: the parsed values and the lines that decided, secrets redacted.
+
+The format strings are the host's words: the controller builds their regexes itself
+(never taking one as given), keeps only short formats and cuts long lines, so a hostile
+host cannot make the parse cost more than a bounded scan."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fleetcheck.connectors.base import EngineLog, Session, TransportError
+from fleetcheck.probe.server_log import CONVERSIONS, HEAD_BYTES, TAIL_BYTES, log_facts, template
+
+MAX_FORMATS = 64  # per kind; an install prints a handful
+MAX_FORMAT = 400  # characters of one format string
+MAX_CONVERSIONS = 8
+MAX_MATCHED_LINE = 16 * 1024  # vLLM's longest line (the engine config) is a few KB
+
+
+def formats_of(value: Any) -> dict[str, list[dict[str, Any]]]:
+    """The probe's format strings as templates the controller built, the unusable left
+    out."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not isinstance(value, dict):
+        return out
+    for kind, items in value.items():
+        if not isinstance(kind, str) or not isinstance(items, list):
+            continue
+        for item in items[:MAX_FORMATS]:
+            fmt = item.get("format") if isinstance(item, dict) else None
+            if not isinstance(fmt, str) or len(fmt) > MAX_FORMAT or \
+                    len(CONVERSIONS.findall(fmt)) > MAX_CONVERSIONS:
+                continue
+            args = [a if isinstance(a, str) else None for a in item.get("args") or []
+                    ][:MAX_CONVERSIONS]
+            line = item.get("line") if isinstance(item.get("line"), int) else 0
+            out.setdefault(kind, []).append(
+                template(str(item.get("file"))[:200], line, fmt, args))
+    return out
+
+
+def cut_lines(data: bytes) -> bytes:
+    return b"\n".join(line[:MAX_MATCHED_LINE] for line in data.split(b"\n"))
+
+
+def read_log(session: Session, cancel: threading.Event | None) -> EngineLog | None:
+    try:
+        return session.engine_log(HEAD_BYTES, TAIL_BYTES, cancel)
+    except TransportError as exc:
+        return EngineLog(source="the container engine's log", head=b"", tail=None,
+                         error=exc.message)
+
+
+def fill_engine_logs(facts: dict[str, Any], session: Session,
+                     cancel: threading.Event | None = None) -> None:
+    """Each server the probe marked `engine_stream` gets its log facts from the engine's
+    log (in place); the probe's `log_formats` are consumed here and never reported."""
+    served = facts.get("served")
+    if not isinstance(served, dict):
+        return
+    formats = formats_of(served.pop("log_formats", None))
+    pending = [s["log"] for s in served.get("servers") or [] if isinstance(s, dict)
+               and isinstance(s.get("log"), dict) and s["log"].get("engine_stream") is True
+               and s["log"].get("source") is None]
+    if not pending or not formats:
+        return
+    read = read_log(session, cancel)
+    if read is None:
+        return
+    for log in pending:
+        tried = [t for t in log.get("tried") or [] if isinstance(t, str)]
+        if read.error is not None:
+            log["tried"] = tried + ["%s: %s" % (read.source, read.error)]
+            continue
+        size = len(read.head) + len(read.tail or b"")
+        log.clear()
+        log.update(log_facts(read.source, None, cut_lines(read.head),
+                             None if read.tail is None else cut_lines(read.tail), size,
+                             formats, tried))
+        log["engine_stream"] = True
