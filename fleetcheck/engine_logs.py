@@ -5,9 +5,10 @@ format strings; the controller reads the engine's log through the session and pa
 with them (probe/server_log.py's parser). What leaves this module is what the probe's own
 log facts hold: the parsed values and the lines that decided, secrets redacted.
 
-The format strings are the host's words: the controller builds their regexes itself
-(never taking one as given), keeps only short formats and cuts long lines, so a hostile
-host cannot make the parse cost more than a bounded scan."""
+The format strings are the host's words: the controller splits them itself (nothing the
+host sends is compiled), keeps only short formats and cuts long lines, and matching is a
+linear scan (probe/server_log.py's match_format), so a hostile host cannot make the parse
+cost more than reading the lines."""
 
 from __future__ import annotations
 
@@ -24,8 +25,7 @@ MAX_MATCHED_LINE = 16 * 1024  # vLLM's longest line (the engine config) is a few
 
 
 def formats_of(value: Any) -> dict[str, list[dict[str, Any]]]:
-    """The probe's format strings as templates the controller built, the unusable left
-    out."""
+    """The probe's format strings as templates split here, the unusable left out."""
     out: dict[str, list[dict[str, Any]]] = {}
     if not isinstance(value, dict):
         return out

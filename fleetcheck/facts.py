@@ -348,6 +348,7 @@ class LoadResult:
     error: str | None
     prompt: str | None
     counters: RequestCounters | None
+    fingerprint: str | None  # the answer's system_fingerprint (vLLM: its engine config's hash)
     counters_error: str | None
 
 

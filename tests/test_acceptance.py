@@ -71,7 +71,8 @@ def metrics_text(drafts: float, accepted: float, per_position: list[float], k: i
 
 
 def load_facts(requests: list[tuple[int, list[int]]], k: int = 3, spec: dict | None = None,
-               prompt_tokens: int = 20, drafter_config: dict | None = None) -> Smoke:
+               prompt_tokens: int = 20, drafter_config: dict | None = None,
+               fingerprint: str | None = None) -> Smoke:
     """A load's facts from each request's (drafts, accepted per position): the per-request
     deltas as the probe sends them, the totals as the scrapes around the load."""
     results = []
@@ -83,6 +84,8 @@ def load_facts(requests: list[tuple[int, list[int]]], k: int = 3, spec: dict | N
                                      "accepted_tokens": accepted,
                                      "generation_tokens": drafts + accepted,
                                      "per_position": per_pos}})
+        if fingerprint is not None:
+            results[-1]["fingerprint"] = fingerprint
     drafts = sum(r[0] for r in requests)
     per_pos = [sum(r[1][p] for r in requests) for p in range(k)]
     raw = {"mode": "attach", "url": "http://127.0.0.1:8000", "model": "m",
@@ -185,6 +188,65 @@ def test_the_fleet_median_is_a_paired_reference():
     assert verdicts["a"].status == "pass" and "in line with the fleet" in verdicts["a"].message
     assert verdicts["d"].status == "fail" and verdicts["d"].message.startswith("regressed:")
     assert "fleet median %.2f" % numbers["a"]["mean_acceptance_length"] in verdicts["d"].message
+
+
+def test_hosts_serving_alike_with_different_fingerprints_are_warned_naming_them():
+    """One build, model and speculative config on a, b and c, but c's engine config hashes
+    differently (vLLM's system_fingerprint); d serves another drafter and is not compared
+    with them."""
+    hosts, numbers = [], {}
+    other = {"method": "dflash", "model": "org/other", "num_speculative_tokens": 3}
+    for name, fingerprint, spec in (("a", "vllm-0.33.0-1a2b3c4d", None),
+                                    ("b", "vllm-0.33.0-1a2b3c4d", None),
+                                    ("c", "vllm-0.33.0-99ff00ee", None),
+                                    ("d", "vllm-0.33.0-77777777", other)):
+        numbers[name] = judge_smoke(load_facts(HEALTHY, spec=spec, fingerprint=fingerprint),
+                                    SmokeSettings())[1]
+        hosts.append(HostResult(name=name, address=name, groups=(), status="pass",
+                                vllm={"version": "0.33.0", "commit": "4ba787ec9"}))
+    assert numbers["a"]["fingerprints"] == ["vllm-0.33.0-1a2b3c4d"]
+    verdicts = fleet_checks(hosts, numbers, SmokeSettings())
+    for name in ("a", "b", "c"):
+        assert verdicts[name].status == "warn", verdicts[name]
+        assert verdicts[name].details["fingerprints"] == {
+            "a": ["vllm-0.33.0-1a2b3c4d"], "b": ["vllm-0.33.0-1a2b3c4d"],
+            "c": ["vllm-0.33.0-99ff00ee"]}
+        assert "c vllm-0.33.0-99ff00ee" in verdicts[name].message
+    assert "fingerprints" not in verdicts["d"].details
+    assert "system_fingerprint" not in verdicts["d"].message
+
+
+def served_with_live_line(rate: str, length: str, port: int = 8000):
+    """The served facts of a server on the load's port whose log's last SpecDecoding line
+    printed these values (by the names of vLLM's own call)."""
+    from fleetcheck.facts import Served
+    metrics = {"line": None, "text": "SpecDecoding metrics: ...", "format":
+               "vllm/v1/spec_decode/metrics.py:120", "ids": [], "spec": None, "time":
+               "12-02 07:41:10", "values": {"mean_acceptance_length": length,
+                                            "draft_acceptance_rate": rate}}
+    return decode(Served, {"servers": [{"pid": 7, "port": port, "log": {
+        "source": "fd 1 (/var/log/vllm.log)", "tried": [], "fatal": [], "metrics": metrics}}],
+        "named": [], "drafters_asked": [], "codes": {}})
+
+
+def test_the_servers_own_live_line_is_set_beside_the_loads_numbers():
+    check, numbers = judge_smoke(load_facts(HEALTHY), SmokeSettings(),
+                                 served_with_live_line("52.0", "2.56"))
+    assert check.status == "pass", check.message
+    assert numbers["live"]["values"]["mean_acceptance_length"] == "2.56"
+    assert "the server's own log said mean acceptance length 2.56 at 12-02 07:41:10 " \
+        "(fd 1 (/var/log/vllm.log), before this load)" in check.message
+    other_port = judge_smoke(load_facts(HEALTHY), SmokeSettings(),
+                             served_with_live_line("52.0", "2.56", port=9000))[1]
+    assert other_port["live"] is None
+
+
+def test_a_passing_load_on_a_server_whose_log_says_its_traffic_is_broken_warns():
+    check, _ = judge_smoke(load_facts(HEALTHY), SmokeSettings(),
+                           served_with_live_line("1.1", "1.03"))
+    assert check.status == "warn", check.message
+    assert "its traffic accepted 1.1% of draft tokens at 12-02 07:41:10, below the broken " \
+        "line" in check.message
 
 
 def test_the_probes_own_counter_sums_agree_with_prometheus_client():

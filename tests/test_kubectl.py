@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fleet_helpers import ROOT, run_fleetcheck
+from kubectl_helpers import STANDIN, USER, kubeconfig
 from fleetcheck.connectors import declarations
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import load_inventory
@@ -20,9 +21,7 @@ from fleetcheck.variables import Declarations, Variable
 from podman_installs import (ROOTFS, RUN_FLAGS, assert_official_image_install, mounts, podman,
                              private_storage, release_storage, system_site_by_uv)
 
-STANDIN = os.path.join(ROOT, "tests", "kubectl_standin")
 SCRIPT = os.path.join(ROOT, "inventories", "kubectl_pods.py")
-USER = "system:serviceaccount:ci:fleetcheck"
 PODS = {
     "lab": {
         "ml/web-0": {"containers": {"proxy": "sidecar", "vllm": "vllm"},
@@ -38,18 +37,6 @@ PODS = {
     },
     "prod": {"serving/gpu-pod": {"containers": {"vllm": "vllm"}}},
 }
-
-
-def kubeconfig(path) -> str:
-    """A kubeconfig as kubectl reads it (JSON is YAML), two contexts."""
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
-        "users": [{"name": USER, "user": {}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "c", "user": USER,
-                                                 "namespace": "ml"}},
-                     {"name": "prod", "context": {"cluster": "c", "user": USER}}]}))
-    return str(path)
 
 
 @pytest.fixture(scope="module")

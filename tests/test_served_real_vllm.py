@@ -256,14 +256,21 @@ def podman_healthy(env: dict, name: str, port: int) -> None:
 
 
 @pytest.mark.containers
-def test_a_server_in_a_podman_container_has_its_log_read_through_podman_logs(tmp_path):
+def test_a_server_in_a_podman_container_has_its_log_read_through_its_engine(tmp_path):
     """The real server as a real Podman container's command: its stdout is the engine's
-    pipe, so the probe inside finds no log file, and fleetcheck reads `podman logs`.
-    served-log passes on the aux ids it printed (target_layer_ids + 1); the --api-key on
-    its command line and in its log is in no output."""
+    pipe, so the probe inside finds no log file, and fleetcheck reads `podman logs` (a
+    `connection: local` host naming the container) and `kubectl logs` (a kubectl host
+    whose pod is that container, through the kubectl stand-in). served-log passes on the
+    aux ids it printed (target_layer_ids + 1); the --api-key on its command line and in
+    its log is in no output."""
     from podman_installs import ROOTFS, RUN_FLAGS, podman, private_storage, release_storage
+    from kubectl_helpers import STANDIN, kubeconfig
     venv, models = real_vllm.install()
     env, _ = private_storage(tmp_path)
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps({"lab": {"ml/vllm-0": {"containers": {"vllm": "served"}}}}))
+    env.update(PATH=STANDIN + os.pathsep + env["PATH"], KUBECTL_STANDIN_PODS=str(pods),
+               KUBECONFIG=kubeconfig(tmp_path / "kubeconfig"))
     key = "sk-fleetcheck-%s" % os.urandom(6).hex()
     argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
                                  os.path.join(models, "target"),
@@ -277,23 +284,26 @@ def test_a_server_in_a_podman_container_has_its_log_read_through_podman_logs(tmp
         podman_healthy(env, "served", 8000)
         logs = podman(env, "logs", "served")
         engine_log = logs.stdout + logs.stderr
-        run = run_fleetcheck(tmp_path, {"all": {"hosts": {"box": {
-            "connection": "local", "container": "served", "container_engine": "podman",
-            "venv": venv, "vllm_url": "http://127.0.0.1:8000"}}}}, "--no-import-check",
+        common = {"venv": venv, "vllm_url": "http://127.0.0.1:8000"}
+        run = run_fleetcheck(tmp_path, {"all": {"hosts": {
+            "box": dict(common, connection="local", container="served",
+                        container_engine="podman"),
+            "vllm-0": dict(common, ansible_connection="kubectl")}}}, "--no-import-check",
             "--junit", str(tmp_path / "junit.xml"), env=env)
     finally:
         podman(env, "rm", "-f", "-t", "0", "served", check=False)
         release_storage(tmp_path / "graph")
     assert run.results is not None, run.stderr
     assert "Using auxiliary layers from speculative config: (1, 2)" in engine_log
-    (served,) = [s for s in run.host("box")["served"] if "pid" in s]
-    assert served["log"]["source"].startswith("podman logs served"), served["log"]
-    assert served["log"]["aux_layers"] == [1, 2]
-    witness = run.check("box", "served-log")
-    assert witness["status"] == "pass", witness
-    assert "printed aux layers [1, 2]: target_layer_ids [0, 1] + 1" in witness["message"]
-    assert any(e["file"].startswith("podman logs served") and
-               "Using auxiliary layers" in e["text"] for e in witness["evidence"]), witness
+    for host, source in (("box", "podman logs served"), ("vllm-0", "kubectl logs vllm-0 -c vllm")):
+        (served,) = [s for s in run.host(host)["served"] if "pid" in s]
+        assert served["log"]["source"] == source, served["log"]
+        assert served["log"]["aux_layers"] == [1, 2]
+        witness = run.check(host, "served-log")
+        assert witness["status"] == "pass", witness
+        assert "printed aux layers [1, 2]: target_layer_ids [0, 1] + 1" in witness["message"]
+        assert any(e["file"] == source and "Using auxiliary layers" in e["text"]
+                   for e in witness["evidence"]), witness
     assert "api_key" in engine_log  # its non-default args line names it
     outputs = [json.dumps(run.results), run.html, run.stdout, run.stderr,
                (tmp_path / "junit.xml").read_text()]

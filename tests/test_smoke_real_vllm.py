@@ -13,6 +13,7 @@ import json
 import os
 import re
 import time
+from typing import Any
 
 import pytest
 
@@ -51,10 +52,10 @@ def counters(text: str) -> dict[str, float]:
     return totals
 
 
-def own_load(server: real_vllm.Server, prompts: list[dict]) -> list[dict[str, float]]:
+def own_load(server: real_vllm.Server, prompts: list[dict]) -> list[dict[str, Any]]:
     """The test's own load: each prompt once, one at a time, as fleetcheck sends it, with
     this test's own scrape of /metrics around each request: the server's per-request
-    deltas."""
+    deltas, and the system_fingerprint each answer carried."""
     import urllib.request
     deltas = []
     before = counters(server.metrics())
@@ -66,8 +67,10 @@ def own_load(server: real_vllm.Server, prompts: list[dict]) -> list[dict[str, fl
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
             assert response.status == 200
+            fingerprint = json.loads(response.read())["system_fingerprint"]
         after = counters(server.metrics())
         deltas.append({key: after[key] - before.get(key, 0.0) for key in after})
+        deltas[-1]["fingerprint"] = fingerprint
         before = after
     return deltas
 
@@ -123,6 +126,9 @@ def test_ngram_interval_contains_the_rate_of_the_servers_own_per_request_deltas(
         r["drafts"] for r in mine)
     assert smoke["accepted_tokens"] == total["vllm:spec_decode_num_accepted_tokens"]
     assert smoke["prompt_set"] == "repetitive-test-1"
+    # the engine config's hash the server stamps on each answer, as it stamped the test's
+    assert smoke["fingerprints"] == list({d["fingerprint"] for d in own})
+    assert smoke["fingerprints"][0].startswith("vllm-0.32.0-")
     # every figure of the terminal and the HTML has its interval beside it
     assert "95% CI" in run.stdout or "95% CI" in check["message"]
     assert 'class="position-curve"' in run.html and 'class="ci"' in run.html

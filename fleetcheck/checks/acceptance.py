@@ -14,6 +14,7 @@ median once every host is in.
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -49,6 +50,11 @@ MESSAGES = {
     "deadline": "the smoke load stopped at the host's deadline: %(detail)s",
     "internal": "the smoke load failed on the host: %(detail)s",
 }
+
+
+# the names vLLM's SpecDecoding metrics call prints its values by (v1/spec_decode/metrics.py)
+LIVE_LENGTH = "mean_acceptance_length"
+LIVE_RATE = "draft_acceptance_rate"
 
 
 def counter_totals(text: str) -> tuple[dict[str, float], dict[int, float], set[str]]:
@@ -177,6 +183,7 @@ def measure(facts: Smoke, options: SmokeSettings | None = None) -> dict[str, Any
         "prompt_set": prompt_set(options.prompt_set)["version"] if options else None,
         "served_spec": facts.served_spec.config if facts.served_spec else None,
         "url": facts.url, "mode": facts.mode,
+        "fingerprints": list(dict.fromkeys(r.fingerprint for r in ok if r.fingerprint)),
     }
 
 
@@ -203,6 +210,28 @@ def drafter_window(config: Any) -> int | None:
         config.get("use_sliding_window") is True
     return window if sliding and isinstance(window, int) and not isinstance(window, bool) \
         else None
+
+
+def live_acceptance(facts: Smoke, served: Served | None) -> dict[str, Any] | None:
+    """The last SpecDecoding metrics line the server on the load's port logged (served-log
+    read it, by the install's own format and names), or None."""
+    if served is None or not facts.url:
+        return None
+    port = urlsplit(facts.url).port
+    for server in served.servers:
+        log = server.log
+        if server.port == port and log is not None and log.metrics is not None:
+            return {"time": log.metrics.time, "source": log.source,
+                    "values": dict(log.metrics.values or {})}
+    return None
+
+
+def percent_value(text: Any) -> float | None:
+    """A logged percentage (`17.2`) as a fraction."""
+    try:
+        return float(text) / 100.0
+    except (TypeError, ValueError):
+        return None
 
 
 def served_drafter_config(facts: Smoke, served: Served | None) -> tuple[Any, str | None]:
@@ -372,6 +401,12 @@ def judge_numbers(facts: Smoke, numbers: dict, options: SmokeSettings, served: S
         pct(rate), ci_text(rate_ci, True), length, ci_text(length_ci),
         ", position 0 %s %s" % (pct(first), ci_text(first_ci, True)) if first is not None
         else "", counted(measured, "request"), counted(int(numbers["drafts"]), "draft"))
+    live = live_acceptance(facts, served)
+    numbers["live"] = live
+    if live is not None:
+        summary += "; the server's own log said mean acceptance length %s at %s (%s, " \
+            "before this load)" % (live["values"].get(LIVE_LENGTH, "?"), live["time"] or
+                                   "an unknown time", live["source"])
     broken_lines = ("the broken line: acceptance rate %s, position 0 %s"
                     % (pct(options.broken_acceptance_rate), pct(options.broken_first_position)))
     rate_side = decide(rate_ci, rate, options.broken_acceptance_rate)
@@ -424,6 +459,12 @@ def judge_numbers(facts: Smoke, numbers: dict, options: SmokeSettings, served: S
         notes.append("the time budget of %.0fs ran out after %d of %d requests" % (
             options.time_budget_s, numbers["requests"]["failed"] + numbers["requests"]["ok"],
             numbers["requests"]["planned"]))
+    live_rate = percent_value(live["values"].get(LIVE_RATE)) if live else None
+    if live_rate is not None and live_rate < options.broken_acceptance_rate:
+        notes.append("the server's own log says its traffic accepted %s of draft tokens at %s, "
+                     "below the broken line %s: this load passes, what it served then did not"
+                     % (pct(live_rate), live["time"] or "an unknown time",
+                        pct(options.broken_acceptance_rate)))
     config, where = served_drafter_config(facts, served)
     window = drafter_window(config)
     reached = max(((r.prompt_tokens or 0) + (r.completion_tokens or 0)
@@ -511,6 +552,7 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
                 if n and n.get("mean_acceptance_length") is not None}
     lengths = {name: n["mean_acceptance_length"] for name, n in measured.items()}
     median = statistics.median(lengths.values()) if lengths else None
+    drifts = fingerprint_drifts(hosts, smoke_numbers)
     out: dict[str, CheckResult] = {}
     for host in hosts:
         numbers = smoke_numbers.get(host.name)
@@ -538,6 +580,47 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
                                                          numbers["per_position"][:8])))
         elif not numbers.get("reference") and len(lengths) < 3:
             parts.append("no collapse in the per-position curve")
+        drift = drifts.get(host.name)
+        if drift is not None:
+            if status == Status.PASS:
+                status = Status.WARN
+            parts.append(drift[0])
+            details = {**details, "fingerprints": drift[1]}
         out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, status, "; ".join(parts),
                                      details=details)
+    return out
+
+
+def served_as(host: HostResult, numbers: dict) -> str:
+    """What a host serves, for the fingerprint comparison: its build and what its
+    server's speculative config and model say."""
+    vllm = host.vllm or {}
+    return json.dumps([vllm.get("version"), vllm.get("commit"), numbers.get("model"),
+                       numbers.get("served_spec")], sort_keys=True, default=str)
+
+
+def fingerprint_drifts(hosts: list[HostResult],
+                       smoke_numbers: dict[str, dict]) -> dict[str, tuple[str, dict]]:
+    """(message, {host: fingerprints}) for each host of a group (one build, one model,
+    one speculative config) whose servers answered with more than one system_fingerprint
+    (vLLM's hash of the whole engine config): replicas that look alike but do not run
+    alike."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    for host in hosts:
+        numbers = smoke_numbers.get(host.name) or {}
+        if numbers.get("fingerprints"):
+            groups.setdefault(served_as(host, numbers), {})[host.name] = \
+                list(numbers["fingerprints"])
+    out: dict[str, tuple[str, dict]] = {}
+    for members in groups.values():
+        seen = {f for prints in members.values() for f in prints}
+        if len(seen) < 2:
+            continue
+        words = ", ".join("%s %s" % (name, "/".join(prints))
+                          for name, prints in sorted(members.items()))
+        message = ("system_fingerprint differs among %s serving one build, model and "
+                   "speculative config (%s): their engine configs differ"
+                   % (counted(len(members), "host"), words))
+        for name in members:
+            out[name] = (message, dict(members))
     return out

@@ -51,7 +51,7 @@ DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONTAINERD_NAME = re.compile(r"[A-Za-z0-9]+([._-][A-Za-z0-9]+)*")
 ENGINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # docker's and podman's names and ids
-TAIL_LINES = 20000  # what the engine streams for the tail: the last lines, cut to bytes here
+TAIL_LINES = 5000  # what the engine streams for the tail: the last lines, cut to bytes here
 KUBELET_LOGS = "/var/log/pods"  # kubelet's: NAMESPACE_POD_UID/CONTAINER/RESTARTS.log
 # kubelet's CRI log line: time, stream, F(ull) or P(artial), the text
 CRI_LINE = re.compile(rb"^\S+ (?:stdout|stderr) ([FP]) ?(.*)$")

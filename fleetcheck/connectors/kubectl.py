@@ -26,9 +26,11 @@ import threading
 from typing import Any
 
 from fleetcheck.connection_settings import ConnectionSettings
-from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
+from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, EngineLog,
+                                        Session,
                                         Target, TransportError)
-from fleetcheck.connectors.container import INSIDE, looks_like_vllm_server, quote_text
+from fleetcheck.connectors.container import (INSIDE, TAIL_LINES, looks_like_vllm_server,
+                                             quote_text)
 from fleetcheck.connectors.local import LocalSession
 from fleetcheck.variables import Check, Variable, boolean, path, string_mapping, text
 
@@ -177,6 +179,8 @@ def global_arguments(settings: dict[str, Any]) -> list[str]:
 class KubectlSession(Session):
     """Commands run in one pod's container, each as one kubectl child of this machine."""
 
+    reads_engine_log = True
+
     def __init__(self, host: ConnectionSettings, kubectl: str, deadline: Deadline):
         self.settings: dict[str, Any] = with_environment(host.settings)
         self.pod: str = self.settings.get("kubectl_pod") or host.address or host.name
@@ -265,6 +269,26 @@ class KubectlSession(Session):
             return False
         lines = result.stdout.decode("utf-8", "replace").split("\n")
         return any(looks_like_vllm_server(line.replace("\0", " ")) for line in lines)
+
+    def engine_log(self, head_bytes: int, tail_bytes: int,
+                   cancel: threading.Event | None = None) -> EngineLog | None:
+        """`kubectl logs` of the container checked: its head (--limit-bytes) and, when the
+        log is longer, its last lines (--tail), cut to tail_bytes."""
+        if not self.container:
+            return None
+        source = "kubectl logs %s -c %s" % (self.pod, self.container)
+        head = self.local.run(self.kubectl_line(
+            "logs", self.pod, "-c", self.container, "--limit-bytes=%d" % (head_bytes + 1)),
+            b"", cancel)
+        if head.exit_status != 0:
+            return EngineLog(source, b"", None, "exit %d: %s" % (head.exit_status,
+                                                                 quote_text(head.stderr)))
+        if len(head.stdout) <= head_bytes:
+            return EngineLog(source, head.stdout, None)
+        tail = self.local.run(self.kubectl_line(
+            "logs", self.pod, "-c", self.container, "--tail=%d" % TAIL_LINES), b"", cancel)
+        return EngineLog(source, head.stdout[:head_bytes],
+                         tail.stdout[-tail_bytes:] if tail.exit_status == 0 else b"")
 
     def placement(self) -> dict[str, str] | None:
         """The pod and container checked, for the results: the inventory name may be a

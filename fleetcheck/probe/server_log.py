@@ -44,26 +44,61 @@ def redacted(line):
     return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "..."
 
 
-def template_regex(fmt):
-    """A printf format string as a regex: each conversion a group, the rest literal."""
-    out, at = [], 0
+def format_parts(fmt):
+    """A printf format string as (literals, conversions): literals[i] comes before
+    conversion i (its type letter), and one more literal ends the format."""
+    literals, conversions, text, at = [], [], "", 0
     for match in CONVERSIONS.finditer(fmt):
-        out.append(re.escape(fmt[at:match.start()]))
-        conv = match.group(0)
-        if conv == "%%":
-            out.append("%")
-        elif conv[-1] in "di":
-            out.append(r"(-?\d+)")
-        elif conv[-1] in "feEgG":
-            out.append(r"([-+0-9.naife]+)")
+        text += fmt[at:match.start()]
+        if match.group(0) == "%%":
+            text += "%"
         else:
-            out.append(r"(.*?)")
+            literals.append(text)
+            conversions.append(match.group(0)[-1])
+            text = ""
         at = match.end()
-    out.append(re.escape(fmt[at:]))
-    text = "".join(out)
-    if text.endswith("(.*?)"):
-        text = text[:-5] + "(.*)"
-    return text
+    literals.append(text + fmt[at:])
+    return literals, conversions
+
+
+NUMBERS = {"d": re.compile(r"-?\d+$"), "i": re.compile(r"-?\d+$"),
+           "f": re.compile(r"[-+0-9.naife]+$")}
+MAX_STARTS = 3  # occurrences of a format's first literal tried on one line
+
+
+def match_format(literals, conversions, line):
+    """The values a line printed by the format, or None. Each literal is found with
+    str.find after the one before (a conversion takes the text up to the next literal;
+    the last one, when nothing follows it, the rest of the line): linear in the line, so
+    no format, whoever wrote it, can make a line cost more than a scan."""
+    start = -1
+    for _ in range(MAX_STARTS):
+        start = line.find(literals[0], start + 1)
+        if start < 0:
+            return None
+        values = match_after(literals, conversions, line, start + len(literals[0]))
+        if values is not None:
+            return values
+    return None
+
+
+def match_after(literals, conversions, line, at):
+    values = []
+    for index, conversion in enumerate(conversions):
+        following = literals[index + 1]
+        if not following:
+            end = len(line) if index == len(conversions) - 1 else at
+        else:
+            end = line.find(following, at)
+            if end < 0:
+                return None
+        value = line[at:end]
+        number = NUMBERS.get(conversion) or (NUMBERS["f"] if conversion in "eEgG" else None)
+        if number is not None and not number.match(value):
+            return None
+        values.append(value)
+        at = end + len(following)
+    return values
 
 
 def constant_text(node, ast):
@@ -132,7 +167,7 @@ def assigned_before(function, name, line, ast):
 
 
 def templates_of(rel, text, key, ast):
-    """{kind: [{file, line, format, regex, args}]} of one source file."""
+    """{kind: [template()]} of one source file."""
     out = {}
     try:
         tree = ast.parse(text)
@@ -162,10 +197,11 @@ def templates_of(rel, text, key, ast):
 
 
 def template(rel, line, fmt, args):
-    """One format string of the install, with what finds its lines: the regex built here
-    from the format (never taken as given) and its longest literal part."""
-    return {"file": rel, "line": line, "format": fmt, "regex": template_regex(fmt),
-            "args": args, "needle": needle(fmt)}
+    """One format string of the install, with what finds its lines: its parts, split
+    here (never taken as given), and its longest literal part."""
+    literals, conversions = format_parts(fmt)
+    return {"file": rel, "line": line, "format": fmt, "literals": literals,
+            "conversions": conversions, "args": args, "needle": needle(fmt)}
 
 
 def raised_messages(rel, text, ast):
@@ -306,15 +342,13 @@ def parse_lines(lines, templates):
     """What the lines say, by the install's templates: each value with the line that
     decided it (numbered as read)."""
     out = {"startups": 0, "fatal": []}
-    compiled = dict((kind, [(t, re.compile(t["regex"])) for t in items])
-                    for kind, items in templates.items())
     for number, line in lines:
-        for kind, items in compiled.items():
-            for format_of, regex in items:
+        for kind, items in templates.items():
+            for format_of in items:
                 if format_of["needle"] not in line:
                     continue
-                match = regex.search(line)
-                if match is None:
+                values = match_format(format_of["literals"], format_of["conversions"], line)
+                if values is None:
                     continue
                 shown = {"line": number, "text": redacted(line.strip()),
                          "format": "%s:%d" % (format_of["file"], format_of["line"])}
@@ -325,11 +359,12 @@ def parse_lines(lines, templates):
                         r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)", spec.group(1))) if spec else None
                     out["engine"] = shown
                 elif kind == "aux_layers":
-                    shown["ids"] = [int(n) for n in re.findall(r"-?\d+", match.group(1))]
+                    shown["ids"] = [int(n) for n in re.findall(r"-?\d+", values[0])] \
+                        if values else []
                     out.setdefault("aux_layers", shown)
                 elif kind == "metrics":
                     shown["values"] = dict(zip([a or "?" for a in format_of["args"]],
-                                               match.groups()))
+                                               values))
                     stamp = TIME.search(line)
                     shown["time"] = stamp.group(1) if stamp else None
                     out["metrics"] = shown

@@ -201,6 +201,9 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
                 usage = answer.get("usage") or {}
                 entry["completion_tokens"] = int(usage.get("completion_tokens") or 0)
                 entry["prompt_tokens"] = int(usage.get("prompt_tokens") or 0)
+                fingerprint = answer.get("system_fingerprint")
+                if isinstance(fingerprint, str):  # vLLM 0.21+: a hash of the engine config
+                    entry["fingerprint"] = fingerprint[:128]
                 entry["ok"] = True
             else:
                 entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))

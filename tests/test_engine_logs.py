@@ -1,0 +1,94 @@
+"""What the controller does with a container engine's log: the install's formats come
+from the host, so their regexes are built here and the hostile ones left out; kubelet's
+CRI lines become the lines the server wrote."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fleetcheck.connectors.base import EngineLog, Session
+from fleetcheck.connectors.container import cri_text
+from fleetcheck.engine_logs import MAX_CONVERSIONS, fill_engine_logs, formats_of
+
+pytestmark = pytest.mark.unit
+
+AUX = {"file": "vllm/v1/worker/gpu_model_runner.py", "line": 4242,
+       "format": "Using auxiliary layers from speculative config: %s", "args": ["aux_layers"]}
+STARTUP = (b"INFO 12-02 11:00:00 [gpu_model_runner.py:4242] Using auxiliary layers from "
+           b"speculative config: (1, 2)\n")
+
+
+class GivenLog(Session):
+    """A session whose engine log is the bytes given (the reading itself is tested on real
+    Podman and the kubectl stand-in in test_served_real_vllm.py)."""
+
+    def __init__(self, log: EngineLog | None):
+        self.log, self.asked = log, 0
+
+    def engine_log(self, head_bytes, tail_bytes, cancel=None):
+        self.asked += 1
+        return self.log
+
+
+def facts(formats, stream=True) -> dict:
+    log = {"source": None, "tried": [], "engine_stream": stream}
+    return {"served": {"servers": [{"pid": 1, "log": log}], "log_formats": formats}}
+
+
+def test_the_engines_log_is_parsed_by_the_formats_the_probe_sent():
+    found = facts({"aux_layers": [AUX]})
+    fill_engine_logs(found, GivenLog(EngineLog("podman logs served", STARTUP, None)))
+    log = found["served"]["servers"][0]["log"]
+    assert "log_formats" not in found["served"]  # consumed, never reported
+    assert log["source"] == "podman logs served" and log["aux_layers"]["ids"] == [1, 2]
+    assert log["aux_layers"]["format"] == "vllm/v1/worker/gpu_model_runner.py:4242"
+
+
+def test_what_the_host_sends_is_split_here_and_a_hostile_format_is_left_out():
+    given = dict(AUX, format="Using auxiliary layers %s", regex="(a+)+$", literals=["x"])
+    slow = dict(AUX, format="%s" * (MAX_CONVERSIONS + 1))
+    built = formats_of({"aux_layers": [given, slow, "junk"], 7: [AUX]})
+    assert [(t["literals"], t["conversions"]) for t in built["aux_layers"]] == [
+        (["Using auxiliary layers ", ""], ["s"])]
+    assert "regex" not in built["aux_layers"][0]
+
+
+def test_a_format_built_to_backtrack_costs_a_scan_of_the_line():
+    """A format of many conversions on long lines that hold its longest literal but not
+    the others: each line is scanned a few times, whatever the format."""
+    line = b"a" + b"x" * 16000 + b"c never\n"
+    started = time.process_time()
+    found = facts({"fatal": [dict(AUX, format="a%sb%sc%s%s%s never")]})
+    fill_engine_logs(found, GivenLog(EngineLog("podman logs served", line * 60, None)))
+    assert time.process_time() - started < 2
+    assert found["served"]["servers"][0]["log"]["fatal"] == []
+
+
+def test_no_server_on_the_containers_stream_reads_no_log():
+    session = GivenLog(EngineLog("podman logs served", STARTUP, None))
+    found = facts({"aux_layers": [AUX]}, stream=False)
+    fill_engine_logs(found, session)
+    assert session.asked == 0 and found["served"]["servers"][0]["log"]["source"] is None
+
+
+def test_an_engine_that_cannot_give_the_log_is_named_in_what_was_tried():
+    found = facts({"aux_layers": [AUX]})
+    fill_engine_logs(found, GivenLog(EngineLog("docker logs served", b"", None,
+                                               "Error: configured logging driver does not "
+                                               "support reading")))
+    log = found["served"]["servers"][0]["log"]
+    assert log["source"] is None
+    assert log["tried"] == ["docker logs served: Error: configured logging driver does not "
+                            "support reading"]
+
+
+def test_kubelets_cri_lines_are_the_lines_the_server_wrote():
+    data = (b"2026-12-02T11:00:00.1Z stdout F INFO started\n"
+            b"2026-12-02T11:00:00.2Z stderr P Using auxiliary layers from \n"
+            b"2026-12-02T11:00:00.3Z stderr F speculative config: (1, 2)\n"
+            b"not a CRI line\n"
+            b"2026-12-02T11:00:01.0Z stdout F \n")
+    assert cri_text(data) == (b"INFO started\nUsing auxiliary layers from speculative "
+                              b"config: (1, 2)\n\n")
