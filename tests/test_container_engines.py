@@ -305,6 +305,47 @@ def test_two_pods_of_one_name_in_two_namespaces_need_the_namespace(tmp_path, nod
     assert "NAMESPACE/POD/CONTAINER" in error["message"]
 
 
+def cri(*lines: str) -> str:
+    """Lines as kubelet's CRI log keeps them (time, stream, F for a full line)."""
+    return "".join("2026-12-02T07:40:%02d.000000000Z stdout F %s\n" % (i, line)
+                   for i, line in enumerate(lines))
+
+
+@pytest.mark.containers
+@pytest.mark.downloads
+@pytest.mark.root
+def test_a_pods_log_is_read_from_kubelets_newest_file_for_it(tmp_path, node, fleet):
+    """kubelet cannot run here: its log directory is a stand-in (its layout and CRI lines,
+    written by the test) mounted at /var/log/pods on a node whose containerd is real. The
+    pod's server writes to its container's own stream, so the probe finds no log file and
+    fleetcheck reads kubelet's newest file for that container."""
+    containerd = node[0]
+    pods = tmp_path / "pods"
+    logs = pods / "serving_vllm-0_6f1c2d3e-0000-4000-8000-000000000001" / "vllm"
+    logs.mkdir(parents=True)
+    engine = ("INFO 12-02 07:40:01 [core.py:139] Initializing a V1 LLM engine (v0.33.0) with "
+              "config: model='/models/qwen', speculative_config=SpeculativeConfig("
+              "method='dflash', model='org/drafter', num_spec_tokens=3), seed=0")
+    (logs / "0.log").write_text(cri(engine.replace("num_spec_tokens=3", "num_spec_tokens=9")))
+    os.utime(logs / "0.log", (1, 1))  # the restart before: older
+    (logs / "1.log").write_text(cri("INFO 12-02 07:40:00 [api_server.py:1] starting", engine))
+    (pods / "other_vllm-1_0000" / "vllm").mkdir(parents=True)
+    (pods / "other_vllm-1_0000" / "vllm" / "0.log").write_text(cri(engine))
+    box = fleet.add("node-logs", mounts={"/run/containerd": containerd.run_dir,
+                                         "/var/log/pods": str(pods)})
+    fleet.start()
+    inventory = {"all": {"hosts": {"pod": dict(ssh_hosts(fleet, [box])["node-logs"],
+                                                container="serving/vllm-0/vllm")}}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    assert run.host("pod")["error"] is None, run.host("pod")["error"]
+    (served,) = [s for s in run.host("pod")["served"] if "pid" in s]
+    assert served["log"]["source"] == (
+        "kubelet's log of namespace serving, pod vllm-0, container vllm (/var/log/pods/"
+        "serving_vllm-0_6f1c2d3e-0000-4000-8000-000000000001/vllm/1.log)"), served["log"]
+    assert served["log"]["startups"] == 1 and served["log"]["lines_read"] == 2
+    assert served["log"]["speculative_config"]["num_spec_tokens"] == "3"
+
+
 def write_inventory(tmp_path, host_vars: dict) -> str:
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-node01": host_vars}}}))

@@ -14,6 +14,7 @@ that prints one value, told by what it prints:
 - fatal lines: the messages the drafter's module raises.
 Only the parsed values and the lines that decided leave the host, secrets redacted."""
 
+import bisect
 import os
 import re
 
@@ -31,6 +32,7 @@ RUNNER_GUARD = "use_v2_model_runner"
 LOG_FILES = ("vllm/v1/engine/core.py", "vllm/v1/spec_decode/metrics.py",
              "vllm/v1/worker/*worker.py")
 LOG_CALLS = ("info", "info_once", "warning", "warning_once", "debug", "error", "log_fn")
+LOG_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(LOG_CALLS))  # a line that may hold such a call
 CONVERSIONS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[sdifrxgeEG%]")
 TIME = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b")
 REDACT = re.compile(r"""(['"]?[\w.-]*(?:%s)[\w.-]*['"]?\s*[:=]\s*)('[^']*'|"[^"]*"|[^\s,)}]+)"""
@@ -131,16 +133,36 @@ def arg_name(node, ast):
     return None
 
 
-def logger_calls(tree, ast):
-    """(call, enclosing function, guards' source names) of every logger call."""
+def lines_matching(text, pattern):
+    """Sorted numbers (1-based) of the lines where `pattern` matches."""
+    return sorted(set(text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)))
+
+
+def spans_any(node, lines):
+    """Whether the node's lines hold one of `lines` (nodes without lines: always)."""
+    first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    if first is None or last is None:
+        return True
+    at = bisect.bisect_left(lines, first)
+    return at < len(lines) and lines[at] <= last
+
+
+def logger_calls(tree, ast, lines):
+    """(call, enclosing function, guards' source names) of every logger call; only the
+    nodes spanning `lines` (where a logger call's name is in the text) are visited, so a
+    large module costs its parse and a walk of the few functions that log."""
     found = []
 
     def visit(node, function, guards):
+        body_guards = guards
+        if isinstance(node, ast.If):
+            body_guards = guards + [n.attr if isinstance(n, ast.Attribute) else
+                                    getattr(n, "id", "") for n in ast.walk(node.test)]
         for child in ast.iter_child_nodes(node):
-            inner_guards = guards
-            if isinstance(node, ast.If) and child in node.body:
-                inner_guards = guards + [n.attr if isinstance(n, ast.Attribute) else
-                                         getattr(n, "id", "") for n in ast.walk(node.test)]
+            if not spans_any(child, lines):
+                continue
+            inner_guards = body_guards if isinstance(node, ast.If) and child in node.body \
+                else guards
             if isinstance(child, ast.Call) and isinstance(child.func, (ast.Attribute, ast.Name)) \
                     and arg_name(child.func, ast) in LOG_CALLS and child.args:
                 found.append((child, function, inner_guards))
@@ -149,6 +171,27 @@ def logger_calls(tree, ast):
 
     visit(tree, None, [])
     return found
+
+
+def functions_reading(tree, key, text, ast):
+    """Names of the functions whose code holds the string constant `key`: only those
+    spanning a line where it is quoted are walked."""
+    lines = lines_matching(text, re.compile("[\"']%s[\"']" % re.escape(key)))
+    names = set()
+    if not lines:
+        return names
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt) or not spans_any(child, lines):
+                continue
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    reads_key(child, key, ast):
+                names.add(child.name)
+            visit(child)
+
+    visit(tree)
+    return names
 
 
 def reads_key(function, key, ast):
@@ -173,9 +216,8 @@ def templates_of(rel, text, key, ast):
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return out
-    converting = set(f.name for f in ast.walk(tree) if isinstance(
-        f, (ast.FunctionDef, ast.AsyncFunctionDef)) and key and reads_key(f, key, ast))
-    for call, function, guards in logger_calls(tree, ast):
+    converting = functions_reading(tree, key, text, ast) if key else set()
+    for call, function, guards in logger_calls(tree, ast, lines_matching(text, LOG_CALL)):
         fmt = constant_text(call.args[0], ast)
         if fmt is None:
             continue
@@ -342,7 +384,13 @@ def parse_lines(lines, templates):
     """What the lines say, by the install's templates: each value with the line that
     decided it (numbered as read)."""
     out = {"startups": 0, "fatal": []}
+    needles = sorted(set(t["needle"] for items in templates.values() for t in items), key=len)
+    # one search of every format's longest literal per line (literals only: no format can
+    # make it backtrack); most lines of a busy log match none
+    some = re.compile("|".join(re.escape(n) for n in needles[::-1]) or "(?!)")
     for number, line in lines:
+        if some.search(line) is None:
+            continue
         for kind, items in templates.items():
             for format_of in items:
                 if format_of["needle"] not in line:
@@ -350,7 +398,7 @@ def parse_lines(lines, templates):
                 values = match_format(format_of["literals"], format_of["conversions"], line)
                 if values is None:
                     continue
-                shown = {"line": number, "text": redacted(line.strip()),
+                shown = {"line": number, "text": line,  # redacted once kept, below
                          "format": "%s:%d" % (format_of["file"], format_of["line"])}
                 if kind == "engine":
                     out["startups"] += 1
@@ -373,6 +421,10 @@ def parse_lines(lines, templates):
                 elif kind == "fatal" and len(out["fatal"]) < MAX_FATAL:
                     out["fatal"].append(shown)
                 break
+    for kept in [out.get(k) for k in ("engine", "aux_layers", "metrics", "runner_v2")] + \
+            out["fatal"]:
+        if kept is not None:
+            kept["text"] = redacted(kept["text"].strip())
     return out
 
 
