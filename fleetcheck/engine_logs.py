@@ -49,6 +49,19 @@ def cut_lines(data: bytes) -> bytes:
     return b"\n".join(line[:MAX_MATCHED_LINE] for line in data.split(b"\n"))
 
 
+def past_head(head: bytes, tail: bytes) -> bytes:
+    """The tail without what the head already holds: an engine streams a log it cannot
+    seek in, so a log shorter than head and tail together comes back twice in the middle
+    (and a start-up counted twice would look like a restart)."""
+    probe = tail[:4096]
+    at = head.find(probe) if probe else -1
+    while at >= 0:
+        if head[at:] == tail[:len(head) - at]:
+            return tail[len(head) - at:]
+        at = head.find(probe, at + 1)
+    return tail
+
+
 def read_log(session: Session, cancel: threading.Event | None) -> EngineLog | None:
     try:
         return session.engine_log(HEAD_BYTES, TAIL_BYTES, cancel)
@@ -78,9 +91,9 @@ def fill_engine_logs(facts: dict[str, Any], session: Session,
         if read.error is not None:
             log["tried"] = tried + ["%s: %s" % (read.source, read.error)]
             continue
-        size = len(read.head) + len(read.tail or b"")
+        tail = None if read.tail is None else past_head(read.head, read.tail)
         log.clear()
         log.update(log_facts(read.source, None, cut_lines(read.head),
-                             None if read.tail is None else cut_lines(read.tail), size,
-                             formats, tried))
+                             None if tail is None else cut_lines(tail),
+                             len(read.head) + len(tail or b""), formats, tried))
         log["engine_stream"] = True

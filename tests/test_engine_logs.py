@@ -10,7 +10,7 @@ import pytest
 
 from fleetcheck.connectors.base import EngineLog, Session
 from fleetcheck.connectors.container import cri_text
-from fleetcheck.engine_logs import MAX_CONVERSIONS, fill_engine_logs, formats_of
+from fleetcheck.engine_logs import MAX_CONVERSIONS, fill_engine_logs, formats_of, past_head
 
 pytestmark = pytest.mark.unit
 
@@ -92,3 +92,21 @@ def test_kubelets_cri_lines_are_the_lines_the_server_wrote():
             b"2026-12-02T11:00:01.0Z stdout F \n")
     assert cri_text(data) == (b"INFO started\nUsing auxiliary layers from speculative "
                               b"config: (1, 2)\n\n")
+
+
+def test_a_log_shorter_than_head_and_tail_is_read_once():
+    """An engine's log of 1.5 MiB read as its first MiB and its last MiB: the middle
+    half MiB comes back twice, and is counted once."""
+    engine = dict(AUX, format="Initializing a V1 LLM engine (v%s) with config: %s",
+                  args=["VLLM_VERSION", "vllm_config"])
+    lines = [b"INFO 12-02 11:00:%02d line %06d of a busy server\n" % (i % 60, i)
+             for i in range(40000)]
+    lines[20000] = b"Initializing a V1 LLM engine (v0.33.0) with config: model='m'\n"
+    log = b"".join(lines)
+    head, tail = log[:1 << 20], log[-(1 << 20):]
+    assert len(log) < len(head) + len(tail) and lines[20000] in head and lines[20000] in tail
+    assert head + past_head(head, tail) == log
+    found = facts({"engine": [engine]})
+    fill_engine_logs(found, GivenLog(EngineLog("podman logs served", head, tail)))
+    assert found["served"]["servers"][0]["log"]["startups"] == 1
+    assert past_head(b"abc", b"xyz") == b"xyz"
