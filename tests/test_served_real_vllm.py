@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import subprocess
 import time
 
@@ -308,3 +309,63 @@ def test_a_server_in_a_podman_container_has_its_log_read_through_its_engine(tmp_
     outputs = [json.dumps(run.results), run.html, run.stdout, run.stderr,
                (tmp_path / "junit.xml").read_text()]
     assert not any(key in text for text in outputs)
+
+
+def test_a_servers_journal_is_read_when_its_stdout_is_a_journal_stream(tmp_path, fleet):
+    """A real systemd-journald (in the host's own mount namespace) and a server whose
+    stdout is journald's stream socket (systemd-cat connects it, as systemd connects a
+    unit's). systemd itself cannot run here as PID 1, so the JOURNAL_STREAM it gives a
+    unit is set as it sets it (the stream's device:inode). The lines the server printed
+    are read with journalctl _PID= and judged: the evidence names the journal."""
+    venv, _ = real_vllm.install()
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    drafter_trees.write_model_dir(str(tmp_path / "drafter"), drafter_trees.ZLAB)
+    journal = {"/run/systemd": str(tmp_path / "run-systemd"), "/run/log": str(tmp_path / "run-log")}
+    for path in journal.values():
+        os.makedirs(path)
+    host = fleet.add("gpu-journal", mounts=journal)
+    fleet.start()
+    fleet.spawn_on(host, "exec /lib/systemd/systemd-journald")
+    stream = tmp_path / "run-systemd" / "journal" / "stdout"
+    end = time.monotonic() + 20
+    while not stream.exists():
+        assert time.monotonic() < end, "journald made no stdout socket"
+        time.sleep(0.1)
+    port = free_loopback_port()
+    spec = json.dumps({"method": "dflash", "model": str(tmp_path / "drafter"),
+                       "num_speculative_tokens": 3})
+    engine = ("INFO 12-02 07:40:01 [core.py:93] Initializing a V1 LLM engine (v0.32.0) with "
+              "config: model='org/target', speculative_config=SpeculativeConfig("
+              "method='dflash', model='%s', num_spec_tokens=3), seed=0" % (tmp_path / "drafter"))
+    aux = "INFO 12-02 07:40:09 [gpu_model_runner.py:4388] Using auxiliary layers from " \
+        "speculative config: (2, 14, 26, 38, 50)"
+    fleet.spawn_on(host, "exec systemd-cat -t vllm sh -c %s" % shlex.quote(
+        "JOURNAL_STREAM=$(stat -L -c %%d:%%i /proc/self/fd/1) && export JOURNAL_STREAM && "
+        "printf '%%s\\n' %s && exec %s %s serve org/target --port %d --speculative-config %s"
+        % (shlex.quote(engine) + " " + shlex.quote(aux), os.path.join(venv, "bin", "python"),
+           script, port,
+           shlex.quote(spec))))
+    end = time.monotonic() + 20
+    while True:
+        try:
+            real_vllm.get("http://127.0.0.1:%d/version" % port, timeout=1)
+            break
+        except OSError:
+            assert time.monotonic() < end
+            time.sleep(0.2)
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host], venv=venv)}},
+                         "--known-hosts", fleet.known_hosts, "--no-import-check",
+                         "--no-config-load")
+    assert run.results is not None, run.stderr
+    (served,) = [s for s in run.host("gpu-journal")["served"] if "pid" in s]
+    assert served["log"]["source"] == "journal _PID=%d" % served["pid"], served["log"]
+    assert served["log"]["aux_layers"] == [2, 14, 26, 38, 50]
+    witness = run.check("gpu-journal", "served-log")
+    # the drafter mixes sliding and full layers, and the lines printed no V2 runner line
+    assert witness["status"] == "warn", witness
+    assert "its log does not say it uses the V2 model runner" in witness["message"]
+    assert any(a["status"] == "pass" and "printed aux layers [2, 14, 26, 38, 50]: "
+               "target_layer_ids [1, 13, 25, 37, 49] + 1" in a["text"]
+               for a in witness["details"]["aspects"]), witness
+    assert any(e["file"] == "journal _PID=%d" % served["pid"] and
+               e["text"].endswith("(2, 14, 26, 38, 50)") for e in witness["evidence"]), witness
