@@ -18,7 +18,9 @@ from typing import Any
 from fleetcheck.connectors.base import EngineLog, Session, TransportError
 from fleetcheck.probe.server_log import CONVERSIONS, HEAD_BYTES, TAIL_BYTES, log_facts, template
 
-MAX_FORMATS = 64  # per kind; an install prints a handful
+KINDS = ("engine", "aux_layers", "metrics", "runner_v2", "fatal")  # what parse_lines reads
+MAX_FORMATS = 16  # per kind; an install prints a handful
+MIN_NEEDLE = 8  # a format's longest literal: shorter finds every line
 MAX_FORMAT = 400  # characters of one format string
 MAX_CONVERSIONS = 8
 MAX_MATCHED_LINE = 16 * 1024  # vLLM's longest line (the engine config) is a few KB
@@ -30,7 +32,7 @@ def formats_of(value: Any) -> dict[str, list[dict[str, Any]]]:
     if not isinstance(value, dict):
         return out
     for kind, items in value.items():
-        if not isinstance(kind, str) or not isinstance(items, list):
+        if kind not in KINDS or not isinstance(items, list):
             continue
         for item in items[:MAX_FORMATS]:
             fmt = item.get("format") if isinstance(item, dict) else None
@@ -40,8 +42,9 @@ def formats_of(value: Any) -> dict[str, list[dict[str, Any]]]:
             args = [a if isinstance(a, str) else None for a in item.get("args") or []
                     ][:MAX_CONVERSIONS]
             line = item.get("line") if isinstance(item.get("line"), int) else 0
-            out.setdefault(kind, []).append(
-                template(str(item.get("file"))[:200], line, fmt, args))
+            made = template(str(item.get("file"))[:200], line, fmt, args)
+            if len(made["needle"]) >= MIN_NEEDLE:
+                out.setdefault(kind, []).append(made)
     return out
 
 

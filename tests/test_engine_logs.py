@@ -49,18 +49,34 @@ def test_the_engines_log_is_parsed_by_the_formats_the_probe_sent():
 def test_what_the_host_sends_is_split_here_and_a_hostile_format_is_left_out():
     given = dict(AUX, format="Using auxiliary layers %s", regex="(a+)+$", literals=["x"])
     slow = dict(AUX, format="%s" * (MAX_CONVERSIONS + 1))
-    built = formats_of({"aux_layers": [given, slow, "junk"], 7: [AUX]})
+    short = dict(AUX, format="ids %s")  # its longest literal would find every line
+    built = formats_of({"aux_layers": [given, slow, short, "junk"], 7: [AUX],
+                        "made-up": [AUX]})
+    assert list(built) == ["aux_layers"]
     assert [(t["literals"], t["conversions"]) for t in built["aux_layers"]] == [
         (["Using auxiliary layers ", ""], ["s"])]
     assert "regex" not in built["aux_layers"][0]
 
 
+def test_many_long_formats_built_to_match_slowly_cost_a_scan_of_the_lines():
+    """Sixteen fatal formats of near-identical 400-character literals on lines that almost
+    hold them: each line costs a substring search per format, not a backtracking regex."""
+    almost = "a" * 390
+    formats = [dict(AUX, format=almost + "%s" + "b%02d" % i) for i in range(16)]
+    line = (almost + "a" * 15000 + "\n").encode()
+    started = time.process_time()
+    found = facts({"fatal": formats})
+    fill_engine_logs(found, GivenLog(EngineLog("podman logs served", line * 128, None)))
+    assert time.process_time() - started < 2
+    assert found["served"]["servers"][0]["log"]["fatal"] == []
+
+
 def test_a_format_built_to_backtrack_costs_a_scan_of_the_line():
     """A format of many conversions on long lines that hold its longest literal but not
     the others: each line is scanned a few times, whatever the format."""
-    line = b"a" + b"x" * 16000 + b"c never\n"
+    line = b"a" + b"x" * 16000 + b"c never at all\n"
     started = time.process_time()
-    found = facts({"fatal": [dict(AUX, format="a%sb%sc%s%s%s never")]})
+    found = facts({"fatal": [dict(AUX, format="a%sb%sc%s%s%s never at all")]})
     fill_engine_logs(found, GivenLog(EngineLog("podman logs served", line * 60, None)))
     assert time.process_time() - started < 2
     assert found["served"]["servers"][0]["log"]["fatal"] == []
