@@ -100,11 +100,16 @@ def spare_blocks() -> Iterator[list[int]]:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> str:
-    """fleetcheck's wheel, built from this tree once per test session."""
+    """fleetcheck's wheel, built from this tree once per test session (per xdist worker):
+    from a copy of it, since the build writes build/ and *.egg-info beside its sources
+    and two workers building in one tree break each other's build."""
     out = tmp_path_factory.mktemp("wheel")
+    source = shutil.copytree(ROOT, out / "source", ignore=shutil.ignore_patterns(
+        ".git", "build", "site", "reports", "*.egg-info", "__pycache__", ".pytest_cache"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--disable-pip-version-check", "-w", str(out), ROOT], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    "--disable-pip-version-check", "-w", str(out / "dist"), str(source)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = out / "dist"
     (name,) = os.listdir(out)
     return str(out / name)
 
