@@ -12,8 +12,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -22,6 +20,7 @@ import real_vllm
 from drafter_trees import ZLAB, variant
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+import waits
 
 pytestmark = pytest.mark.unit
 
@@ -58,15 +57,8 @@ def serve(fleet, host, python: str, script: str, cache: str, port: int, spec_con
                        shlex.quote(spec_config)))
 
 
-def wait_answering(port: int, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/version" % port, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("port %d never answered" % port)
+def wait_answering(port: int, timeout: float = 30.0) -> None:
+    waits.wait_answering("http://127.0.0.1:%d/version" % port, timeout)
 
 
 def test_what_each_server_serves_across_a_group(tmp_path, fleet):

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+from waits import wait_listening
 
 pytestmark = pytest.mark.unit
 
@@ -80,7 +81,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
                                "--speculative-config", json.dumps({"model": drafter})],
                               env=dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="1"))
     try:
-        time.sleep(0.5)
+        wait_listening("127.0.0.1", port)  # it has parsed its command line and serves
         host = Host(name="local", address="local", connection="local", become=True,
                     become_user="nobody", python="/usr/bin/python3")
         answer = probe_answer(host, [])
@@ -298,13 +299,15 @@ def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp
     assert server_settings(["vllm", "serve", "/m", "--speculative-config",
                             json.dumps({"model": both})], 0)["method"] == "eagle"
     script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
-    servers = {}
+    servers, ports = {}, {}
     for name, drafter in (("both", both), ("muse", muse)):
+        ports[name] = free_loopback_port()
         servers[name] = subprocess.Popen(
-            [script, "serve", drafter, "--port", str(free_loopback_port()),
+            [script, "serve", drafter, "--port", str(ports[name]),
              "--speculative-config", json.dumps({"model": drafter})])
     try:
-        time.sleep(0.5)
+        for port in ports.values():
+            wait_listening("127.0.0.1", port)
         host = Host(name="local", address="local", connection="local", venv=venv)
         facts = decode_answer(probe_answer(host), host)
     finally:
@@ -353,7 +356,7 @@ def test_a_server_on_modelscope_is_resolved_in_the_modelscope_cache(tmp_path):
         env=dict(os.environ, VLLM_USE_MODELSCOPE="True", MODELSCOPE_CACHE=str(scope),
                  HF_HUB_CACHE=str(hf)))
     try:
-        time.sleep(0.5)
+        wait_listening("127.0.0.1", port)
         host = Host(name="local", address="local", connection="local", venv=venv,
                     vllm_url="http://127.0.0.1:%d" % port)  # judged: on vllm_url's port
         facts = decode_answer(probe_answer(host), host)
