@@ -42,7 +42,8 @@ def test_version_disagreement_is_said():
     result = judge_fix(CHECKS["dflash-layer-offset"], facts, "0.20.1")
     assert result.status == "pass"
     assert result.details["version_agrees"] is False
-    assert "version 0.20.1 suggests not fixed" in result.message
+    assert result.details["version_suggests"] == "not fixed"
+    assert "version 0.20.1 suggests not fixed" in result.message  # and the message says so
 
 
 def test_probe_errors_turn_a_verdict_into_error():
