@@ -15,7 +15,7 @@ import drafter_trees
 import real_vllm
 from fleetcheck.probe.config_file_args import with_config_file
 from fleetcheck.probe.servers import port_of
-from fleetcheck.probe.served import server_settings
+from fleetcheck.probe.server_config import server_settings
 from waits import wait_listening
 
 pytestmark = pytest.mark.unit

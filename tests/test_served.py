@@ -189,7 +189,7 @@ def test_diff_names_a_host_whose_served_drafter_changed():
 def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
     """Two DFlash servers per host, neither on the host's vllm_url: each must serve the
     expected drafter; agreeing with the majority on the wrong one is no pass."""
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -212,7 +212,7 @@ def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
 
 
 def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected():
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -229,7 +229,7 @@ def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected(
 def test_path_drafters_with_no_revision_are_told_apart_by_their_config():
     """`./drafter` on three hosts, one resolving (from its server's cwd) to another config:
     the same string is not the same drafter."""
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.results import CheckResult, HostResult
 
     def host(name: str, digest: str) -> HostResult:

@@ -1,4 +1,4 @@
-"""The probe's reading of a server's command line (probe/served.py): both speculative
+"""The probe's reading of a server's command line (probe/server_config.py): both speculative
 config forms, the positional model of `vllm serve`, served names and bind address, and
 a cut JSON config as a finding; the hub cache as huggingface_hub's constants choose it."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+from fleetcheck.probe.server_config import hub_cache, resolve_model, server_settings
 from waits import wait_listening
 
 pytestmark = pytest.mark.unit
@@ -67,7 +67,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     import drafter_trees
     from fleetcheck.checks.served_entries import served_summary
     from fleetcheck.facts_decoder import decode_facts
-    from fleetcheck.report.served import server_words
+    from fleetcheck.report.server_words import server_words
     from fleetcheck.inventory import Host
     from fleetcheck.lab.local_probe import probe_answer
     from fleetcheck.lab.testhosts import free_loopback_port
@@ -126,7 +126,7 @@ def test_odd_values_from_a_command_line_or_a_port_read_as_unknown(tmp_path):
 
     from fleetcheck.facts import HttpWitness
     from fleetcheck.facts_decoder import decode
-    from fleetcheck.probe.served import http_witness
+    from fleetcheck.probe.server_config import http_witness
 
     got = server_settings(["vllm", "serve", "m", "--speculative-config",
                            '{"method": 1, "model": "z-lab/d", "num_speculative_tokens": 2}'], 0)

@@ -1,7 +1,7 @@
 """The per-host drafter checks: `drafter-config` (each DFlash drafter's config against
 the keys, layer offset, runner requirement and architectures this install's code reads)
 and `drafter-loaded` (the config as the install's own loader loads it, against the
-file). The group check (`served-config`) is checks/served_group.py.
+file). The group check (`served-config`) is checks/served_config.py.
 
 Every verdict names the file and key it judged, and the code line that reads the key,
 so a person can re-check both by hand. These checks appear only in runs where some host

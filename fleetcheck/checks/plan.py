@@ -23,7 +23,7 @@ from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity_check
 from fleetcheck.checks.drafter import drafter_checks
 from fleetcheck.checks.served_entries import SERVED_ID, SERVED_TITLE
-from fleetcheck.checks.served_group import apply_served
+from fleetcheck.checks.served_config import apply_served
 from fleetcheck.checks.served_log import LOG_ID, not_served, served_log_checks
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.drafter_expectations import DrafterExpectation
