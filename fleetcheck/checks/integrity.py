@@ -296,10 +296,10 @@ def check_in_progress(integrity: Integrity) -> CheckResult:
     if processes:
         return result(cid, Status.FAIL, "%s still running against the checked install (its venv, "
                       "site-packages or source tree): a timed-out client can leave the build "
-                      "running on the host; what is on disk may still change: check again "
-                      "once the install has finished"
+                      "running on the host; what is on disk may still change"
                       % counted(len(processes), "install/build process",
-                                "install/build processes"), evidence(processes + elsewhere))
+                                "install/build processes"), evidence(processes + elsewhere),
+                      fix="check again once the install has finished")
     if elsewhere:
         return result(cid, Status.WARN,
                       "%s %s vllm elsewhere on this box (%s), not into the checked "
