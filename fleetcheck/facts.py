@@ -417,7 +417,7 @@ class Servers:
     serving_port: int | None
 
 
-# --- what the servers serve (probe/served.py, config_keys.py, config_loader.py) -------
+# --- what the servers serve (probe/server_config.py, config_keys.py, config_loader.py) -------
 
 @facts_class
 class ConfigFile:

@@ -206,7 +206,8 @@ def host_plan(host: InstallHints, signatures: list[dict[str, Any]],
             "interpreter": host.interpreter, "serving_port": serving_port(host.vllm_url),
             "signatures": signatures,
             "integrity": integrity, "time_budget_s": time_budget_s,
-            "served": {}}  # what the servers serve (probe/served.py); drafters added by the runner
+            # what the servers serve (probe/server_config.py); drafters added by the runner
+            "served": {}}
 
 
 def serving_port(url: str) -> int:

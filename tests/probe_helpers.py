@@ -13,10 +13,10 @@ import shutil
 import socket
 import textwrap
 import threading
-import time
 
 from fleetcheck.facts import Facts
 from fleetcheck.facts_decoder import decode_facts
+from waits import wait_listening  # noqa: F401 (the tests import it from here)
 
 # where every loopback test host sees its vLLM install (a mount namespace per host)
 ENV = "/opt/ml-env"
@@ -136,15 +136,6 @@ class LoopbackListener:
             conn.close()
 
 
-def wait_listening(address: str, port: int, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((address, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("stand-in did not listen on %s:%d" % (address, port))
 
 
 INI = """\

@@ -9,13 +9,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 
 from fleetcheck.lab.testhosts import free_loopback_port
+from waits import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVED_NAME = "tiny-qwen3"
@@ -40,15 +40,18 @@ def install() -> tuple[str, str]:
 def wait_healthy(url: str, log) -> None:
     """Until the server at `url` answers /health with 200 (the model has loaded), at most
     STARTUP_TIMEOUT_S; a server that never does fails the test with its log's end."""
-    end = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        try:
-            if get(url + "/health", timeout=2)[0] == 200:
-                return
-        except OSError:
-            pass
-        assert time.monotonic() < end, log.read_text()[-3000:]
-        time.sleep(1)
+    try:
+        wait_for(lambda: healthy(url), STARTUP_TIMEOUT_S, "%s/health answering" % url,
+                 interval=1)
+    except AssertionError as error:
+        raise AssertionError("%s\n%s" % (error, log.read_text()[-3000:])) from None
+
+
+def healthy(url: str) -> bool:
+    try:
+        return get(url + "/health", timeout=2)[0] == 200
+    except OSError:
+        return False
 
 
 def spec(method: str, models: str) -> dict:
@@ -103,9 +106,11 @@ class Server:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        end = time.monotonic() + 10
-        while group_members(self.process.pid) and time.monotonic() < end:
-            time.sleep(0.2)
+        try:  # a member still dying is the next test's to see, not this stop's to fail
+            wait_for(lambda: not group_members(self.process.pid), 10,
+                     "vLLM's process group gone", interval=0.2)
+        except AssertionError:
+            pass
 
 
 def group_members(pgid: int) -> list[int]:
@@ -131,19 +136,15 @@ def start(method: str, workdir: str) -> Server:
             env=dict(os.environ, **ENV), stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, cwd=workdir)
     server = Server(method, "http://127.0.0.1:%d" % port, process, log_path)
-    end = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < end:
-        if process.poll() is not None:
-            raise AssertionError("vLLM (%s) exited: %s" % (method, server.log()[-3000:]))
-        try:
-            if get(server.url + "/health", timeout=2)[0] == 200:
-                return server
-        except OSError:
-            pass
-        time.sleep(1)
-    server.stop()
-    raise AssertionError("vLLM (%s) not healthy in %.0fs: %s" % (method, STARTUP_TIMEOUT_S,
-                                                                 server.log()[-3000:]))
+    try:
+        wait_for(lambda: process.poll() is not None or healthy(server.url), STARTUP_TIMEOUT_S,
+                 "vLLM (%s) healthy" % method, interval=1)
+    except AssertionError as error:
+        server.stop()
+        raise AssertionError("%s: %s" % (error, server.log()[-3000:])) from None
+    if process.poll() is not None:
+        raise AssertionError("vLLM (%s) exited: %s" % (method, server.log()[-3000:]))
+    return server
 
 
 class Servers:

@@ -160,7 +160,7 @@ def make_handler(engine: Engine):
                 self.reply(500, b'{"error": "EngineCore encountered an issue"}')
                 return
             if engine.scenario == "slow":
-                time.sleep(1.5)
+                time.sleep(1.5)  # the point: a server slow to answer each request
             ok = request.get("temperature") == 0 and \
                 request.get("chat_template_kwargs") == {"enable_thinking": False}
             if not ok:

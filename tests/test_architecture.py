@@ -109,3 +109,23 @@ def test_test_modules_import_helpers_never_each_other_and_benchmarks_never_tests
         if re.search(r"sys\.path\.insert\([^\n]*[\"']tests[\"']", source):
             wrong.append("%s puts tests/ on sys.path" % path)
     assert not wrong, "\n".join(wrong)
+
+
+def test_connectors_are_given_connection_settings_never_an_untyped_host():
+    """A connector's `host` is the settings the inventory built (`ConnectionSettings`):
+    typed, so a type checker holds every connector to the fields the settings have."""
+    untyped = []
+    for path in module_files():
+        if not path.startswith("fleetcheck/connectors/"):
+            continue
+        tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for arg in node.args.args + node.args.kwonlyargs:
+                if arg.arg == "host" and (arg.annotation is None or ast.unparse(
+                        arg.annotation) != "ConnectionSettings"):
+                    untyped.append("%s:%d %s(host: %s)" % (
+                        path, node.lineno, node.name,
+                        ast.unparse(arg.annotation) if arg.annotation else "no annotation"))
+    assert untyped == []

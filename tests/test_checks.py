@@ -42,7 +42,8 @@ def test_version_disagreement_is_said():
     result = judge_fix(CHECKS["dflash-layer-offset"], facts, "0.20.1")
     assert result.status == "pass"
     assert result.details["version_agrees"] is False
-    assert "version 0.20.1 suggests not fixed" in result.message
+    assert result.details["version_suggests"] == "not fixed"
+    assert "version 0.20.1 suggests not fixed" in result.message  # and the message says so
 
 
 def test_probe_errors_turn_a_verdict_into_error():
@@ -328,8 +329,13 @@ def test_running_installs_are_counted_in_words(touching, elsewhere, words):
         "elsewhere": [process(20 + n, "/opt/other") for n in range(elsewhere)]}}})
     result = check_in_progress(facts.integrity)
     assert result.status == ("fail" if touching else "warn")
+    assert [e.text.split(":")[0] for e in result.evidence] == \
+        ["pid %d" % (10 + n) for n in range(touching)] + \
+        ["pid %d" % (20 + n) for n in range(elsewhere)]
     assert result.message.startswith(words), result.message
     assert "(es)" not in result.message and "(s)" not in result.message
+    if touching:  # the fix comes last
+        assert result.message.endswith(": check again once the install has finished")
 
 
 @pytest.mark.parametrize("needing, words", [

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -16,7 +15,8 @@ import drafter_trees
 import real_vllm
 from fleetcheck.probe.config_file_args import with_config_file
 from fleetcheck.probe.servers import port_of
-from fleetcheck.probe.served import server_settings
+from fleetcheck.probe.server_config import server_settings
+from waits import wait_listening
 
 pytestmark = pytest.mark.unit
 
@@ -112,7 +112,7 @@ def test_a_running_server_configured_by_its_file(tmp_path):
     server = subprocess.Popen([script, "serve", drafter, "--config", "dflash.yaml",
                                "--port", str(port)], cwd=str(workdir))
     try:
-        time.sleep(0.5)
+        wait_listening("127.0.0.1", port)
         host = Host(name="local", address="local", connection="local",
                     python="/usr/bin/python3")
         facts = decode_answer(probe_answer(host, []), host)

@@ -4,7 +4,6 @@ registry finding connections by module, and a command never sent twice."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -15,6 +14,7 @@ from fleetcheck.connectors import Registry, connection_names, connector_class
 from fleetcheck.connectors.base import Deadline, TransportError
 from fleetcheck.connectors.local import LocalConnector
 from fleetcheck.inventory import Host
+from waits import gone_or_zombie, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -54,13 +54,7 @@ def test_local_deadline_kills_the_whole_process_group(tmp_path):
     assert raised.value.kind == "timeout"
     assert time.monotonic() - started < 10
     pid = int(marker.read_text())
-    for _ in range(50):
-        if not os.path.exists("/proc/%d" % pid) or \
-                open("/proc/%d/stat" % pid).read().split()[2] == "Z":
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the backgrounded sleep survived the deadline")
+    wait_for(lambda: gone_or_zombie(pid), 10, "the backgrounded sleep killed at the deadline")
 
 
 def test_local_cancel_interrupts_a_running_command():

@@ -40,7 +40,7 @@ def sleeping_server(work) -> str:
     the server's interpreter; no model is loaded)."""
     server = work / "bin" / "vllm"
     server.parent.mkdir(exist_ok=True)
-    server.write_text("import time\ntime.sleep(100000)\n")
+    server.write_text("import time\ntime.sleep(100000)\n")  # a long-lived server's shape
     return str(server)
 
 

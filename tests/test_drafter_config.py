@@ -21,6 +21,7 @@ from fleetcheck.facts_decoder import decode_facts
 from fleetcheck.inventory import Host
 from fleetcheck.lab.local_probe import probe_answer
 from fleetcheck.wire_protocol import decode_answer
+from waits import wait_listening
 
 pytestmark = pytest.mark.downloads
 
@@ -291,7 +292,8 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
             env=dict({k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"},
                      **env))
     try:
-        time.sleep(0.5)
+        for port in ports.values():
+            wait_listening("127.0.0.1", port)
         results = {}
         for name, venv in (("released", real_venvs["0.33.0"]), ("v1-default", v1_default)):
             for label, server in servers.items():

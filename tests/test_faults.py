@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -22,6 +21,7 @@ import yaml
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from probe_helpers import ENV, STANDIN, wait_listening
+from waits import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -236,9 +236,19 @@ def twenty(tmp_path_factory, fleet_factory):
         fleet.stop()
 
 
+def hosts_written(out) -> int | None:
+    """How many hosts the results file holds a result for (None while there is none)."""
+    try:
+        partial = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return None
+    return len(partial["hosts"]) - len(partial["not_finished"])
+
+
 def run_and_kill(tmp_path, fleet, inventory, after_done: int | None) -> tuple[list[str], str]:
-    """Start a run and SIGKILL the controller once `after_done` hosts were reported done
-    (None: as soon as the results file exists). Returns the hosts reported done."""
+    """Start a run and SIGKILL the controller once the results file holds `after_done`
+    hosts' results (None: as soon as it exists). Returns the hosts the progress reported
+    done by then."""
     out = tmp_path / "results.json"
     proc = subprocess.Popen([sys.executable, "-m", "fleetcheck", "run", str(inventory),
                              "--known-hosts", fleet.known_hosts, "--json", str(out),
@@ -256,13 +266,12 @@ def run_and_kill(tmp_path, fleet, inventory, after_done: int | None) -> tuple[li
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    end = time.monotonic() + 120
-    while time.monotonic() < end and proc.poll() is None:
-        if after_done is None and out.exists():
-            break
-        if after_done is not None and len(reported) >= after_done:
-            break
-        time.sleep(0.005)
+    def due() -> bool:  # asked often: the kill should land mid-run, not after it
+        if proc.poll() is not None:
+            return True
+        written = hosts_written(out)
+        return written is not None and (after_done is None or written >= after_done)
+    wait_for(due, 120, "the results file holding %s hosts" % after_done, interval=0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     reader.join(timeout=10)
@@ -273,8 +282,9 @@ def run_and_kill(tmp_path, fleet, inventory, after_done: int | None) -> tuple[li
 def test_kill_9_leaves_a_readable_results_file(tmp_path, twenty, after_done):
     fleet, inventory = twenty
     reported, stderr = run_and_kill(tmp_path, fleet, inventory, after_done)
-    assert after_done is None or len(reported) >= after_done, stderr
     results = json.loads((tmp_path / "results.json").read_text())  # valid JSON, whole
+    # the file only grows: what it held when the kill was sent, it holds after
+    assert after_done is None or hosts_written(tmp_path / "results.json") >= after_done, stderr
     names = [h["name"] for h in results["hosts"]]
     assert names == ["gpu%02d" % i for i in range(KILL_HOSTS)]  # every host, in order
     by_name = {h["name"]: h for h in results["hosts"]}

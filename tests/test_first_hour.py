@@ -9,7 +9,6 @@ import re
 import os
 import signal
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -132,15 +131,24 @@ def test_the_demo_checks_itself_keeps_its_inventory_and_says_what_to_try_next(in
     assert os.path.isfile(os.path.join(str(tmp_path), ran["inventory"]))
 
 
+def ready_lines(demo: subprocess.Popen) -> list[str]:
+    """The demo's lines up to the one saying its fleet is up ("Try:"): the event itself,
+    read as it comes (pytest-timeout bounds a demo that never says it); a demo that exits
+    first fails the test with what it said."""
+    lines: list[str] = []
+    while not any("Try:" in line for line in lines):
+        line = demo.stderr.readline()
+        assert line, "the demo ended before its fleet was up:\n" + "".join(lines)
+        lines.append(line)
+    return lines
+
+
 def test_demo_keep_leaves_a_fleet_to_try_commands_on_until_ctrl_c(installed, tmp_path):
     demo = subprocess.Popen([os.path.join(installed, "fleetcheck"), "demo", "--keep"],
                             cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        lines = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("Try:" in line for line in lines):
-            lines.append(demo.stderr.readline())
+        lines = ready_lines(demo)
         command = demo.stderr.readline().split()  # fleetcheck run INV --known-hosts KH
         assert command[:2] == ["fleetcheck", "run"], lines
         again = installed_fleetcheck(installed, tmp_path, *command[1:], "--json", "again.json",
@@ -375,10 +383,7 @@ def test_demo_keep_stopped_by_sigterm_leaves_no_fleet_and_no_files(installed, tm
     demo = subprocess.Popen([os.path.join(installed, "fleetcheck"), "demo", "--keep"],
                             cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any("Try:" in line for line in lines):
-        lines.append(demo.stderr.readline())
+    ready_lines(demo)
     inventory = yaml.safe_load((tmp_path / "reports" / "demo" / "inventory.yaml").read_text())
     hosts = inventory["all"]["children"]["demo"]["hosts"]
     address = hosts["gpu-healthy"]["ansible_host"]

@@ -26,6 +26,7 @@ from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import LoopbackFleet, free_loopback_port, keygen
 from install_builders import venv_missing_stdlib_module
 from probe_helpers import ENV, LoopbackListener, recorded
+from waits import wait_process_in
 
 pytestmark = pytest.mark.unit
 
@@ -144,8 +145,9 @@ def hostile(tmp_path_factory, fleet_factory):
         "metachar-python": add("metachar-python", mounts={ENV: healthy}),
         "disconnect": add("disconnect", sshd_options={
             "ForceCommand": "printf '{\"probe_version\": 1, '; kill -9 $PPID"}),
+        # its session waits until the test kills the host (the kill lands mid-session)
         "killed": add("killed", sshd_options={
-            "ForceCommand": 'sleep 4; /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
+            "ForceCommand": 'sleep 3600; /bin/sh -c "$SSH_ORIGINAL_COMMAND"'}),
     }
     for name, answer in TYPED_ANSWERS.items():
         hosts[name] = answers_with(name, answer)
@@ -171,7 +173,7 @@ def hostile(tmp_path_factory, fleet_factory):
 
     def kill_later() -> None:
         def kill() -> None:
-            time.sleep(2)
+            wait_process_in(fleet.sshd_pid(hosts["killed"]), "sleep 3600", TIMEOUT)
             fleet.kill(hosts["killed"])
         threading.Thread(target=kill, daemon=True).start()
 
@@ -416,6 +418,8 @@ def test_transient_failures_are_retried_hard_ones_never(tmp_path, fleet):
         handle.write("[%s]:%d %s %s\n" % (proxy.address, proxy.port, kind, blob))
 
     def start_late() -> None:
+        # the sleep is the point: the host comes up a moment after the run began, so the
+        # run's first connections to it are refused and only a retry reaches it
         time.sleep(1.0)
         fleet.hosts.append(late)
         fleet.start()

@@ -12,6 +12,7 @@ import pytest
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from install_builders import uv_venv, vllm_cpu_venv
 from probe_helpers import linked_copy, site_packages
+from waits import wait_for, wait_process_in
 
 pytestmark = pytest.mark.downloads
 
@@ -41,11 +42,11 @@ def fake_server(tmp_path, name: str) -> tuple[str, str]:
 
 def started(flag: str) -> None:
     """Wait until the fake server runs (a loaded machine may take seconds to exec it),
-    then a little more, so its start time is clearly before what the test does next."""
-    deadline = time.monotonic() + 60
-    while not os.path.exists(flag + ".started"):
-        assert time.monotonic() < deadline, "the fake server never started"
-        time.sleep(0.1)
+    then until its start time is clearly before what the test does next."""
+    wait_for(lambda: os.path.exists(flag + ".started"), 60, "the fake server started")
+    # this sleep is the point: the probe dates a process by /proc/stat's btime, whole
+    # seconds, so its start time can read up to a second late; what the test changes next
+    # must be dated after it
     time.sleep(1.5)
 
 
@@ -250,13 +251,13 @@ def test_install_in_progress_fails_on_the_checked_install_and_warns_elsewhere(
     pip = "%s -m pip install -q --no-build-isolation --no-deps --target %%s %s" % (
         sys.executable, source)
     fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/second-venv/lib/python3.11/site-packages")
-    time.sleep(2)
+    wait_process_in(fleet.sshd_pid(host), "--target /opt/second-venv/")
     elsewhere = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
     check = elsewhere.check("gpu-busy", "install-in-progress")
     assert check["status"] == "warn", check
     assert "/opt/second-venv/lib/python3.11/site-packages" in check["message"]
     fleet.spawn_on(host, "cd /tmp && exec " + pip % "/opt/ml-env/lib/python3.11/site-packages")
-    time.sleep(2)
+    wait_process_in(fleet.sshd_pid(host), "--target /opt/ml-env/")
     touching = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
     check = touching.check("gpu-busy", "install-in-progress")
     assert check["status"] == "fail", check

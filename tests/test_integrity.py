@@ -9,12 +9,12 @@ import json
 import os
 import re
 import shutil
-import time
 
 import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, linked_copy, rewrite, site_packages
+from waits import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -28,16 +28,16 @@ def evidence_files(check: dict) -> list[str]:
 
 def wait_for_process(argv0: str, timeout: float = 10.0) -> None:
     """The dummy install has exec'd (seen from the parent PID namespace)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def running() -> bool:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if open("/proc/%s/cmdline" % pid, "rb").read().startswith(argv0.encode()):
-                    return
+                with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                    if handle.read().startswith(argv0.encode()):
+                        return True
             except OSError:
                 continue
-        time.sleep(0.05)
-    raise AssertionError("dummy process %s did not start" % argv0)
+        return False
+    wait_for(running, timeout, "dummy process %s started" % argv0)
 
 
 def version_not_text(site: str) -> None:

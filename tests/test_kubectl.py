@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
     env, _ = private_storage(work)
     server = work / "bin" / "vllm"
     server.parent.mkdir()
-    server.write_text("import time\ntime.sleep(100000)\n")
+    server.write_text("import time\ntime.sleep(100000)\n")  # a long-lived server's shape
     commands = {"vllm": [str(server), "serve", "/models/qwen", "--port", "8000"],
                 "sidecar": ["-c", "import time; time.sleep(100000)"]}
     site = system_site_by_uv(env)

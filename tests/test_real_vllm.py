@@ -25,6 +25,7 @@ import real_vllm
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from probe_helpers import ENV, STANDIN, wait_listening
 from fleetcheck.lab.testhosts import free_loopback_port
+from waits import namespace_processes
 
 pytestmark = pytest.mark.vllm_server
 
@@ -156,23 +157,6 @@ def test_standin_metrics_have_the_real_servers_shape(tmp_path, servers):
     assert label_order.findall(real)[0] == label_order.findall(fake)[0]
 
 
-def namespace_processes(sshd_pid: int) -> dict[int, str]:
-    """pid -> command line of every process in the host's PID namespace."""
-    namespace = os.readlink("/proc/%d/ns/pid" % sshd_pid)
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == sshd_pid:
-            continue
-        try:
-            if os.readlink("/proc/%s/ns/pid" % entry) != namespace:
-                continue
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                found[int(entry)] = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-    return found
-
-
 def test_launch_mode_starts_the_real_server_and_leaves_nothing_behind(tmp_path, fleet, servers):
     servers.stop()  # the launched servers count against the two-at-once limit
     venv, models = real_vllm.install()
@@ -199,7 +183,7 @@ def test_launch_mode_starts_the_real_server_and_leaves_nothing_behind(tmp_path, 
             for sshd in sshds:
                 seen.update({pid: cmd for pid, cmd in namespace_processes(sshd).items()
                              if "VLLM::" in cmd or "vllm.entrypoints" in cmd})
-            time.sleep(0.3)
+            time.sleep(0.3)  # a sampling interval: it watches for the whole run, waits on nothing
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
@@ -21,6 +20,7 @@ from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
 from probe_helpers import ENV
+from waits import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -335,15 +335,14 @@ def test_ctrl_c_writes_incomplete_outputs_and_exits_130(tmp_path, fleet):
                             # a shell's background job inherits SIGINT ignored (as CI
                             # launched from a script may be); Ctrl-C in a terminal is not
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the incremental JSON shows the quick host done
+    def quick_host_done() -> dict | None:  # the incremental JSON shows the quick host done
         try:
             partial = json.loads((out / "r.json").read_text())
-            if partial["hosts"][0]["status"] == "pass":
-                break
+            return partial if partial["hosts"][0]["status"] == "pass" else None
         except (OSError, ValueError, KeyError, IndexError):
-            pass
-        time.sleep(0.2)
+            return None
+    partial = wait_for(quick_host_done, 60, "the quick host's result written to r.json",
+                       interval=0.2)
     assert partial["complete"] is False and partial["not_finished"] == ["stuck-0", "stuck-1"]
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)

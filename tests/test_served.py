@@ -12,8 +12,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -22,6 +20,7 @@ import real_vllm
 from drafter_trees import ZLAB, variant
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+import waits
 
 pytestmark = pytest.mark.unit
 
@@ -58,15 +57,8 @@ def serve(fleet, host, python: str, script: str, cache: str, port: int, spec_con
                        shlex.quote(spec_config)))
 
 
-def wait_answering(port: int, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/version" % port, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("port %d never answered" % port)
+def wait_answering(port: int, timeout: float = 30.0) -> None:
+    waits.wait_answering("http://127.0.0.1:%d/version" % port, timeout)
 
 
 def test_what_each_server_serves_across_a_group(tmp_path, fleet):
@@ -197,7 +189,7 @@ def test_diff_names_a_host_whose_served_drafter_changed():
 def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
     """Two DFlash servers per host, neither on the host's vllm_url: each must serve the
     expected drafter; agreeing with the majority on the wrong one is no pass."""
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -220,7 +212,7 @@ def test_an_expected_drafter_binds_every_server_when_none_is_on_vllm_url():
 
 
 def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected():
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.drafter_expectations import DrafterExpectation
     from fleetcheck.results import CheckResult, HostResult
 
@@ -237,7 +229,7 @@ def test_a_host_whose_only_server_serves_no_drafter_says_which_one_was_expected(
 def test_path_drafters_with_no_revision_are_told_apart_by_their_config():
     """`./drafter` on three hosts, one resolving (from its server's cwd) to another config:
     the same string is not the same drafter."""
-    from fleetcheck.checks.served_group import apply_served
+    from fleetcheck.checks.served_config import apply_served
     from fleetcheck.results import CheckResult, HostResult
 
     def host(name: str, digest: str) -> HostResult:

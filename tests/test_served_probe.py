@@ -1,4 +1,4 @@
-"""The probe's reading of a server's command line (probe/served.py): both speculative
+"""The probe's reading of a server's command line (probe/server_config.py): both speculative
 config forms, the positional model of `vllm serve`, served names and bind address, and
 a cut JSON config as a finding; the hub cache as huggingface_hub's constants choose it."""
 
@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from fleetcheck.probe.served import hub_cache, resolve_model, server_settings
+from fleetcheck.probe.server_config import hub_cache, resolve_model, server_settings
+from waits import wait_listening
 
 pytestmark = pytest.mark.unit
 
@@ -66,7 +67,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     import drafter_trees
     from fleetcheck.checks.served_entries import served_summary
     from fleetcheck.facts_decoder import decode_facts
-    from fleetcheck.report.served import server_words
+    from fleetcheck.report.server_words import server_words
     from fleetcheck.inventory import Host
     from fleetcheck.lab.local_probe import probe_answer
     from fleetcheck.lab.testhosts import free_loopback_port
@@ -80,7 +81,7 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
                                "--speculative-config", json.dumps({"model": drafter})],
                               env=dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="1"))
     try:
-        time.sleep(0.5)
+        wait_listening("127.0.0.1", port)  # it has parsed its command line and serves
         host = Host(name="local", address="local", connection="local", become=True,
                     become_user="nobody", python="/usr/bin/python3")
         answer = probe_answer(host, [])
@@ -125,7 +126,7 @@ def test_odd_values_from_a_command_line_or_a_port_read_as_unknown(tmp_path):
 
     from fleetcheck.facts import HttpWitness
     from fleetcheck.facts_decoder import decode
-    from fleetcheck.probe.served import http_witness
+    from fleetcheck.probe.server_config import http_witness
 
     got = server_settings(["vllm", "serve", "m", "--speculative-config",
                            '{"method": 1, "model": "z-lab/d", "num_speculative_tokens": 2}'], 0)
@@ -298,13 +299,15 @@ def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp
     assert server_settings(["vllm", "serve", "/m", "--speculative-config",
                             json.dumps({"model": both})], 0)["method"] == "eagle"
     script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
-    servers = {}
+    servers, ports = {}, {}
     for name, drafter in (("both", both), ("muse", muse)):
+        ports[name] = free_loopback_port()
         servers[name] = subprocess.Popen(
-            [script, "serve", drafter, "--port", str(free_loopback_port()),
+            [script, "serve", drafter, "--port", str(ports[name]),
              "--speculative-config", json.dumps({"model": drafter})])
     try:
-        time.sleep(0.5)
+        for port in ports.values():
+            wait_listening("127.0.0.1", port)
         host = Host(name="local", address="local", connection="local", venv=venv)
         facts = decode_answer(probe_answer(host), host)
     finally:
@@ -353,7 +356,7 @@ def test_a_server_on_modelscope_is_resolved_in_the_modelscope_cache(tmp_path):
         env=dict(os.environ, VLLM_USE_MODELSCOPE="True", MODELSCOPE_CACHE=str(scope),
                  HF_HUB_CACHE=str(hf)))
     try:
-        time.sleep(0.5)
+        wait_listening("127.0.0.1", port)
         host = Host(name="local", address="local", connection="local", venv=venv,
                     vllm_url="http://127.0.0.1:%d" % port)  # judged: on vllm_url's port
         facts = decode_answer(probe_answer(host), host)

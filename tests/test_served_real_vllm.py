@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import subprocess
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ import drafter_trees
 import real_vllm
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
+from waits import wait_answering
 
 pytestmark = pytest.mark.vllm_server
 
@@ -221,14 +221,7 @@ def test_a_log_whose_start_up_was_rotated_away_is_a_skip_saying_so(tmp_path, fle
     drafter_trees.write_model_dir(str(tmp_path / "drafter"), drafter_trees.ZLAB)
     fleet.spawn_on(host, "exec %s %s serve org/target --port %d --speculative-config '%s' "
                    ">> %s 2>&1" % (os.path.join(venv, "bin", "python"), script, port, spec, log))
-    end = time.monotonic() + 20
-    while True:
-        try:
-            real_vllm.get("http://127.0.0.1:%d/version" % port, timeout=1)
-            break
-        except OSError:
-            assert time.monotonic() < end
-            time.sleep(0.2)
+    wait_answering("http://127.0.0.1:%d/version" % port)
     run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host], venv=venv)}},
                          "--known-hosts", fleet.known_hosts, "--no-import-check",
                          "--no-config-load")

@@ -25,6 +25,7 @@ from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
 from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
                            facts_of, linked_copy, rewrite, site_packages)
+from waits import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -201,7 +202,8 @@ def test_a_failed_lead_hands_over_and_wakes_its_waiters():
     waiter = threading.Thread(target=lambda: replies.append(
         shared.answer("waiting", question(), deadline)))
     waiter.start()
-    time.sleep(0.2)
+    # the waiter has asked (past the lock, so it waits on the lead) before the lead fails
+    wait_for(lambda: "waiting" in shared._asked, 30, "the second host waiting on the lead")
     shared.abandon("lead")
     waiter.join(5)
     assert replies == [ALONE]

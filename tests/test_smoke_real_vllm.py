@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from typing import Any
 
 import pytest
@@ -167,16 +166,8 @@ def test_synthetic_rejection_sampling_fails_naming_it(tmp_path, fleet, servers):
         tmp_path, " ".join("%s=%s" % kv for kv in real_vllm.ENV.items()),
         " ".join("'%s'" % a for a in argv), log))
     url = "http://127.0.0.1:%d" % port
-    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
     try:
-        while True:
-            try:
-                if real_vllm.get(url + "/health", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < end, log.read_text()[-3000:]
-            time.sleep(1)
+        real_vllm.wait_healthy(url, log)
         hosts = ssh_hosts(fleet, [host], venv=ENV, vllm_url=url, smoke=dict(LOAD, requests=4))
         run = run_fleetcheck(tmp_path, {"all": {"hosts": hosts}}, "--known-hosts",
                              fleet.known_hosts, "--smoke", "--no-import-check", "--no-integrity")

@@ -234,7 +234,7 @@ def ssh_server(server: Server):
             transport.start_server(server=server)
             server.channels.append(transport.accept(20))  # a collected channel closes
             while transport.is_active():
-                time.sleep(0.05)
+                time.sleep(0.05)  # holds the connection while the client keeps it
         except (paramiko.SSHException, EOFError, OSError):
             pass
         finally:

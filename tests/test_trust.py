@@ -16,7 +16,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 
 import pytest
 import yaml
@@ -26,6 +25,7 @@ from drafter_trees import ZLAB
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import free_loopback_port
+import waits
 
 pytestmark = [pytest.mark.root, pytest.mark.sshd]
 
@@ -116,14 +116,8 @@ def hostile_tree(secret_top: str, files: dict[str, str]) -> dict[str, str]:
             "config_dotted": dotted}
 
 
-def wait_listening(port: int, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError("port %d never listened" % port)
+def wait_listening(port: int, timeout: float = 30.0) -> None:
+    waits.wait_listening("127.0.0.1", port, timeout)
 
 
 def test_what_another_users_server_names_is_read_and_run_only_as_that_user(
@@ -240,7 +234,7 @@ def test_a_port_that_trickles_costs_the_witness_its_bound_not_the_host(tmp_path,
     site = write_install(str(tmp_path / "env"), "0.33.0", FIXED)
     script = tmp_path / "bin" / "vllm"
     script.parent.mkdir()
-    script.write_text("import time\ntime.sleep(100000)\n")
+    script.write_text("import time\ntime.sleep(100000)\n")  # a long-lived server's shape
     host = fleet.add("gpu-trickle")
     fleet.start()
     port = free_loopback_port()

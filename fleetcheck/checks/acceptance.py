@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from fleetcheck.intervals import (CONFIDENCE, Interval, mean_interval, ratio_interval,
                                   requests_to_decide, shifted, widened, wilson)
+from fleetcheck.checks.verdict import check_result, skipped
 from fleetcheck.results import CheckResult, Evidence, HostResult
 from fleetcheck.smoke_settings import Reference, SmokeSettings, prompt_set
 from fleetcheck.text import counted
@@ -308,10 +309,10 @@ def judge_smoke(facts: Smoke, options: SmokeSettings,
     def out(status: str, message: str, numbers: dict | None = None,
             evidence: list[Evidence] | None = None,
             details: dict | None = None) -> tuple[CheckResult, dict | None]:
-        return (CheckResult(id="smoke-acceptance", title=TITLE, status=status, message=message,
-                            evidence=evidence or [], details={"mode": facts.mode,
-                                                              "url": facts.url,
-                                                              **(details or {})}),
+        return (check_result("smoke-acceptance", TITLE, status, message,
+                             evidence=evidence or (), details={"mode": facts.mode,
+                                                               "url": facts.url,
+                                                               **(details or {})}),
                 numbers)
 
     log = facts.log_tail or ""
@@ -557,8 +558,8 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
     for host in hosts:
         numbers = smoke_numbers.get(host.name)
         if not numbers or numbers.get("mean_acceptance_length") is None:
-            out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, Status.SKIP,
-                                         "no acceptance measured on this host")
+            out[host.name] = skipped("smoke-fleet", FLEET_TITLE,
+                                     "no acceptance measured on this host")
             continue
         status, parts, details = Status.PASS, [], {"fleet_median": median}
         if numbers.get("reference"):
@@ -586,8 +587,8 @@ def fleet_checks(hosts: list[HostResult], smoke_numbers: dict[str, dict],
                 status = Status.WARN
             parts.append(drift[0])
             details = {**details, "fingerprints": drift[1]}
-        out[host.name] = CheckResult("smoke-fleet", FLEET_TITLE, status, "; ".join(parts),
-                                     details=details)
+        out[host.name] = check_result("smoke-fleet", FLEET_TITLE, status, *parts,
+                                      details=details)
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetcheck.checks.verdict import check_result, skipped
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.status import Status, worst
 
@@ -28,15 +29,14 @@ class Verdict:
         """The check; `passed`: its message when no aspect was judged (a skip);
         `recorded`: more details beside its aspects."""
         if not self.items:
-            return CheckResult(id=check_id, title=title, status=Status.SKIP,
-                               message=passed, details=dict(recorded or {}))
+            return skipped(check_id, title, passed, **(recorded or {}))
         statuses = [s for s, _ in self.items]
         status = Status.SKIP if set(statuses) == {Status.SKIP} else worst(statuses)
         shown = [t for s, t in self.items if s == status] if status != Status.PASS else \
             [t for _, t in self.items]
-        more = " (and %d more)" % (len(shown) - MAX_SHOWN) if len(shown) > MAX_SHOWN else ""
-        return CheckResult(id=check_id, title=title, status=status,
-                           message="; ".join(shown[:MAX_SHOWN]) + more,
-                           evidence=self.evidence,
-                           details={"aspects": [{"status": s, "text": t}
-                                                for s, t in self.items], **(recorded or {})})
+        if len(shown) > MAX_SHOWN:
+            shown = shown[:MAX_SHOWN - 1] + [shown[MAX_SHOWN - 1] + " (and %d more)"
+                                             % (len(shown) - MAX_SHOWN)]
+        return check_result(check_id, title, status, *shown, evidence=self.evidence,
+                            details={"aspects": [{"status": s, "text": t}
+                                                 for s, t in self.items], **(recorded or {})})

@@ -18,6 +18,7 @@ from fleetcheck.build_details import (CHECK_ID, TITLE, BuildDetails, ExpectedVal
 from fleetcheck.checks.version import commit_of, misfit_text, primary_dist_info
 from fleetcheck.expectations import (BuildExpectation, commit_matches, found_version, names,
                                      version_matches)
+from fleetcheck.checks.verdict import check_result, skipped as check_skipped
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
 from fleetcheck.status import Status
 
@@ -110,12 +111,11 @@ def verdict(details: BuildDetails, evidence: list[Evidence]) -> CheckResult:
     """The check of the aspects judged so far: each gave a short phrase for the message and
     the expected and found values, with their sources, as evidence."""
     status, message = details.verdict()
-    return CheckResult(id=CHECK_ID, title=TITLE, status=status, message=message,
-                       evidence=evidence, details=details)
+    return check_result(CHECK_ID, TITLE, status, message, evidence=evidence, details=details)
 
 
 def skipped(reason: str) -> CheckResult:
-    return CheckResult(id=CHECK_ID, title=TITLE, status=Status.SKIP, message=reason)
+    return check_skipped(CHECK_ID, TITLE, reason)
 
 
 def build_label(key: tuple[str | None, str | None, str | None]) -> str:

@@ -1,7 +1,7 @@
 """The per-host drafter checks: `drafter-config` (each DFlash drafter's config against
 the keys, layer offset, runner requirement and architectures this install's code reads)
 and `drafter-loaded` (the config as the install's own loader loads it, against the
-file). The group check (`served-config`) is checks/served_group.py.
+file). The group check (`served-config`) is checks/served_config.py.
 
 Every verdict names the file and key it judged, and the code line that reads the key,
 so a person can re-check both by hand. These checks appear only in runs where some host
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fleetcheck.checks.aspects import Verdict
 from fleetcheck.checks.served_entries import (DRAFTER_ID, DRAFTER_TITLE, LOADED_ID,
                                               LOADED_TITLE, judged_pids)
+from fleetcheck.checks.verdict import check_result
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.status import Status
 
@@ -505,9 +506,9 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
     DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
     served = facts.served
     if served is not None and served.error:
-        return [CheckResult(id=DRAFTER_ID, title=DRAFTER_TITLE, status=Status.ERROR,
-                            message="the probe could not read what the servers serve: %s"
-                            % served.error)]
+        return [check_result(DRAFTER_ID, DRAFTER_TITLE, Status.ERROR,
+                             "the probe could not read what the servers serve: %s"
+                             % served.error)]
     drafters = drafters_of(facts)
     if served is None or not drafters:
         return []

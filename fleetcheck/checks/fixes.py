@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import no_install_reason, version_suggests
 from fleetcheck.playbook import FixCheck, Outcome
+from fleetcheck.checks.verdict import check_result
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.status import Status
 
@@ -112,8 +113,8 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     signature = facts.signatures.get(check.id) if facts.signatures else None
     details: dict[str, Any] = {"reference": check.reference, "fixed_in": check.fixed_in}
     if signature is None:
-        return CheckResult(id=check.id, title=check.title, status=Status.ERROR,
-                           message=no_findings_reason(facts), details=details)
+        return check_result(check.id, check.title, Status.ERROR, no_findings_reason(facts),
+                            details=details)
     findings = signature.findings
     outcome = choose_outcome(check, set(findings))
     evidence = evidence_for(outcome, findings)
@@ -143,5 +144,5 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     remedy = what_fixes(check) if status == Status.FAIL else None
     if remedy:
         message = "%s %s%s." % (message.rstrip(), remedy[0].upper(), remedy[1:])
-    return CheckResult(id=check.id, title=check.title, status=status, message=message,
-                       evidence=evidence, details=details)
+    return check_result(check.id, check.title, status, message, evidence=evidence,
+                        details=details)

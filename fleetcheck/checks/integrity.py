@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.version import bare_commit, misfit_text, no_install_reason, vcs_commit
+from fleetcheck.checks.verdict import check_result
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.text import byte_size, counted
 from fleetcheck.versions import pep440
@@ -42,9 +43,11 @@ TITLES = {
 
 
 def result(check_id: str, status: str, message: str,
-           evidence: list[Evidence] | None = None, **details: Any) -> CheckResult:
-    return CheckResult(id=check_id, title=TITLES[check_id], status=status, message=message,
-                       evidence=(evidence or [])[:MAX_EVIDENCE], details=details)
+           evidence: list[Evidence] | None = None, fix: str | None = None,
+           **details: Any) -> CheckResult:
+    """An install-* verdict: the one builder, with this family's titles and evidence cap."""
+    return check_result(check_id, TITLES[check_id], status, message, fix=fix,
+                        evidence=evidence or (), details=details, max_evidence=MAX_EVIDENCE)
 
 
 def versions_agree(metadata: str, version_file: str) -> bool:
@@ -293,10 +296,10 @@ def check_in_progress(integrity: Integrity) -> CheckResult:
     if processes:
         return result(cid, Status.FAIL, "%s still running against the checked install (its venv, "
                       "site-packages or source tree): a timed-out client can leave the build "
-                      "running on the host; what is on disk may still change: check again "
-                      "once the install has finished"
+                      "running on the host; what is on disk may still change"
                       % counted(len(processes), "install/build process",
-                                "install/build processes"), evidence(processes + elsewhere))
+                                "install/build processes"), evidence(processes + elsewhere),
+                      fix="check again once the install has finished")
     if elsewhere:
         return result(cid, Status.WARN,
                       "%s %s vllm elsewhere on this box (%s), not into the checked "

@@ -23,7 +23,7 @@ from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity_check
 from fleetcheck.checks.drafter import drafter_checks
 from fleetcheck.checks.served_entries import SERVED_ID, SERVED_TITLE
-from fleetcheck.checks.served_group import apply_served
+from fleetcheck.checks.served_config import apply_served
 from fleetcheck.checks.served_log import LOG_ID, not_served, served_log_checks
 from fleetcheck.checks.version import vllm_info
 from fleetcheck.drafter_expectations import DrafterExpectation
@@ -32,6 +32,7 @@ from fleetcheck.build_details import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.playbook import FixCheck, Playbook
+from fleetcheck.checks.verdict import check_result, skipped
 from fleetcheck.results import NOT_RUN, CheckResult, HostResult, RunResult, VllmInfo, status_with
 from fleetcheck.smoke_settings import SmokeSettings
 from fleetcheck.status import Status
@@ -154,8 +155,8 @@ class CheckPlan:
     def not_run(self, reason: str) -> list[CheckResult]:
         """Every planned check marked as not run, so no host is missing from a matrix or a
         JUnit file."""
-        return [CheckResult(id=cid, title=title, status=Status.SKIP, message="not run: " + reason,
-                            details={NOT_RUN: True}) for cid, title in self.titles()]
+        return [skipped(cid, title, "not run: " + reason, **{NOT_RUN: True})
+                for cid, title in self.titles()]
 
 
 def finish_run(run: RunResult, playbook: Playbook,
@@ -188,8 +189,7 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
         hosts = apply_served(hosts, drafters)
     except Exception as exc:
         problem = internal_error(exc, "comparing what the fleet serves").message
-        failed = CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.ERROR,
-                             message=problem)
+        failed = check_result(SERVED_ID, SERVED_TITLE, Status.ERROR, problem)
         hosts = [replace(h, checks=(*h.checks, failed),
                          status=status_with(h, (*h.checks, failed))) for h in hosts]
     measured = [index for index, host in enumerate(hosts)
@@ -212,8 +212,7 @@ def add_fleet_checks(run: RunResult, playbook: Playbook,
             except Exception as exc:
                 problem = internal_error(exc, "comparing the fleet's acceptance").message
         if problem is not None:
-            verdict = CheckResult(id=FLEET_CHECK_ID, title=FLEET_TITLE, status=Status.ERROR,
-                                  message=problem)
+            verdict = check_result(FLEET_CHECK_ID, FLEET_TITLE, Status.ERROR, problem)
         checks = (*host.checks, verdict)
         hosts[index] = replace(host, checks=checks, status=status_with(host, checks))
     return replace(run, hosts=hosts)

@@ -13,6 +13,7 @@ from fleetcheck.checks.aspects import Verdict
 from fleetcheck.checks.drafter import LAYER_IDS_KEY, SLIDING, layer_offset, loaded_config, lookup
 from fleetcheck.checks.served_entries import judged_pids
 from fleetcheck.facts import Facts, LogLine, ServedProcess, ServerLog
+from fleetcheck.checks.verdict import skipped
 from fleetcheck.results import CheckResult, Evidence
 from fleetcheck.status import Status
 
@@ -165,4 +166,4 @@ def served_log_checks(facts: Facts) -> list[CheckResult]:
 
 
 def not_served(reason: str) -> CheckResult:
-    return CheckResult(id=LOG_ID, title=LOG_TITLE, status=Status.SKIP, message=reason)
+    return skipped(LOG_ID, LOG_TITLE, reason)

@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.text import printable
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, EngineLog,
                                         Session, Target, TransportError)
@@ -310,11 +311,11 @@ def engine_bound(deadline: Deadline) -> str:
     return "%d" % max(2, min(15, deadline.left() / 4))
 
 
-def engines_of(host: Any) -> tuple[str, ...]:
+def engines_of(host: ConnectionSettings) -> tuple[str, ...]:
     return (host.container_engine,) if host.container_engine else ENGINES
 
 
-def containerd_calls(host: Any, function: str) -> str:
+def containerd_calls(host: ConnectionSettings, function: str) -> str:
     """`function SOCKET NAMESPACE...` for each containerd socket to try."""
     sockets = (host.containerd_address,) if host.containerd_address else CONTAINERD_SOCKETS
     namespaces = ((host.containerd_namespace,) if host.containerd_namespace
@@ -360,7 +361,7 @@ class ContainerSession(Session):
 
     reads_engine_log = True
 
-    def __init__(self, inner: Session, host: Any, deadline: Deadline,
+    def __init__(self, inner: Session, host: ConnectionSettings, deadline: Deadline,
                  placed: Placement | None = None):
         self.inner = inner
         self.host = host
@@ -512,11 +513,11 @@ class ContainerConnector(Connector):
         self.can_answer = inner.can_answer
         self.can_cancel = inner.can_cancel
 
-    def open(self, host: Any, deadline: Deadline,
+    def open(self, host: ConnectionSettings, deadline: Deadline,
              cancel: threading.Event | None = None) -> Session:
         return self.inner.open(host, deadline, cancel)
 
-    def targets(self, host: Any, session: Session, deadline: Deadline,
+    def targets(self, host: ConnectionSettings, session: Session, deadline: Deadline,
                 cancel: threading.Event | None = None) -> list[Target]:
         if host.container != "auto":
             return [Target(host.name, ContainerSession(session, host, deadline))]
@@ -524,7 +525,7 @@ class ContainerConnector(Connector):
                        ContainerSession(session, host, deadline, placed))
                 for label, placed in self.vllm_containers(host, session, deadline, cancel)]
 
-    def vllm_containers(self, host: Any, session: Session, deadline: Deadline,
+    def vllm_containers(self, host: ConnectionSettings, session: Session, deadline: Deadline,
                         cancel: threading.Event | None) -> list[tuple[str, Placement]]:
         """The running containers of every engine present whose command is a vLLM server,
         each with the name it is reported by (unique on the box)."""
@@ -582,7 +583,7 @@ class Asked:
     namespaces: tuple[str, ...]
 
     @classmethod
-    def of(cls, host: Any) -> "Asked":
+    def of(cls, host: ConnectionSettings) -> "Asked":
         return cls(engines_of(host),
                    (host.containerd_address,) if host.containerd_address else CONTAINERD_SOCKETS,
                    (host.containerd_namespace,) if host.containerd_namespace

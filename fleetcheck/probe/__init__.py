@@ -2,7 +2,7 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "servers", "served", "lexer", "source", "patterns",
+MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "servers", "server_config", "lexer", "source", "patterns",
            "codebase", "conditions", "dataflow_values", "dataflow", "key_offset",
            "value_source", "signatures", "config_conversion", "config_keys", "server_log",
            "child", "config_loader",

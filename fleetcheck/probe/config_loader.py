@@ -46,7 +46,7 @@ def load_configs(interpreter, site, directories, timeout, runner):
     (trust.code_runner's) says whose credentials the child runs with."""
     from fleetcheck.probe import jsonlite
     from fleetcheck.probe.child import run_child
-    from fleetcheck.probe.served import bounded
+    from fleetcheck.probe.server_config import bounded
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
            "configs": {}, "run_as": runner.words()}
     if timeout <= 1:

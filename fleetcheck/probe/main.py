@@ -130,8 +130,8 @@ def gather_served(plan, install, code_root, deadline, owner):
     found, the keys this install's code reads and the drafter's config as its loader
     loads it (a child process, see config_loader.py). With no server and no drafter
     named, nothing beyond the /proc scan runs."""
-    from fleetcheck.probe.served import drafter_dirs, served
-    out = served(plan)
+    from fleetcheck.probe.server_config import drafter_dirs, server_configs
+    out = server_configs(plan)
     options = plan["served"]
     if code_root and out["servers"]:  # no ast loaded where no server runs
         from fleetcheck.probe.config_conversion import decide_methods

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
-from fleetcheck.report.served import served_drafters
+from fleetcheck.report.server_words import served_drafters
 from fleetcheck.results import CheckResult, HostResult, RunResult
 from fleetcheck.status import Status, worse
 

@@ -16,7 +16,7 @@ from fleetcheck.atomic_file import write_atomically
 from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID, build_details, expected_label
 from fleetcheck.faults import inject
 from fleetcheck.report.charts import acceptance_chart, position_curve, state_bar
-from fleetcheck.report.served import served_lines
+from fleetcheck.report.server_words import served_lines
 from fleetcheck.results import HostResult, RunResult
 from fleetcheck.status import NOT_RUN_SYMBOL, READY, SYMBOLS, Status, worst
 from fleetcheck.text import visible_controls

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from fleetcheck.atomic_file import write_atomically
 from fleetcheck.faults import inject
-from fleetcheck.report.served import served_lines
+from fleetcheck.report.server_words import served_lines
 from fleetcheck.results import RunResult
 from fleetcheck.text import xml_safe
 from fleetcheck.status import Status

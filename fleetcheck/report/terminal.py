@@ -14,7 +14,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.text import Text
 
-from fleetcheck.report.served import served_lines
+from fleetcheck.report.server_words import served_lines
 from fleetcheck.results import Evidence, HostResult, RunResult
 from fleetcheck.status import READY, SYMBOLS, Status
 from fleetcheck.text import counted, neutral
@@ -249,7 +249,7 @@ def render_found_by(console: Console, run: RunResult) -> None:
 
 
 def render_served(console: Console, run: RunResult) -> None:
-    """What each host's servers serve (report/served.py), hosts that serve nothing left
+    """What each host's servers serve (report/server_words.py), hosts that serve nothing left
     out."""
     lines = [(host.name, line) for host in run.hosts for line in served_lines(host)]
     if not lines:

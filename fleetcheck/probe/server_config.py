@@ -541,8 +541,8 @@ def serving_processes():
             yield pid, argv, found[0]
 
 
-def served(plan):
-    """The served facts: every server, and every drafter the plan names."""
+def server_configs(plan):
+    """The `served` facts: every server's configuration, and every drafter the plan names."""
     options = plan.get("served") or {}
     asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
     out = {"servers": [], "named": [], "drafters_asked": asked}

@@ -17,6 +17,7 @@ from fleetcheck.checks.served_entries import (DRAFTER_ID, IDS, LOADED_ID, SERVED
                                               SERVED_TITLE, TITLES, HostServed, ServedKey,
                                               ServerEntry, describe, differences)
 from fleetcheck.drafter_expectations import DrafterExpectation
+from fleetcheck.checks.verdict import skipped
 from fleetcheck.results import NOT_RUN, CheckResult, Evidence, HostResult, status_with
 from fleetcheck.status import Status
 
@@ -64,13 +65,11 @@ def apply_served(hosts: list[HostResult],
         reason = host_skip_reason(host, served[host.name], expected.get(host.name))
         for check_id in (DRAFTER_ID, LOADED_ID):
             if check_id not in have:
-                checks.append(CheckResult(id=check_id, title=TITLES[check_id], status=Status.SKIP,
-                                          message=reason, details=dict(never_ran)))
+                checks.append(skipped(check_id, TITLES[check_id], reason, **never_ran))
         if host.error is None and host.name in verdicts:
             checks.append(verdicts[host.name])
         else:
-            checks.append(CheckResult(id=SERVED_ID, title=SERVED_TITLE, status=Status.SKIP,
-                                      message=reason, details=dict(never_ran)))
+            checks.append(skipped(SERVED_ID, SERVED_TITLE, reason, **never_ran))
         out.append(replace(host, checks=checks, status=status_with(host, checks)))
     return out
 
