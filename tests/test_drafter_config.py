@@ -271,7 +271,6 @@ def test_the_runner_rule_and_its_default_come_from_each_installs_code(tmp_path, 
     """0.33.0 as released leaves the runner to vLLM (a warning for a mixed drafter whose
     server sets nothing); the same code with envs.py defaulting to "0" (as 0.26-0.28 did)
     fails it, naming the line; an explicit VLLM_USE_V2_MODEL_RUNNER=1 passes either way."""
-    import time
 
     from fleetcheck.lab.testhosts import free_loopback_port
     from probe_helpers import edited_copy

@@ -62,7 +62,6 @@ def test_an_environment_the_probe_may_not_read_is_a_finding(tmp_path):
     its environment is not, and the finding names the file."""
     import os
     import subprocess
-    import time
 
     import drafter_trees
     from fleetcheck.checks.served_entries import served_summary
@@ -283,7 +282,6 @@ def test_the_method_is_decided_as_the_installs_speculative_config_decides_it(tmp
     `"eagle-"` before `"dflash"` in the drafter's name, and an architecture too; the probe
     evaluates that chain from the install's code, in its order."""
     import subprocess
-    import time
 
     import drafter_trees
     import real_vllm
@@ -328,7 +326,6 @@ def test_a_server_on_modelscope_is_resolved_in_the_modelscope_cache(tmp_path):
     """VLLM_USE_MODELSCOPE=True: the server downloads hub ids from ModelScope, so its
     models are in MODELSCOPE_CACHE (models/OWNER/NAME, dots as ___), not the HF cache."""
     import subprocess
-    import time
 
     import drafter_trees
     import real_vllm

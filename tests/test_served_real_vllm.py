@@ -17,7 +17,7 @@ import drafter_trees
 import real_vllm
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.testhosts import free_loopback_port
-from waits import wait_answering
+from waits import wait_answering, wait_for
 
 pytestmark = pytest.mark.vllm_server
 
@@ -240,13 +240,19 @@ def podman_healthy(env: dict, name: str, port: int) -> None:
     container has no network of the host's); its `podman logs` tail if it never does."""
     from podman_installs import podman
     ask = "import urllib.request as u; u.urlopen('http://127.0.0.1:%d/health', timeout=2)" % port
-    end = time.monotonic() + real_vllm.STARTUP_TIMEOUT_S
-    while podman(env, "exec", name, "/usr/bin/python3", "-c", ask, check=False).returncode:
+
+    def healthy() -> bool:
+        if not podman(env, "exec", name, "/usr/bin/python3", "-c", ask, check=False).returncode:
+            return True
         state = podman(env, "inspect", "--format", "{{.State.Running}}", name, check=False)
-        if state.stdout.strip() != "true" or time.monotonic() > end:
-            raise AssertionError(podman(env, "logs", "--tail", "40", name,
-                                        check=False).stderr[-3000:])
-        time.sleep(1)
+        if state.stdout.strip() != "true":
+            logs = podman(env, "logs", "--tail", "40", name, check=False)
+            raise AssertionError("the server's container stopped: %s" % (
+                logs.stdout + logs.stderr)[-3000:])
+        return False
+
+    wait_for(healthy, real_vllm.STARTUP_TIMEOUT_S, "the server in container %s answering "
+             "/health" % name, interval=1)
 
 
 @pytest.mark.containers
@@ -320,10 +326,7 @@ def test_a_servers_journal_is_read_when_its_stdout_is_a_journal_stream(tmp_path,
     fleet.start()
     fleet.spawn_on(host, "exec /lib/systemd/systemd-journald")
     stream = tmp_path / "run-systemd" / "journal" / "stdout"
-    end = time.monotonic() + 20
-    while not stream.exists():
-        assert time.monotonic() < end, "journald made no stdout socket"
-        time.sleep(0.1)
+    wait_for(stream.exists, 30, "journald's stdout socket")
     port = free_loopback_port()
     spec = json.dumps({"method": "dflash", "model": str(tmp_path / "drafter"),
                        "num_speculative_tokens": 3})
@@ -338,14 +341,7 @@ def test_a_servers_journal_is_read_when_its_stdout_is_a_journal_stream(tmp_path,
         % (shlex.quote(engine) + " " + shlex.quote(aux), os.path.join(venv, "bin", "python"),
            script, port,
            shlex.quote(spec))))
-    end = time.monotonic() + 20
-    while True:
-        try:
-            real_vllm.get("http://127.0.0.1:%d/version" % port, timeout=1)
-            break
-        except OSError:
-            assert time.monotonic() < end
-            time.sleep(0.2)
+    wait_answering("http://127.0.0.1:%d/version" % port)
     run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host], venv=venv)}},
                          "--known-hosts", fleet.known_hosts, "--no-import-check",
                          "--no-config-load")

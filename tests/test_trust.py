@@ -18,7 +18,6 @@ import tempfile
 import threading
 
 import pytest
-import yaml
 
 import drafter_trees
 from drafter_trees import ZLAB

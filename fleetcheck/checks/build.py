@@ -20,7 +20,6 @@ from fleetcheck.expectations import (BuildExpectation, commit_matches, found_ver
                                      version_matches)
 from fleetcheck.checks.verdict import check_result, skipped as check_skipped
 from fleetcheck.results import CheckResult, Evidence, HostResult, status_with
-from fleetcheck.status import Status
 
 if TYPE_CHECKING:  # for annotations: the facts module loads when an answer is decoded
     from fleetcheck.facts import Facts, VersionFile

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Optional
+from typing import Optional
 
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, Session,
