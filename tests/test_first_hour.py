@@ -144,9 +144,10 @@ def ready_lines(demo: subprocess.Popen) -> list[str]:
 
 
 def test_demo_keep_leaves_a_fleet_to_try_commands_on_until_ctrl_c(installed, tmp_path):
+    # PYTHONFAULTHANDLER: a demo that does not stop prints every thread's stack on SIGABRT
     demo = subprocess.Popen([os.path.join(installed, "fleetcheck"), "demo", "--keep"],
-                            cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            cwd=str(tmp_path), env=clean_env(PYTHONFAULTHANDLER="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = ready_lines(demo)
         command = demo.stderr.readline().split()  # fleetcheck run INV --known-hosts KH
@@ -162,11 +163,12 @@ def test_demo_keep_leaves_a_fleet_to_try_commands_on_until_ctrl_c(installed, tmp
         demo.send_signal(signal.SIGINT)
         try:
             code = demo.wait(timeout=120)
-        except subprocess.TimeoutExpired:  # say how far its shutdown got
-            demo.kill()
-            out, err = demo.communicate()
+        except subprocess.TimeoutExpired:  # where it is stuck: its threads' stacks
+            demo.send_signal(signal.SIGABRT)
+            demo.wait(timeout=30)
             raise AssertionError("the demo did not stop within 120 s of Ctrl-C; it said "
-                                 "after its fleet was up:\n%s\nstdout:\n%s" % (err, out[-2000:]))
+                                 "after its fleet was up (stacks last):\n%s\nstdout:\n%s"
+                                 % (demo.stderr.read()[-12000:], demo.stdout.read()[-2000:]))
     assert code == 0
     assert not banner_ready(address, 22)  # Ctrl-C stopped the fleet
 
