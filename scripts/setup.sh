@@ -22,6 +22,7 @@ need runc command -v runc  # podman's OCI runtime
 # package there is left alone (podman-docker conflicts with it)
 need podman-docker test -e /usr/bin/docker
 need containerd command -v ctr  # Kubernetes-node tests (a private containerd)
+need strace command -v strace  # kills a real uv install at a chosen write (test_installs.py)
 if [ "$check_only" = 1 ]; then
   if [ ${#need_apt[@]} -gt 0 ]; then
     echo "fleetcheck setup: missing: ${need_apt[*]}"
