@@ -466,7 +466,31 @@ def swa_cases() -> list[Mutation]:
                     ('    Adapted from Qwen3Attention."""\n',
                      '    Adapted from Qwen3Attention."""\n\n    NO_WINDOW = None\n'))})
     case("dropped", False, "the window no longer passed", {DRAFTER: ((WINDOW, ""),)})
+    # calls bound as Python binds them: a positional argument lands in the parameter of
+    # its position in the install's own Attention.__init__ (per_layer_sliding_window is
+    # its tenth, after logits_soft_cap)
+    def positional(*middle: str) -> dict:
+        return {DRAFTER: ((ATTN_KEYWORDS, "".join(
+            "            %s,\n" % arg for arg in ATTN_FIRST + middle)),)}
+    case("positional-window", True, "the window passed by position, landing in "
+         "per_layer_sliding_window", positional("None", "None", "cache_config",
+                                                "quant_config", "None", "sliding_window"),
+         kind="positional")
+    case("positional-window-shifted", False, "the window passed one position early: it "
+         "lands in logits_soft_cap", positional("None", "None", "cache_config",
+                                                "quant_config", "sliding_window"),
+         kind="positional")
+    case("positional-none", False, "None passed by position as the window",
+         positional("None", "None", "cache_config", "quant_config", "None", "None"),
+         kind="positional")
     return out
+
+
+ATTN_FIRST = ("self.num_heads", "self.head_dim", "self.scaling", "self.num_kv_heads")
+ATTN_KEYWORDS = ("            self.num_heads,\n            self.head_dim,\n"
+                 "            self.scaling,\n            num_kv_heads=self.num_kv_heads,\n"
+                 "            cache_config=cache_config,\n            quant_config=quant_config,\n"
+                 "            per_layer_sliding_window=sliding_window,\n")
 
 
 def swa_cases_020() -> list[Mutation]:

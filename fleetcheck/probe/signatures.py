@@ -149,8 +149,9 @@ def run_dataflow(root, finder, files, cache):
                                constants, files)
     errors = []
     for rel, source in readable(root, files, cache, errors):
-        if not source.contains(finder["needles"][0]):
-            continue
+        if not source.contains(finder["needles"][0]) and not (
+                finder["kind"] == "value-source" and source.contains(finder["call"] + "(")):
+            continue  # value-source: a call may pass the argument by position
         source.examined = True
         try:
             analysis.examine(source)
