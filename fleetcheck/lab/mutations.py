@@ -483,6 +483,17 @@ def swa_cases() -> list[Mutation]:
     case("positional-none", False, "None passed by position as the window",
          positional("None", "None", "cache_config", "quant_config", "None", "None"),
          kind="positional")
+    # a subclass of Attention built instead: its __init__ decides what reaches the base
+    sub = ("\n\nclass _WindowedAttention(Attention):\n"
+           "    def __init__(self, num_heads, head_size, scale, window=None, **kwargs):\n"
+           "        super().__init__(num_heads, head_size, scale,\n"
+           "                         per_layer_sliding_window=%s, **kwargs)\n")
+    built = ("        self.attn = Attention(\n", "        self.attn = _WindowedAttention(\n")
+    for passed, keeps, tag in (("window", True, ""), ("None", False, "-drops")):
+        case("subclass-init" + tag, keeps, "a subclass of Attention whose __init__ passes %s "
+             "to super().__init__" % ("the window on" if keeps else "None"),
+             {DRAFTER: (built, (WINDOW, "            window=sliding_window,\n"),
+                        ("", sub % passed))}, kind="subclass")
     return out
 
 

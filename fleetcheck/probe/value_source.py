@@ -161,6 +161,28 @@ class ValueSource(Analysis):
             done.add(ref.key)
             self.trace_calls(ref, Capture(self.call, keyword))
         self.examine_positional(source, done)
+        self.examine_subclasses(source)
+
+    def examine_subclasses(self, source):
+        """A subclass of `call` in the file (`class _Attn(Attention)`), constructed
+        instead of it: what reaches the base is what its __init__ passes to
+        `super().__init__` for the argument (by keyword or at the base's position), traced
+        back from its parameters to what the module's calls of the subclass pass."""
+        if re.search(r"^[ \t]*class[ \t]+\w+[ \t]*\(.*\b%s\b" % re.escape(self.call),
+                     source.text, re.M) is None:
+            return
+        resolved = self.codebase.resolve(source.rel, self.call)
+        if resolved is None or resolved[0] != "class":
+            return
+        position = self.callee_position(source.rel)
+        for rel, name in self.codebase.subclasses(resolved[1], resolved[2], [source.rel]):
+            if rel != source.rel:
+                continue
+            init = self.codebase.function(rel, "__init__", name)
+            if init is None:
+                continue
+            self.trace_calls(init, Capture("__init__", self.argument,
+                                           position if position >= 0 else None))
 
     def trace_calls(self, ref, capture):
         SourceFlow(self, ref, self.entry_env(ref), 0, (ref.key,), captures=[capture]).run()
