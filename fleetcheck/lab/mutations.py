@@ -275,6 +275,18 @@ def offset_cases() -> list[Mutation]:
     # a module's add() is a function call, not a set being filled: the path must not vanish
     case("operator-add-zero", bad, "operator.add(i, 0): a module function named add",
          v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect=Status.WARN)
+    # operator.* of the standard library, imported: the same arithmetic as + and -
+    op_import = ("import functools\n", "import functools\nimport operator\n")
+    for call, keeps, tag in (("operator.add(i, 1)", ok, ""), ("operator.add(1, i)", ok, "-swapped"),
+                             ("operator.add(i, 0)", bad, "-zero"),
+                             ("operator.sub(i, 0)", bad, "-sub-zero")):
+        case("operator-imported" + tag, keeps, "%s with operator imported" % call,
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", call)), op_import)},
+             kind="operator")
+    case("operator-by-name", ok, "add(i, 1) imported from operator",
+         {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "_add(i, 1)")),
+                   ("import functools\n", "import functools\nfrom operator import add as _add\n"))},
+         kind="operator")
     case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
          v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect=Status.WARN)
     case("double-shift", bad, "the +1 added twice",

@@ -29,6 +29,7 @@ from fleetcheck.probe.patterns import evidence_text
 
 MAX_CALL_DEPTH = 4
 MAX_FINDINGS = 40
+OPERATOR_ARITHMETIC = {"add": ast.Add, "iadd": ast.Add, "sub": ast.Sub, "isub": ast.Sub}
 PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
 PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "tolist",
                         "clone", "astype"}
@@ -626,6 +627,7 @@ class Flow(object):
         self.at_call(call)
         for kind in (self.getattr_call, self.get_call, self.partial_built, self.dict_call,
                      self.named_call, self.pass_through_call, self.map_call,
+                     self.operator_call,
                      self.numeric_call, self.observer_call, self.log_call,
                      self.dict_filled, self.collection_filled, self.lambda_call,
                      self.partial_call):
@@ -696,6 +698,32 @@ class Flow(object):
                     (args and func.attr in ("array", "asarray", "tensor", "as_tensor")):
                 return as_collection(args[0])
             return self.eval(func.value, call.env)
+        return None
+
+    def operator_call(self, call):
+        """operator.add(a, b) and operator.sub(a, b) of the standard library (imported
+        as the module or by name) are a + b and a - b; a module of the tree named so, or
+        a name never imported, stays a call like any."""
+        node = call.node
+        if len(node.args) != 2 or node.keywords or \
+                any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        op = OPERATOR_ARITHMETIC.get(self.stdlib_name(node.func, "operator"))
+        if op is None:
+            return None
+        return self.arithmetic(node, call.args[0], op(), call.args[1], node.args[1],
+                               node.args[0])
+
+    def stdlib_name(self, func, module):
+        """The attribute of standard-library `module` that `func` names, or None."""
+        imports = self.a.codebase.imports(self.fn.rel)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                imports.get(func.value.id) == (module, None):
+            return func.attr
+        if isinstance(func, ast.Name):
+            target = imports.get(func.id)
+            if target is not None and target[0] == module:
+                return target[1]
         return None
 
     def map_call(self, call):
