@@ -287,6 +287,16 @@ def offset_cases() -> list[Mutation]:
          {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "_add(i, 1)")),
                    ("import functools\n", "import functools\nfrom operator import add as _add\n"))},
          kind="operator")
+    # filter and itertools.chain carry each element unchanged
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        ids = "[i + 1 for i in %s]" % IDS if keeps else "(%s)" % IDS
+        case("filter" + tag, keeps, "filter(None, ...) over the ids",
+             v1("                layer_ids = list(filter(None, %s))\n" % ids), kind="stdlib")
+        case("itertools-chain" + tag, keeps, "itertools.chain of the ids",
+             v1("                layer_ids = list(itertools.chain(%s))\n" % ids), kind="stdlib")
+    case("itertools-chain-mixed", bad, "itertools.chain of shifted and unshifted ids",
+         v1("                layer_ids = list(itertools.chain([i + 1 for i in %s], %s))\n"
+            % (IDS, IDS)), kind="stdlib")
     case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
          v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect=Status.WARN)
     case("double-shift", bad, "the +1 added twice",

@@ -689,10 +689,18 @@ class Flow(object):
         return None
 
     def pass_through_call(self, call):
-        """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged."""
+        """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged;
+        filter(f, x): some of x's elements, each unchanged; itertools.chain(a, b): the
+        elements of each."""
         func, args = call.node.func, call.args
         if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
             return as_collection(args[0])
+        if isinstance(func, ast.Name) and func.id == "filter" and len(args) == 2 and \
+                func.id not in call.env and not call.keywords:
+            return as_collection(args[1])
+        if self.stdlib_name(func, "itertools") == "chain" and args and not call.keywords and \
+                not any(isinstance(a, ast.Starred) for a in call.node.args):
+            return frozenset().union(*[as_collection(a) for a in args])
         if isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS:
             if args and not isinstance(func.value, ast.Name) or \
                     (args and func.attr in ("array", "asarray", "tensor", "as_tensor")):
