@@ -18,7 +18,7 @@ else is unknown, named with its line: never guessed true or false."""
 import ast
 import re
 
-from fleetcheck.probe.codebase import decorated
+from fleetcheck.probe.codebase import decorated, dotted_name
 
 METHOD = "dflash"
 MAX_DEPTH = 12
@@ -90,7 +90,9 @@ def construct(node):
     try:
         text = ast.unparse(node)  # 3.9+
     except Exception:
-        text = type(node).__name__
+        text = dotted_name(node.func if isinstance(node, ast.Call) else node)
+        text = text + "(...)" if text and isinstance(node, ast.Call) else \
+            text or type(node).__name__
     return text if len(text) <= 60 else text[:57] + "..."
 
 
