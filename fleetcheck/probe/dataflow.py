@@ -723,16 +723,28 @@ class Flow(object):
                                node.args[0])
 
     def stdlib_name(self, func, module):
-        """The attribute of standard-library `module` that `func` names, or None."""
-        imports = self.a.codebase.imports(self.fn.rel)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
-                imports.get(func.value.id) == (module, None):
-            return func.attr
-        if isinstance(func, ast.Name):
-            target = imports.get(func.id)
-            if target is not None and target[0] == module:
-                return target[1]
-        return None
+        """The attribute of standard-library `module` that `func` names (`operator.add`
+        with `import operator`, `add` from `from operator import add`), or None. A file's
+        imports are parsed only when it has a `from module` import (their parse costs
+        every host); an alias of the module (`import operator as op`) is not read."""
+        if not (isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and
+                isinstance(func.value, ast.Name)):
+            return None
+        mentions = self.a.__dict__.setdefault("stdlib_mentions", {})
+        key = (self.fn.rel, module)
+        if key not in mentions:
+            source = self.a.codebase.source(self.fn.rel)
+            mentions[key] = (source is not None and source.contains("import " + module),
+                             source is not None and source.contains("from " + module))
+        imported, named = mentions[key]
+        if isinstance(func, ast.Attribute) and func.value.id == module:
+            # `import operator` and operator.add: no parse of the file's imports needed
+            return func.attr if imported and not named or \
+                self.a.codebase.imports(self.fn.rel).get(module) == (module, None) else None
+        if isinstance(func, ast.Attribute) or not named:  # another module's, or no
+            return None  # `from operator import ...` in the file
+        target = self.a.codebase.imports(self.fn.rel).get(func.id)
+        return target[1] if target is not None and target[0] == module else None
 
     def map_call(self, call):
         func, args = call.node.func, call.args

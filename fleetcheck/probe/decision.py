@@ -104,6 +104,7 @@ class Evaluator(object):
         self.codebase = codebase
         self.examined = set()
         self.decided_line = None
+        self.results = {}  # a method of the config called without arguments -> its value
 
     # -- entry -------------------------------------------------------------------------
     def method_for_dflash(self, ref):
@@ -125,6 +126,20 @@ class Evaluator(object):
 
     # -- calls -------------------------------------------------------------------------
     def call_function(self, function, args, kwargs, depth, top=False):
+        """A call of a def of the tree; a method of the config called with no arguments
+        is evaluated once (the wrapper asks the gate the gate's finder evaluated)."""
+        ref = function.ref
+        pure = isinstance(function.bound, Instance) and not args and not kwargs and \
+            not function.args and not function.kwargs and not top
+        key = (ref.key, function.bound.rel, function.bound.cls) if pure else None
+        if key in self.results:
+            return self.results[key]
+        value = self.evaluate_call(function, args, kwargs, depth, top)
+        if pure:
+            self.results[key] = value
+        return value
+
+    def evaluate_call(self, function, args, kwargs, depth, top):
         ref = function.ref
         if depth > MAX_DEPTH:
             return Unknown("calls nested deeper than %d (%s)" % (MAX_DEPTH, ref.name))
@@ -672,10 +687,12 @@ def find_methods(codebase, source, name):
     return out
 
 
-def decide(codebase, sources, function):
+def decide(codebase, sources, function, evaluator=None):
     """Findings of a `decision` finder: for each def of `function`, what it returns for
-    DFlash ("true", "false" or "?"), with the line that decided it and, for "?", why."""
-    evaluator = Evaluator(codebase)
+    DFlash ("true", "false" or "?"), with the line that decided it and, for "?", why.
+    `evaluator`: one shared by the finders of a probe run (over the same codebase)."""
+    evaluator = evaluator or Evaluator(codebase)
+    evaluator.examined = set()
     hits = []
     for source in sources:
         for ref in find_methods(codebase, source, function):

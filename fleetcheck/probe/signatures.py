@@ -6,7 +6,7 @@ import os
 import re
 
 from fleetcheck.probe.codebase import Codebase
-from fleetcheck.probe.decision import decide
+from fleetcheck.probe.decision import Evaluator, decide
 from fleetcheck.probe.files import MissingFile, ProbeFileError, expand_globs, read_bytes
 from fleetcheck.probe.key_offset import KeyOffset
 from fleetcheck.probe.lexer import compile_pattern
@@ -15,6 +15,7 @@ from fleetcheck.probe.source import SourceFile
 from fleetcheck.probe.value_source import ValueSource
 
 MAX_EVIDENCE_PER_FINDING = 5
+EVALUATORS = []  # (the file cache, the decision evaluator over it): shared by its finders
 WINDOW_BACK_LINES = 60
 STRING_BACK_LINES = 20
 
@@ -171,7 +172,10 @@ def run_decision(root, finder, files, cache):
     """decision: what each def of the function returns for DFlash (decision.py), with
     the helpers it calls read (and cached, so they ship) only as the evaluation reaches
     them."""
-    codebase = Codebase(lambda rel: load_source(root, rel, cache))
+    if not (EVALUATORS and EVALUATORS[0][0] is cache):  # one per probe run's file cache
+        codebase = Codebase(lambda rel: load_source(root, rel, cache))
+        EVALUATORS[:] = [(cache, Evaluator(codebase))]
+    evaluator = EVALUATORS[0][1]
     errors = []
     sources = []
     for rel, source in readable(root, files, cache, errors):
@@ -179,7 +183,7 @@ def run_decision(root, finder, files, cache):
             source.examined = True
             sources.append(source)
     try:
-        hits, examined = decide(codebase, sources, finder["function"])
+        hits, examined = decide(evaluator.codebase, sources, finder["function"], evaluator)
     except (SyntaxError, ValueError, RecursionError) as exc:
         return [], errors + ["cannot parse: %s" % exc]
     except Exception as exc:  # a tree the evaluator does not expect: an error, never a pass

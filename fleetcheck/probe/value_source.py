@@ -158,7 +158,7 @@ class ValueSource(Analysis):
         for text, ref in self.functions_around(source, source.hit_lines(keyword, True)):
             if self.call + "(" not in text or not passes_keyword(keyword, text):
                 continue  # the name is a parameter or a variable here, not the call's keyword
-            done.add(ref.key)
+            done.add(ref.node.lineno + ref.line_offset)
             self.trace_calls(ref, Capture(self.call, keyword))
         self.examine_positional(source, done)
         self.examine_subclasses(source)
@@ -197,8 +197,17 @@ class ValueSource(Analysis):
         if not source.contains(self.call):
             return
         position = None
-        for text, ref in self.functions_around(source, source.hit_lines(self.call, True)):
-            if ref.key in done or self.call + "(" not in text:
+        # only lines that call it, outside the functions the keyword pass traced: a
+        # function is parsed only when it may pass the argument by position
+        lines = [line for line in source.hit_lines(self.call, True)
+                 if self.call + "(" in source.lines[line - 1]]
+        fresh = []
+        for line in lines:
+            block = source.enclosing_function(line)
+            if block is not None and block[0] not in done:  # block[0]: the def's line
+                fresh.append(line)
+        for text, ref in self.functions_around(source, fresh):
+            if ref.node.lineno + ref.line_offset in done:
                 continue
             widest = widest_positional_call(ref.node, self.call)
             if widest == 0:
