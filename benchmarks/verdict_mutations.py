@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -71,6 +72,8 @@ def table(results: list[tuple[Mutation, str, str, bool]]) -> tuple[list[str], in
             len(right), len(false_pass), len(false_alarm), len(warns), len(unknown)))
         misses += [r for r in rows if r[1] != r[0].expected or (r[0].keeps and r[3])]
     lines.append("")
+    lines += kind_table(results)
+    lines.append("")
     if misses:
         lines.append("Misses (mutation, construct: got / expected, message):")
         lines += ["- `%s` (%s, %s): %s / %s%s: %s" % (
@@ -83,6 +86,32 @@ def table(results: list[tuple[Mutation, str, str, bool]]) -> tuple[list[str], in
         lines += ["- `%s` (%s; labelled %s): %s" % (m.id, m.construct, m.expected, message)
                   for m, message in warned]
     return lines, len(misses)
+
+
+def named(message: str) -> bool:
+    """Does a warn's message name what could not be followed, with its file and line?"""
+    return re.search(r"\S+\.py:\d+", message) is not None
+
+
+def kind_table(results: list[tuple[Mutation, str, str, bool]]) -> list[str]:
+    """The cases by construct kind (the kinds of fleetcheck/lab/mutations.py: boolean
+    logic, `in`, comparisons, conditional expressions, control flow, the config's own
+    attributes, calls, unknowns, the wrapper; the cases before kinds counted by check):
+    each kind with cases both ways, and its warns named."""
+    lines = ["| check | construct kind | cases | keep the fix | break it | false passes | "
+             "false alarms | warns | warns named |", "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str], list] = {}
+    for r in results:
+        groups.setdefault((r[0].check, r[0].kind or "(by case)"), []).append(r)
+    for (check, kind), rows in sorted(groups.items()):
+        warns = [r for r in rows if r[1] == "warn"]
+        lines.append("| %s | %s | %d | %d | %d | %d | %d | %d | %d |" % (
+            check, kind, len(rows), sum(r[0].expected == "pass" for r in rows),
+            sum(r[0].expected != "pass" for r in rows),
+            sum(r[1] == "pass" and r[0].expected != "pass" for r in rows),
+            sum(r[1] == "fail" and r[0].expected == "pass" for r in rows),
+            len(warns), sum(named(r[2]) for r in warns)))
+    return lines
 
 
 def main() -> None:

@@ -111,6 +111,7 @@ class Install:
     interpreter: str | None
     shims: list[str]
     tmp_dirs: list[str]
+    tmp_files: list[str]  # uv's .tmpXXXXXX files at the top of site-packages
     other_installs: list[OtherInstall] | None
     server_pid: int | None  # the server it was found through
     found_through_user: str | None  # that server's owner
@@ -304,10 +305,13 @@ class ImportCheck:
 
 @facts_class
 class Leftovers:
-    """uv's .tmpXXXXXX directories in the package directories RECORD names (paths relative
-    to site-packages): how many, the first few, and how many directories were listed."""
+    """uv's .tmpXXXXXX directories and files in the package directories RECORD names
+    (paths relative to site-packages): how many of both, the first few of each (directories
+    first, one cap for both), and how many directories were listed. A probe older than
+    the files has no `tmp_files`: read as none."""
     tmp_count: int = fact(required=True)
     tmp_dirs: list[str] = fact(required=True)
+    tmp_files: list[str]
     dirs_listed: int = fact(required=True)
 
 

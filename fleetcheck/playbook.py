@@ -24,9 +24,11 @@ from fleetcheck.status import Status
 PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash.yaml")
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
                 "key-offset": {"files", "key"},
-                "value-source": {"files", "call", "argument", "sources"}}
+                "value-source": {"files", "call", "argument", "sources"},
+                "decision": {"files", "function"}}
 OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"}}
 KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")
+DECISION_FINDINGS = (":true", ":false", ":?")
 OUTCOME_STATUSES = {Status.PASS, Status.WARN, Status.FAIL}
 CHECK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -135,6 +137,10 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
                 raise InputError(source, fwhere, key, "must be a non-empty string")
             if key in raw:
                 finder[key] = raw[key]
+    elif kind == "decision":
+        if not isinstance(raw["function"], str) or not IDENTIFIER.match(raw["function"]):
+            raise InputError(source, fwhere, "function", "must be a Python identifier")
+        finder["function"] = raw["function"]
     else:
         for key in ("call", "argument"):
             if not isinstance(raw[key], str) or not IDENTIFIER.match(raw[key]):
@@ -177,6 +183,8 @@ def finding_names(finders: dict[str, dict[str, Any]]) -> set[str]:
     for name, finder in finders.items():
         if finder["kind"] == "key-offset":
             names.update(name + suffix for suffix in KEY_OFFSET_FINDINGS)
+        elif finder["kind"] == "decision":
+            names.update(name + suffix for suffix in DECISION_FINDINGS)
         elif finder["kind"] == "value-source":
             names.update(name + ":" + label for label in
                          list(finder["sources"]) + list(finder["constants"]) +

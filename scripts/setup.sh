@@ -23,6 +23,7 @@ need runc command -v runc  # podman's OCI runtime
 need podman-docker test -e /usr/bin/docker
 need containerd command -v ctr  # Kubernetes-node tests (a private containerd)
 need systemd test -x /lib/systemd/systemd-journald  # served-log's journal test (journald, journalctl, systemd-cat)
+need strace command -v strace  # kills a real uv install at a chosen write (test_installs.py)
 if [ "$check_only" = 1 ]; then
   if [ ${#need_apt[@]} -gt 0 ]; then
     echo "fleetcheck setup: missing: ${need_apt[*]}"

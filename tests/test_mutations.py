@@ -82,6 +82,61 @@ def test_a_named_offset_shows_its_definition(releases, mutation_id, shown):
     assert any(e.step == "constant" and e.text == shown for e in result.evidence)
 
 
+GATE_KINDS = ("bool", "in", "compare", "ifexp", "control", "self", "call", "wrapper")
+
+
+def test_the_block_drop_corpus_has_each_construct_kind_both_ways():
+    """Kinds, not cases: each construct the evaluator reads has a rewrite that keeps DFlash
+    out of the drop and one that puts it back, and among them rewrites that still name
+    DFlash without excluding it, and ones that exclude it without naming it."""
+    gate = [m for m in corpus() if m.id.startswith("drop-gate-")]
+    for kind in GATE_KINDS:
+        expected = {m.expected for m in gate if m.kind == kind}
+        assert {"pass", "fail"} <= expected, (kind, expected)
+    def written(m) -> str:
+        return "".join(new for edits in m.edits.values() for _, new in edits).lower()
+    names_but_includes = [m.id for m in gate if m.expected == "fail" and "dflash" in written(m)]
+    excludes_unnamed = [m.id for m in gate if m.expected == "pass" and
+                        "dflash" not in written(m)]
+    assert {"drop-gate-or-to-and", "drop-gate-or-instead",
+            "drop-gate-allow-list-with-dflash"} <= set(names_but_includes), names_but_includes
+    assert {"drop-gate-allow-list", "drop-gate-allow-set", "drop-gate-named-allow-list",
+            "drop-gate-lambda", "drop-gate-operator-contains"} <= set(excludes_unnamed), \
+        excludes_unnamed
+
+
+def test_or_turned_into_and_still_names_dflash_and_fails(releases):
+    """The held-out false pass: `not (use_dflash() and use_dspark())` still names DFlash
+    (the shape-based pattern matches it) but is true for DFlash: evaluated, it fails."""
+    _, facts, result = judged(releases, "drop-gate-or-to-and")
+    assert result.status == "fail", result.message
+    assert "gate_for_dflash:true" in findings(facts, "dflash-cache-drop")
+    assert "excludes_dflash" in findings(facts, "dflash-cache-drop")  # the shape still holds
+    assert "use_eagle_block_drop() is true when the method is dflash (needs_eagle_block_drop() " \
+        "does not exclude it)" in result.message, result.message
+
+
+def test_an_allow_list_without_dflash_passes_on_its_return_line(releases):
+    """The held-out false alarm: an allow-list excludes DFlash without naming it."""
+    _, facts, result = judged(releases, "drop-gate-allow-list")
+    assert result.status == "pass", result.message
+    assert "excludes_dflash" not in findings(facts, "dflash-cache-drop")
+    assert any(e.text == 'return self.method in ("eagle", "eagle3", "mtp")'
+               for e in result.evidence), result.evidence
+
+
+@pytest.mark.parametrize("mutation_id, construct", [
+    ("drop-gate-draft-config-attribute", "cannot evaluate self.draft_model_config.owns_kv "
+                                         "(vllm/config/speculative.py:"),
+    ("drop-gate-raise-for-dflash", "needs_eagle_block_drop() raises on DFlash's path"),
+])
+def test_what_the_evaluator_cannot_decide_is_a_warning_naming_it(releases, mutation_id,
+                                                                 construct):
+    _, _, result = judged(releases, mutation_id)
+    assert result.status == "warn", result.message
+    assert construct in result.message, result.message
+
+
 def test_the_docs_show_the_mutation_table_the_benchmark_wrote():
     """The performance page includes RESULTS.md (scripts/mkdocs_results_hook.py), so the
     table users read is the benchmark's, and the benchmark's is of this corpus."""
@@ -90,7 +145,9 @@ def test_the_docs_show_the_mutation_table_the_benchmark_wrote():
     section = re.search(r"<!-- section:mutations -->(.*?)<!-- /section:mutations -->",
                         results, re.S)
     assert section is not None, "run python3 benchmarks/verdict_mutations.py --write"
-    table = [line for line in section.group(1).splitlines() if line.startswith("|")]
+    text = section.group(1)
+    first = text[text.index("\n|"):].split("\n\n")[0]  # the table by check
+    table = [line for line in first.splitlines() if line.startswith("|")]
     page = open(os.path.join(root, "docs", "performance.md"), encoding="utf-8").read()
     assert "<!-- include: benchmarks/RESULTS.md -->" in page
     written = sum(int(line.split("|")[2]) for line in table[2:])

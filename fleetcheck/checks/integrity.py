@@ -34,7 +34,7 @@ RECORD_FINDINGS = {"missing": "missing", "size": "with a different size",
 
 TITLES = {
     "install-record": "Files match the dist-info RECORD (sizes; sha256 of the checked files)",
-    "install-leftovers": "No pip stash (~llm) or uv .tmp dir left by an interrupted install",
+    "install-leftovers": "No pip stash (~llm) or uv .tmp dir or file left by an interrupted install",
     "install-metadata": "One dist-info, package present, version and commit agree",
     "install-import": "Compiled modules load in the venv's interpreter",
     "install-in-progress": "No install or build still running against this venv",
@@ -133,34 +133,43 @@ def check_record(integrity: Integrity) -> CheckResult:
 
 
 def check_leftovers(facts: Facts) -> CheckResult:
-    """pip's stash and uv's temporary directories at the top of site-packages, and uv's
-    inside the package directories RECORD names (where uv writes, so where a killed
-    `uv pip install` leaves them: vllm/vllm_flash_attn/.tmpXXXXXX)."""
+    """pip's stash and uv's temporary directories and files at the top of site-packages,
+    and uv's inside the package directories RECORD names (where uv writes, so where a
+    killed `uv pip install` leaves them: vllm/parser/.tmpTNKz4p, a file uv 0.13 was
+    writing; .tmpXXXXXX directories from older uv)."""
     install = facts.install
     site = install.site_packages or "site-packages"
     stashes = install.stash_dirs
     inside = facts.integrity.leftovers if facts.integrity is not None else None
     tmps = install.tmp_dirs + (inside.tmp_dirs if inside is not None else [])
-    unlisted = inside.tmp_count - len(inside.tmp_dirs) if inside is not None else 0
+    tmp_files = install.tmp_files + (inside.tmp_files if inside is not None else [])
+    unlisted = inside.tmp_count - len(inside.tmp_dirs) - len(inside.tmp_files) \
+        if inside is not None else 0
     looked = "its top level and the %s RECORD names files in" % counted(
         inside.dirs_listed, "directory", "directories") \
         if inside is not None else "its top level (RECORD unread: not the package directories)"
-    if stashes or tmps:
+    if stashes or tmps or tmp_files:
         said = []
         if stashes:
             said.append("pip's stash of a replaced package (%s)" % ", ".join(stashes))
+        more = " and %d more" % unlisted if unlisted else ""
         if tmps:
             said.append("uv's temporary directories (%s%s)" % (
-                ", ".join(tmps), " and %d more" % unlisted if unlisted else ""))
+                ", ".join(tmps), more if not tmp_files else ""))
+        if tmp_files:
+            said.append("uv's temporary files (%s%s)" % (", ".join(tmp_files), more))
         return result("install-leftovers", Status.FAIL,
                       "%s left in %s: an install was killed while writing vllm. Reinstall "
                       "vllm, then remove them." % (" and ".join(said), site),
                       [Evidence("%s/%s" % (site, s), None,
                                 "left behind by an interrupted pip install") for s in stashes]
                       + [Evidence("%s/%s" % (site, t), None,
-                                  "left behind by an interrupted uv install") for t in tmps])
+                                  "left behind by an interrupted uv install") for t in tmps]
+                      + [Evidence("%s/%s" % (site, t), None,
+                                  "a file an interrupted uv install was writing")
+                         for t in tmp_files])
     return result("install-leftovers", Status.PASS,
-                  "no pip stash (~llm) or uv .tmp dir in %s (%s)" % (site, looked))
+                  "no pip stash (~llm) or uv .tmp dir or file in %s (%s)" % (site, looked))
 
 
 def check_metadata(facts: Facts) -> CheckResult:

@@ -39,6 +39,7 @@ class Mutation:
     construct: str  # what the rewrite exercises, named where it warns
     edits: dict  # rel -> ((old, new), ...)
     expect: str = ""  # the verdict it must give ("" : the release's, or its flip)
+    kind: str = ""  # the construct kind it belongs to (benchmarks' table by kind)
 
     @property
     def expected(self) -> str:
@@ -274,6 +275,28 @@ def offset_cases() -> list[Mutation]:
     # a module's add() is a function call, not a set being filled: the path must not vanish
     case("operator-add-zero", bad, "operator.add(i, 0): a module function named add",
          v1(V1_READ.replace("i + 1", "operator.add(i, 0)")), expect=Status.WARN)
+    # operator.* of the standard library, imported: the same arithmetic as + and -
+    op_import = ("import functools\n", "import functools\nimport operator\n")
+    for call, keeps, tag in (("operator.add(i, 1)", ok, ""), ("operator.add(1, i)", ok, "-swapped"),
+                             ("operator.add(i, 0)", bad, "-zero"),
+                             ("operator.sub(i, 0)", bad, "-sub-zero")):
+        case("operator-imported" + tag, keeps, "%s with operator imported" % call,
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", call)), op_import)},
+             kind="operator")
+    case("operator-by-name", ok, "add(i, 1) imported from operator",
+         {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "_add(i, 1)")),
+                   ("import functools\n", "import functools\nfrom operator import add as _add\n"))},
+         kind="operator")
+    # filter and itertools.chain carry each element unchanged
+    for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
+        ids = "[i + 1 for i in %s]" % IDS if keeps else "(%s)" % IDS
+        case("filter" + tag, keeps, "filter(None, ...) over the ids",
+             v1("                layer_ids = list(filter(None, %s))\n" % ids), kind="stdlib")
+        case("itertools-chain" + tag, keeps, "itertools.chain of the ids",
+             v1("                layer_ids = list(itertools.chain(%s))\n" % ids), kind="stdlib")
+    case("itertools-chain-mixed", bad, "itertools.chain of shifted and unshifted ids",
+         v1("                layer_ids = list(itertools.chain([i + 1 for i in %s], %s))\n"
+            % (IDS, IDS)), kind="stdlib")
     case("numpy-add-zero", bad, "np.add(ids, 0): a module function named add",
          v1("                layer_ids = np.add(%s, 0).tolist()\n" % IDS), expect=Status.WARN)
     case("double-shift", bad, "the +1 added twice",
@@ -465,7 +488,42 @@ def swa_cases() -> list[Mutation]:
                     ('    Adapted from Qwen3Attention."""\n',
                      '    Adapted from Qwen3Attention."""\n\n    NO_WINDOW = None\n'))})
     case("dropped", False, "the window no longer passed", {DRAFTER: ((WINDOW, ""),)})
+    # calls bound as Python binds them: a positional argument lands in the parameter of
+    # its position in the install's own Attention.__init__ (per_layer_sliding_window is
+    # its tenth, after logits_soft_cap)
+    def positional(*middle: str) -> dict:
+        return {DRAFTER: ((ATTN_KEYWORDS, "".join(
+            "            %s,\n" % arg for arg in ATTN_FIRST + middle)),)}
+    case("positional-window", True, "the window passed by position, landing in "
+         "per_layer_sliding_window", positional("None", "None", "cache_config",
+                                                "quant_config", "None", "sliding_window"),
+         kind="positional")
+    case("positional-window-shifted", False, "the window passed one position early: it "
+         "lands in logits_soft_cap", positional("None", "None", "cache_config",
+                                                "quant_config", "sliding_window"),
+         kind="positional")
+    case("positional-none", False, "None passed by position as the window",
+         positional("None", "None", "cache_config", "quant_config", "None", "None"),
+         kind="positional")
+    # a subclass of Attention built instead: its __init__ decides what reaches the base
+    sub = ("\n\nclass _WindowedAttention(Attention):\n"
+           "    def __init__(self, num_heads, head_size, scale, window=None, **kwargs):\n"
+           "        super().__init__(num_heads, head_size, scale,\n"
+           "                         per_layer_sliding_window=%s, **kwargs)\n")
+    built = ("        self.attn = Attention(\n", "        self.attn = _WindowedAttention(\n")
+    for passed, keeps, tag in (("window", True, ""), ("None", False, "-drops")):
+        case("subclass-init" + tag, keeps, "a subclass of Attention whose __init__ passes %s "
+             "to super().__init__" % ("the window on" if keeps else "None"),
+             {DRAFTER: (built, (WINDOW, "            window=sliding_window,\n"),
+                        ("", sub % passed))}, kind="subclass")
     return out
+
+
+ATTN_FIRST = ("self.num_heads", "self.head_dim", "self.scaling", "self.num_kv_heads")
+ATTN_KEYWORDS = ("            self.num_heads,\n            self.head_dim,\n"
+                 "            self.scaling,\n            num_kv_heads=self.num_kv_heads,\n"
+                 "            cache_config=cache_config,\n            quant_config=quant_config,\n"
+                 "            per_layer_sliding_window=sliding_window,\n")
 
 
 def swa_cases_020() -> list[Mutation]:
@@ -516,10 +574,178 @@ def drop_cases() -> list[Mutation]:
     case("wrapper-to-eagle", False, "use_eagle() where use_eagle_block_drop() was",
          {SCHEDULER: ((WRAPPER, "            self.use_eagle_block_drop = speculative_config.use_eagle()\n"),)})
     case("gate-reverted", False, "needs_eagle_block_drop() no longer excludes DFlash",
-         {SPECULATIVE: (("        return self.use_eagle() and not (self.use_dflash() or "
-                         "self.use_dspark())\n", "        return self.use_eagle()\n"),)},
-         expect=Status.WARN)
+         {SPECULATIVE: ((GATE, "        return self.use_eagle()\n"),)}, kind="bool")
+    gate_cases(out)
     return out
+
+
+GATE = ("        return self.use_eagle() and not (self.use_dflash() or "
+        "self.use_dspark())\n")
+WRAPPER_BODY = "        return self.needs_eagle_block_drop() and not self.disable_eagle_block_drop\n"
+SPEC_CLASS_END = "    def use_dflash(self) -> bool:\n"
+SPEC_IMPORT = "import copy\n"
+
+
+def gate_cases(out: Cases) -> None:
+    """needs_eagle_block_drop() rewritten as a fork's reviewer would: each construct kind
+    with cases that keep DFlash out of the drop (pass) and cases that put it back (fail),
+    among them rewrites that still name DFlash without excluding it and rewrites that
+    exclude it without naming it."""
+    def gate(body: str, *more: tuple[str, str]) -> dict:
+        return {SPECULATIVE: ((GATE, body),) + more}
+
+    def method(text: str) -> tuple[str, str]:
+        return (SPEC_CLASS_END, text + "\n" + SPEC_CLASS_END)
+
+    def module(text: str) -> tuple[str, str]:
+        return ("", "\n\n" + text)
+    cases = [
+        # boolean logic over the config's own predicates
+        ("bool", "or-to-and", False, "`or` turned into `and` inside not (...): names DFlash, "
+         "does not exclude it",
+         gate("        return self.use_eagle() and not (self.use_dflash() and "
+              "self.use_dspark())\n")),
+        ("bool", "or-instead", False, "use_eagle() or use_dflash(): names DFlash, includes it",
+         gate("        return self.use_eagle() or self.use_dflash()\n")),
+        ("bool", "de-morgan", True, "De Morgan's form: not use_dflash() and not use_dspark()",
+         gate("        return self.use_eagle() and not self.use_dflash() and not "
+              "self.use_dspark()\n")),
+        ("bool", "dspark-only", False, "only DSpark excluded: DFlash not named, not excluded",
+         gate("        return self.use_eagle() and not self.use_dspark()\n")),
+        # `in` over literal tuples and sets
+        ("in", "allow-list", True, "an allow-list of EAGLE methods: excludes DFlash without "
+         "naming it", gate('        return self.method in ("eagle", "eagle3", "mtp")\n')),
+        ("in", "allow-set", True, "an allow-list as a set",
+         gate('        return self.method in {"eagle", "eagle3", "mtp"}\n')),
+        ("in", "allow-list-with-dflash", False, "the allow-list with dflash in it",
+         gate('        return self.method in ("eagle", "eagle3", "mtp", "dflash")\n')),
+        ("in", "deny-list", True, "use_eagle() and method not in (dflash, dspark)",
+         gate('        return self.use_eagle() and self.method not in ("dflash", "dspark")\n')),
+        ("in", "deny-list-other", False, "a deny-list naming dspark and ngram, not dflash",
+         gate('        return self.use_eagle() and self.method not in ("dspark", "ngram")\n')),
+        ("in", "named-allow-list", True, "an allow-list held in a module constant",
+         gate("        return self.method in _BLOCK_DROP_METHODS\n",
+              (SPEC_IMPORT, SPEC_IMPORT + '_BLOCK_DROP_METHODS = ("eagle", "eagle3", "mtp")\n'))),
+        ("in", "named-allow-list-dflash", False, "a module constant allow-list holding dflash",
+         gate("        return self.method in _BLOCK_DROP_METHODS\n",
+              (SPEC_IMPORT, SPEC_IMPORT + '_BLOCK_DROP_METHODS = ("eagle", "dflash")\n'))),
+        # comparisons
+        ("compare", "not-equal-chain", True, "method != dflash and != dspark",
+         gate('        return self.use_eagle() and self.method != "dflash" and '
+              'self.method != "dspark"\n')),
+        ("compare", "equal-instead", False, "method == dflash where != was meant",
+         gate('        return self.use_eagle() and self.method == "dflash"\n')),
+        # conditional expressions
+        ("ifexp", "ternary", True, "False if method == dflash else use_eagle()",
+         gate('        return False if self.method == "dflash" else self.use_eagle()\n')),
+        ("ifexp", "ternary-inverted", False, "use_eagle() if method == dflash else False",
+         gate('        return self.use_eagle() if self.method == "dflash" else False\n')),
+        # early return, raise, tuple assignment, try/else
+        ("control", "early-return", True, "an early return of False for DFlash",
+         gate("        if self.use_dflash() or self.use_dspark():\n"
+              "            return False\n        return self.use_eagle()\n")),
+        ("control", "early-return-true", False, "an early return of True for DFlash",
+         gate("        if self.use_dflash():\n            return True\n"
+              "        return self.use_eagle() and not self.use_dspark()\n")),
+        ("control", "elif-chain", True, "an if/elif chain on the method",
+         gate('        if self.method == "dspark":\n            return False\n'
+              '        elif self.method == "dflash":\n            return False\n'
+              "        else:\n            return self.use_eagle()\n")),
+        ("control", "tuple-assignment", True, "the predicates bound by a tuple assignment",
+         gate("        eagle, own_kv = self.use_eagle(), (self.use_dflash() or self.use_dspark())\n"
+              "        return eagle and not own_kv\n")),
+        ("control", "tuple-assignment-swapped", False, "a tuple assignment whose names swap",
+         gate("        own_kv, eagle = self.use_eagle(), (self.use_dflash() or self.use_dspark())\n"
+              "        return eagle or own_kv\n")),
+        ("control", "try-else", True, "the answer returned from a try's else",
+         gate("        try:\n            drops = self.use_eagle()\n        except AttributeError:\n"
+              "            drops = True\n        else:\n"
+              "            drops = drops and not self.use_dflash()\n        return drops\n")),
+        ("control", "raise-for-dflash", False, "raises for DFlash: not a decision",
+         gate("        if self.use_dflash():\n            raise ValueError(\"dflash\")\n"
+              "        return self.use_eagle()\n"), Status.WARN),
+        # the config's own methods and properties, getattr with a default
+        ("self", "property", True, "a property of the config says which methods own their KV",
+         gate("        return self.use_eagle() and not self._own_draft_kv\n",
+              method("    @property\n    def _own_draft_kv(self) -> bool:\n"
+                     '        return self.method in ("dflash", "dspark")\n'))),
+        ("self", "property-wrong", False, "a property naming DFlash's methods wrongly",
+         gate("        return self.use_eagle() and not self._own_draft_kv\n",
+              method("    @property\n    def _own_draft_kv(self) -> bool:\n"
+                     '        return self.method == "dspark"\n'))),
+        ("self", "getattr-default", True, "getattr(self, name, default) of a name the class "
+         "lacks: the default decides",
+         gate('        return self.use_eagle() and not getattr(self, "_keeps_draft_kv", '
+              'self.use_dflash())\n')),
+        ("self", "getattr-default-wrong", False, "getattr's default does not exclude DFlash",
+         gate('        return self.use_eagle() and not getattr(self, "_keeps_draft_kv", '
+              'False)\n')),
+        ("self", "field-default", True, "a config field's default decides (False)",
+         gate("        return self.use_eagle() and not (self.use_dflash() or "
+              "self.use_dspark()) and not self.disable_eagle_block_drop\n")),
+        # calls bound to the callee's def, module functions, stdlib helpers
+        ("call", "module-function", True, "a module function of the config file",
+         gate("        return _drops_block(self.method)\n",
+              module('def _drops_block(method, own_kv=("dflash", "dspark")):\n'
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash", "dspark") '
+                     "and method not in own_kv\n"))),
+        ("call", "module-function-keyword", False, "the default replaced by a keyword",
+         gate('        return _drops_block(self.method, own_kv=("dspark",))\n',
+              module('def _drops_block(method, own_kv=("dflash", "dspark")):\n'
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash", "dspark") '
+                     "and method not in own_kv\n"))),
+        ("call", "positional-star", True, "arguments passed as *args onto the def",
+         gate('        return _drops_block(*(self.method, ("dflash",)))\n',
+              module("def _drops_block(method, own_kv):\n"
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
+                     "and method not in own_kv\n"))),
+        ("call", "keywords-dict", False, "**kwargs naming no DFlash",
+         gate('        return _drops_block(**{"method": self.method, "own_kv": ()})\n',
+              module("def _drops_block(method, own_kv):\n"
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
+                     "and method not in own_kv\n"))),
+        ("call", "lambda", True, "a lambda applied to the method",
+         gate('        return (lambda m: m in ("eagle", "eagle3", "mtp"))(self.method)\n')),
+        ("call", "operator-contains", True, "operator.contains over an allow-list",
+         gate('        return operator.contains(("eagle", "eagle3", "mtp"), self.method)\n',
+              (SPEC_IMPORT, SPEC_IMPORT + "import operator\n"))),
+        ("call", "operator-contains-dflash", False, "operator.contains over a list with dflash",
+         gate('        return operator.contains(("eagle", "dflash"), self.method)\n',
+              (SPEC_IMPORT, SPEC_IMPORT + "import operator\n"))),
+        ("call", "partial", True, "a functools.partial binding the excluded methods",
+         gate("        return _drops(self.method)\n",
+              module("def _drops_for(method, own_kv):\n"
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
+                     "and method not in own_kv\n\n\n"
+                     '_drops = functools.partial(_drops_for, own_kv=("dflash", "dspark"))\n'),
+              (SPEC_IMPORT, SPEC_IMPORT + "import functools\n"))),
+        ("call", "partial-empty", False, "a functools.partial excluding nothing",
+         gate("        return _drops(self.method)\n",
+              module("def _drops_for(method, own_kv):\n"
+                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
+                     "and method not in own_kv\n\n\n"
+                     "_drops = functools.partial(_drops_for, own_kv=())\n"),
+              (SPEC_IMPORT, SPEC_IMPORT + "import functools\n"))),
+        # what the evaluator cannot decide: a warning naming it, never a verdict
+        ("unknown", "draft-config-attribute", False, "a test on the draft model's config: "
+         "not evaluated, named", gate("        return self.use_eagle() and not "
+                                      "self.draft_model_config.owns_kv\n"), Status.WARN),
+        # the wrapper the scheduler asks
+        ("wrapper", "wrapper-ignores-gate", False, "use_eagle_block_drop() asks use_eagle(), "
+         "not the gate",
+         {SPECULATIVE: ((WRAPPER_BODY, "        return self.use_eagle() and not "
+                                       "self.disable_eagle_block_drop\n"),)}),
+        ("wrapper", "wrapper-inverted-flag", False, "the opt-out flag's default read inverted",
+         {SPECULATIVE: ((WRAPPER_BODY, "        return self.needs_eagle_block_drop() or not "
+                                       "self.disable_eagle_block_drop\n"),)}),
+        ("wrapper", "wrapper-early-return", True, "the wrapper returns early on the flag",
+         {SPECULATIVE: ((WRAPPER_BODY, "        if self.disable_eagle_block_drop:\n"
+                                       "            return False\n"
+                                       "        return self.needs_eagle_block_drop()\n"),)}),
+    ]
+    for kind, id, keeps, what, edits, *expect in cases:
+        out.add("gate-" + id, keeps, what, edits, kind=kind,
+                **({"expect": expect[0]} if expect else {}))
 
 
 def drop_cases_020() -> list[Mutation]:

@@ -4,6 +4,6 @@ they can run where fleetcheck is not installed."""
 
 MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "servers", "server_config", "lexer", "source", "patterns",
            "codebase", "conditions", "dataflow_values", "dataflow", "key_offset",
-           "value_source", "signatures", "config_conversion", "config_keys", "server_log",
+           "value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
            "child", "config_loader",
            "integrity", "shared_bytes", "smoke_load", "main")

@@ -29,6 +29,7 @@ from fleetcheck.probe.patterns import evidence_text
 
 MAX_CALL_DEPTH = 4
 MAX_FINDINGS = 40
+OPERATOR_ARITHMETIC = {"add": ast.Add, "iadd": ast.Add, "sub": ast.Sub, "isub": ast.Sub}
 PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
 PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "tolist",
                         "clone", "astype"}
@@ -626,6 +627,7 @@ class Flow(object):
         self.at_call(call)
         for kind in (self.getattr_call, self.get_call, self.partial_built, self.dict_call,
                      self.named_call, self.pass_through_call, self.map_call,
+                     self.operator_call,
                      self.numeric_call, self.observer_call, self.log_call,
                      self.dict_filled, self.collection_filled, self.lambda_call,
                      self.partial_call):
@@ -687,16 +689,62 @@ class Flow(object):
         return None
 
     def pass_through_call(self, call):
-        """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged."""
+        """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged;
+        filter(f, x): some of x's elements, each unchanged; itertools.chain(a, b): the
+        elements of each."""
         func, args = call.node.func, call.args
         if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
             return as_collection(args[0])
+        if isinstance(func, ast.Name) and func.id == "filter" and len(args) == 2 and \
+                func.id not in call.env and not call.keywords:
+            return as_collection(args[1])
+        if self.stdlib_name(func, "itertools") == "chain" and args and not call.keywords and \
+                not any(isinstance(a, ast.Starred) for a in call.node.args):
+            return frozenset().union(*[as_collection(a) for a in args])
         if isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS:
             if args and not isinstance(func.value, ast.Name) or \
                     (args and func.attr in ("array", "asarray", "tensor", "as_tensor")):
                 return as_collection(args[0])
             return self.eval(func.value, call.env)
         return None
+
+    def operator_call(self, call):
+        """operator.add(a, b) and operator.sub(a, b) of the standard library (imported
+        as the module or by name) are a + b and a - b; a module of the tree named so, or
+        a name never imported, stays a call like any."""
+        node = call.node
+        if len(node.args) != 2 or node.keywords or \
+                any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        op = OPERATOR_ARITHMETIC.get(self.stdlib_name(node.func, "operator"))
+        if op is None:
+            return None
+        return self.arithmetic(node, call.args[0], op(), call.args[1], node.args[1],
+                               node.args[0])
+
+    def stdlib_name(self, func, module):
+        """The attribute of standard-library `module` that `func` names (`operator.add`
+        with `import operator`, `add` from `from operator import add`), or None. A file's
+        imports are parsed only when it has a `from module` import (their parse costs
+        every host); an alias of the module (`import operator as op`) is not read."""
+        if not (isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and
+                isinstance(func.value, ast.Name)):
+            return None
+        mentions = self.a.__dict__.setdefault("stdlib_mentions", {})
+        key = (self.fn.rel, module)
+        if key not in mentions:
+            source = self.a.codebase.source(self.fn.rel)
+            mentions[key] = (source is not None and source.contains("import " + module),
+                             source is not None and source.contains("from " + module))
+        imported, named = mentions[key]
+        if isinstance(func, ast.Attribute) and func.value.id == module:
+            # `import operator` and operator.add: no parse of the file's imports needed
+            return func.attr if imported and not named or \
+                self.a.codebase.imports(self.fn.rel).get(module) == (module, None) else None
+        if isinstance(func, ast.Attribute) or not named:  # another module's, or no
+            return None  # `from operator import ...` in the file
+        target = self.a.codebase.imports(self.fn.rel).get(func.id)
+        return target[1] if target is not None and target[0] == module else None
 
     def map_call(self, call):
         func, args = call.node.func, call.args

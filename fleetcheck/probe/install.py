@@ -6,6 +6,7 @@ together on a slow host): the parsers they wrap are used directly."""
 
 import _ast
 import os
+import stat
 import sys
 
 from fleetcheck.probe import jsonlite
@@ -374,8 +375,10 @@ def locate_install(plan, servers=()):
         facts["shims"] = seen["shims"]
         facts["package_dir"] = os.path.join(site, "vllm") if seen["has_package"] else None
         facts["stash_dirs"] = sorted(n for n in seen["names"] if is_pip_stash(n))
-        facts["tmp_dirs"] = sorted(n for n in seen["names"] if n.startswith(".tmp") and
-                                   os.path.isdir(os.path.join(site, n)))
+        kinds = [(n, temp_kind(os.path.join(site, n), n)) for n in seen["names"]
+                 if n.startswith(".tmp")]
+        facts["tmp_dirs"] = sorted(n for n, kind in kinds if kind == "dir")
+        facts["tmp_files"] = sorted(n for n, kind in kinds if kind == "file")
     if others:
         facts["other_installs"] = others
     if facts["site_packages"] is None and candidates:
@@ -387,6 +390,28 @@ def locate_install(plan, servers=()):
         if os.path.isdir(os.path.join(source, "vllm")):
             facts["code_root"] = source
     return facts
+
+
+def is_uv_temp_file_name(name):
+    """The name the `tempfile` crate gives uv's atomic writes: `.tmp` and six letters or
+    digits (`.tmpTNKz4p`). Stricter than the directory rule, since a package may ship a
+    file such as `.tmpl`; a file RECORD names is never one."""
+    rest = name[4:]
+    return name.startswith(".tmp") and len(rest) == 6 and rest.isascii() and rest.isalnum()
+
+
+def temp_kind(path, name):
+    """"dir" for a `.tmp*` directory (as before: followed, as isdir does), "file" for a
+    regular file named as uv names its temporary files (lstat: a symlink is none), else
+    None."""
+    if os.path.isdir(path):
+        return "dir"
+    if not is_uv_temp_file_name(name):
+        return None
+    try:
+        return "file" if stat.S_ISREG(os.lstat(path).st_mode) else None
+    except OSError:
+        return None
 
 
 def editable_source(dist_infos):

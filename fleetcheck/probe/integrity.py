@@ -9,6 +9,7 @@ import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
+from fleetcheck.probe.install import temp_kind
 from fleetcheck.probe.servers import process_table, shown_cmdline
 
 MAX_LISTED = 20
@@ -263,20 +264,25 @@ def compiled_modules(site, rows):
 
 
 def uv_leftovers(site, rows):
-    """uv's .tmpXXXXXX directories inside the install's package directories: uv overwrites
-    a file by linking it into a temporary directory beside it and renaming it over, so a
-    killed `uv pip install` leaves one in whichever package directory it was writing.
-    Cheap on purpose: only the directories RECORD names files in are listed, each once;
-    the tree is never walked. Left out: site-packages itself (locate_install lists it),
-    __pycache__ (uv writes no bytecode there) and paths outside site-packages (scripts)."""
+    """uv's .tmpXXXXXX directories and files inside the install's package directories.
+    uv 0.13 writes each file to a `.tmpXXXXXX` file beside it and renames it over (copy
+    mode, and hardlinks over an existing file); older uv (0.4) linked through a
+    `.tmpXXXXXX` directory. A killed `uv pip install` leaves either in the directory it
+    was writing. Cheap on purpose: only the directories RECORD names files in are listed,
+    each once; the tree is never walked, and only names starting `.tmp` are stat'ed. Left
+    out: site-packages itself (locate_install lists it), __pycache__ (uv writes no
+    bytecode there) and paths outside site-packages (scripts)."""
     parents = set()
+    recorded = set()
     for rel, _, _, _ in rows:
+        recorded.add(rel)
         parent = rel.rpartition("/")[0]
         parts = parent.split("/")
         if parent and parts[-1] != "__pycache__" and ".." not in parts and \
                 not parent.startswith("/"):  # a legacy data_files row: outside the install
             parents.add(parent)
-    found = []
+    dirs = []
+    files = []
     listed = 0
     for parent in sorted(parents):
         try:
@@ -285,10 +291,19 @@ def uv_leftovers(site, rows):
             continue
         listed += 1
         for name in names:
-            if name.startswith(".tmp") and os.path.isdir(os.path.join(site, parent, name)):
-                found.append(parent + "/" + name)
-    found.sort()
-    return {"tmp_count": len(found), "tmp_dirs": found[:MAX_LISTED], "dirs_listed": listed}
+            if not name.startswith(".tmp"):
+                continue
+            rel = parent + "/" + name
+            kind = temp_kind(os.path.join(site, rel), name)
+            if kind == "dir":
+                dirs.append(rel)
+            elif kind == "file" and rel not in recorded:
+                files.append(rel)
+    dirs.sort()
+    files.sort()
+    shown_dirs = dirs[:MAX_LISTED]
+    return {"tmp_count": len(dirs) + len(files), "tmp_dirs": shown_dirs,
+            "tmp_files": files[:MAX_LISTED - len(shown_dirs)], "dirs_listed": listed}
 
 
 def torch_installed(site):

@@ -259,6 +259,10 @@ class KeyOffset(Analysis):
                          (f["trail"][0]["file"], f["trail"][0]["line"]) not in ended]
         for finding in self.findings:
             finding.pop("stored", None)
+        # in a fixed order: flows meet helpers and overrides through sets, whose order
+        # changes with the interpreter's hash seed, and the first few of a label are the
+        # ones sent (the lead's analysis must equal the controller's, the golden its own)
+        self.findings.sort(key=finding_order)
         return self.findings
 
     def add_finding(self, offset, trail, why=None, stored=False):
@@ -279,3 +283,9 @@ class KeyOffset(Analysis):
             entry["stored"] = True
         if entry not in self.findings:
             self.findings.append(entry)
+
+
+def finding_order(finding):
+    return (finding["file"] or "", finding["line"] or 0, str(finding["offset"]),
+            finding["step"] or "", finding["text"] or "", finding.get("why") or "",
+            [(s["file"], s["line"], s["step"], s["text"]) for s in finding["trail"]])

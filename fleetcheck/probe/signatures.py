@@ -6,6 +6,7 @@ import os
 import re
 
 from fleetcheck.probe.codebase import Codebase
+from fleetcheck.probe.decision import Evaluator, decide
 from fleetcheck.probe.files import MissingFile, ProbeFileError, expand_globs, read_bytes
 from fleetcheck.probe.key_offset import KeyOffset
 from fleetcheck.probe.lexer import compile_pattern
@@ -14,6 +15,7 @@ from fleetcheck.probe.source import SourceFile
 from fleetcheck.probe.value_source import ValueSource
 
 MAX_EVIDENCE_PER_FINDING = 5
+EVALUATORS = []  # (the file cache, the decision evaluator over it): shared by its finders
 WINDOW_BACK_LINES = 60
 STRING_BACK_LINES = 20
 
@@ -69,6 +71,8 @@ def finder_needles(finder):
         return [max(words, key=len) if words else None]
     if finder["kind"] == "value-source":
         return [finder["argument"]]
+    if finder["kind"] == "decision":
+        return [finder["function"]]
     return [finder["key"]]
 
 
@@ -146,8 +150,9 @@ def run_dataflow(root, finder, files, cache):
                                constants, files)
     errors = []
     for rel, source in readable(root, files, cache, errors):
-        if not source.contains(finder["needles"][0]):
-            continue
+        if not source.contains(finder["needles"][0]) and not (
+                finder["kind"] == "value-source" and source.contains(finder["call"] + "(")):
+            continue  # value-source: a call may pass the argument by position
         source.examined = True
         try:
             analysis.examine(source)
@@ -163,10 +168,39 @@ def run_dataflow(root, finder, files, cache):
     return hits, errors
 
 
+def run_decision(root, finder, files, cache):
+    """decision: what each def of the function returns for DFlash (decision.py), with
+    the helpers it calls read (and cached, so they ship) only as the evaluation reaches
+    them."""
+    if not (EVALUATORS and EVALUATORS[0][0] is cache):  # one per probe run's file cache
+        codebase = Codebase(lambda rel: load_source(root, rel, cache))
+        EVALUATORS[:] = [(cache, Evaluator(codebase))]
+    evaluator = EVALUATORS[0][1]
+    errors = []
+    sources = []
+    for rel, source in readable(root, files, cache, errors):
+        if source.contains(finder["function"]):
+            source.examined = True
+            sources.append(source)
+    try:
+        hits, examined = decide(evaluator.codebase, sources, finder["function"], evaluator)
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        return [], errors + ["cannot parse: %s" % exc]
+    except Exception as exc:  # a tree the evaluator does not expect: an error, never a pass
+        return [], errors + ["evaluation failed (%s: %s)" % (type(exc).__name__, exc)]
+    for rel in examined:
+        entry = cache.get(rel)
+        if entry is not None and not isinstance(entry, ProbeFileError):
+            entry.examined = True
+    return hits, errors
+
+
 def run_finder(root, finder, files, cache):
     """Evidence hits for one finder over its files, and the errors that kept it from
     reading some of them."""
     kind = finder["kind"]
+    if kind == "decision":
+        return run_decision(root, finder, files, cache)
     if kind in ("key-offset", "value-source"):
         return run_dataflow(root, finder, files, cache)
     hits = []
@@ -228,7 +262,7 @@ def run_signature(root, signature, cache, walks):
         # every host and the controller more than they tell
         facts["files_searched"][name] = {"count": len(files), "first": files[:6]}
         hits, errors = run_finder(root, finder, files, cache)
-        if finder["kind"] in ("key-offset", "value-source"):
+        if finder["kind"] in ("key-offset", "value-source", "decision"):
             by_label = {}
             for hit in hits:
                 label = offset_label(name, hit["offset"]) if "offset" in hit else \

@@ -154,13 +154,90 @@ class ValueSource(Analysis):
         call."""
         self.examined.add(source.rel)
         keyword = self.argument
+        done = set()
         for text, ref in self.functions_around(source, source.hit_lines(keyword, True)):
             if self.call + "(" not in text or not passes_keyword(keyword, text):
                 continue  # the name is a parameter or a variable here, not the call's keyword
-            capture = Capture(self.call, keyword)
-            SourceFlow(self, ref, self.entry_env(ref), 0, (ref.key,), captures=[capture]).run()
-            for value, sink, argument in capture.values:
-                self.classify(self.expand(self.through_callers(value, 0), 0), sink, argument)
+            done.add(ref.node.lineno + ref.line_offset)
+            self.trace_calls(ref, Capture(self.call, keyword))
+        self.examine_positional(source, done)
+        self.examine_subclasses(source)
+
+    def examine_subclasses(self, source):
+        """A subclass of `call` in the file (`class _Attn(Attention)`), constructed
+        instead of it: what reaches the base is what its __init__ passes to
+        `super().__init__` for the argument (by keyword or at the base's position), traced
+        back from its parameters to what the module's calls of the subclass pass."""
+        if re.search(r"^[ \t]*class[ \t]+\w+[ \t]*\(.*\b%s\b" % re.escape(self.call),
+                     source.text, re.M) is None:
+            return
+        resolved = self.codebase.resolve(source.rel, self.call)
+        if resolved is None or resolved[0] != "class":
+            return
+        position = self.callee_position(source.rel)
+        for rel, name in self.codebase.subclasses(resolved[1], resolved[2], [source.rel]):
+            if rel != source.rel:
+                continue
+            init = self.codebase.function(rel, "__init__", name)
+            if init is None:
+                continue
+            self.trace_calls(init, Capture("__init__", self.argument,
+                                           position if position >= 0 else None))
+
+    def trace_calls(self, ref, capture):
+        SourceFlow(self, ref, self.entry_env(ref), 0, (ref.key,), captures=[capture]).run()
+        for value, sink, argument in capture.values:
+            self.classify(self.expand(self.through_callers(value, 0), 0), sink, argument)
+
+    def examine_positional(self, source, done):
+        """Calls that pass the argument by position, bound as Python binds them: the
+        position is the argument's in the callee's own def (`Attention.__init__` of the
+        install), so a value counts only where it lands in that parameter. The callee's
+        module is read only when a call passes that many positional arguments."""
+        if not source.contains(self.call):
+            return
+        position = None
+        # only lines that call it, outside the functions the keyword pass traced: a
+        # function is parsed only when it may pass the argument by position
+        lines = [line for line in source.hit_lines(self.call, True)
+                 if self.call + "(" in source.lines[line - 1]]
+        fresh = []
+        for line in lines:
+            block = source.enclosing_function(line)
+            if block is not None and block[0] not in done:  # block[0]: the def's line
+                fresh.append(line)
+        for text, ref in self.functions_around(source, fresh):
+            if ref.node.lineno + ref.line_offset in done:
+                continue
+            widest = widest_positional_call(ref.node, self.call)
+            if widest == 0:
+                continue
+            if position is None:
+                position = self.callee_position(source.rel)
+                if position < 0:
+                    return
+            if widest > position:
+                self.trace_calls(ref, Capture(self.call, self.argument, position))
+
+    def callee_position(self, rel):
+        """The index of `argument` among the positional parameters of `call` as `rel`
+        sees it (a class: its __init__, self dropped; a function), or -1 when it is not
+        in the tree, takes the argument by keyword only, or collects *args before it."""
+        resolved = self.codebase.resolve(rel, self.call)
+        ref = None
+        if resolved is not None and resolved[0] == "class":
+            ref = self.codebase.method(resolved[1], resolved[2], "__init__")
+        elif resolved is not None and resolved[0] == "function":
+            ref = resolved[1]
+        if ref is None:
+            return -1
+        self.examined.add(ref.rel)
+        args = ref.node.args
+        positional = [a.arg for a in getattr(args, "posonlyargs", [])] + \
+            [a.arg for a in args.args]
+        if resolved[0] == "class" and positional:
+            positional = positional[1:]
+        return positional.index(self.argument) if self.argument in positional else -1
 
     def entry_env(self, ref):
         """Parameters hold themselves, to be replaced by what the module's call sites
@@ -289,6 +366,20 @@ class ValueSource(Analysis):
             entry["why"] = why
         if entry not in self.findings and len(self.findings) < MAX_FINDINGS:
             self.findings.append(entry)
+
+
+def widest_positional_call(node, name):
+    """The most positional arguments a call of `name` inside the function passes (0 when
+    none, or when a `*spread` makes their positions unknown)."""
+    widest = 0
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            called = func.id if isinstance(func, ast.Name) else \
+                func.attr if isinstance(func, ast.Attribute) else None
+            if called == name and not any(isinstance(a, ast.Starred) for a in call.args):
+                widest = max(widest, len(call.args))
+    return widest
 
 
 def passes_keyword(name, text):
