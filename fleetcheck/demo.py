@@ -75,7 +75,9 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
     import the command line that starts it). 0 when every host came out as EXPECTED, else
     1. `installs`: what the healthy and the stale host serve (INSTALLS unless given: a
     test gives other trees to see the demo catch a host that is not what it expects).
-    SIGTERM and SIGHUP stop it as Ctrl-C does: its sshd hosts and files never outlive it."""
+    SIGTERM and SIGHUP stop it as Ctrl-C does: its sshd hosts and files never outlive it.
+    SIGINT is handled too, not left to Python: a process started as a shell's background
+    job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt for it."""
     installs = installs or INSTALLS
     try:  # where its outputs go, before any host starts
         os.makedirs(REPORT_DIR, exist_ok=True)
@@ -84,7 +86,8 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
               "directory where it can create reports/demo/)"
               % (os.path.abspath(REPORT_DIR), exc.strerror or exc), file=sys.stderr)
         return 2
-    previous = {sig: signal.signal(sig, stop_as_ctrl_c) for sig in (signal.SIGTERM,
+    previous = {sig: signal.signal(sig, stop_as_ctrl_c) for sig in (signal.SIGINT,
+                                                                    signal.SIGTERM,
                                                                     signal.SIGHUP)}
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
     try:
