@@ -3,6 +3,8 @@ engines, `_created` series ignored) and the load's numbers taken as deltas."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleetcheck.checks.acceptance import counter_totals, measure
@@ -263,3 +265,16 @@ def test_the_probes_own_counter_sums_agree_with_prometheus_client():
     assert sums["draft_tokens"] == totals["vllm:spec_decode_num_draft_tokens"]
     assert sums["generation_tokens"] == 7.0
     assert sums["per_position"] == per_position == {0: 27.0, 1: 5.0}
+
+
+def test_a_live_line_read_after_the_load_is_not_set_beside_it():
+    """A log read through the container engine is read after the probe, the load
+    included: its last line may be the load's own."""
+    from fleetcheck.facts import Served
+    served = served_with_live_line("1.1", "1.03")
+    (server,) = served.servers
+    after = replace(served, servers=[replace(server, log=replace(server.log,
+                                                                 engine_stream=True))])
+    assert isinstance(after, Served)
+    check, numbers = judge_smoke(load_facts(HEALTHY), SmokeSettings(), after)
+    assert numbers["live"] is None and check.status == "pass", check.message

@@ -215,13 +215,16 @@ def drafter_window(config: Any) -> int | None:
 
 def live_acceptance(facts: Smoke, served: Served | None) -> dict[str, Any] | None:
     """The last SpecDecoding metrics line the server on the load's port logged (served-log
-    read it, by the install's own format and names), or None."""
+    read it, by the install's own format and names) before the load, or None. A log read
+    through the container engine is read after the whole probe, the load included: its
+    last line may be the load's own, so it is not set beside the load."""
     if served is None or not facts.url:
         return None
     port = urlsplit(facts.url).port
     for server in served.servers:
         log = server.log
-        if server.port == port and log is not None and log.metrics is not None:
+        if server.port == port and log is not None and log.metrics is not None and \
+                not log.engine_stream:
             return {"time": log.metrics.time, "source": log.source,
                     "values": dict(log.metrics.values or {})}
     return None

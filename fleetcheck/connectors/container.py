@@ -461,6 +461,8 @@ class ContainerSession(Session):
         whole = len(head) <= head_bytes
         head = head[:head_bytes]
         if placed.engine == "ctr":
+            if not whole:  # a CRI line cut inside its text would pass for a whole one
+                head = head[:head.rfind(b"\n") + 1]
             head, tail = cri_text(head), cri_text(tail)
         return EngineLog(source, head, None if whole else tail)
 

@@ -285,8 +285,11 @@ class KubectlSession(Session):
                                                                  quote_text(head.stderr)))
         if len(head.stdout) <= head_bytes:
             return EngineLog(source, head.stdout, None)
-        tail = self.local.run(self.kubectl_line(
-            "logs", self.pod, "-c", self.container, "--tail=%d" % TAIL_LINES), b"", cancel)
+        try:  # kubectl bounds the tail by lines only: a flood past the output cap is an error
+            tail = self.local.run(self.kubectl_line(
+                "logs", self.pod, "-c", self.container, "--tail=%d" % TAIL_LINES), b"", cancel)
+        except TransportError:
+            return EngineLog(source, head.stdout[:head_bytes], b"")  # the head, still read
         return EngineLog(source, head.stdout[:head_bytes],
                          tail.stdout[-tail_bytes:] if tail.exit_status == 0 else b"")
 

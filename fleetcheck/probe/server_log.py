@@ -24,6 +24,7 @@ from fleetcheck.probe.servers import SECRET_WORDS
 HEAD_BYTES = 1024 * 1024  # start-up: vLLM's first lines are within a few hundred KB
 TAIL_BYTES = 1024 * 1024  # the live metrics, every VLLM_LOG_STATS_INTERVAL
 MAX_LINE = 600
+MAX_SPEC = 4096  # characters of a SpeculativeConfig(...) repr read
 MAX_FATAL = 5
 # what tells each line apart: the name of what it prints (or guards it), not its words
 ENGINE_ARG = "vllm_config"
@@ -42,8 +43,9 @@ REDACT = re.compile(r"""(['"]?[\w.-]*(?:%s)[\w.-]*['"]?\s*[:=]\s*)('[^']*'|"[^"]
 def redacted(line):
     """A log line as it may leave the host: values of keys named like secrets hidden
     (`'api_key': 'sk-...'` in a `non-default args` line), cut to MAX_LINE."""
-    line = REDACT.sub(lambda m: m.group(1) + "'***'", line)
-    return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "..."
+    if len(line) > MAX_LINE:  # cut first: the redaction's cost grows with the line
+        line = line[:MAX_LINE] + "..."
+    return REDACT.sub(lambda m: m.group(1) + "'***'", line)
 
 
 def format_parts(fmt):
@@ -402,8 +404,11 @@ def parse_lines(lines, templates):
                 if kind == "engine":
                     out["startups"] += 1
                     spec = re.search(r"SpeculativeConfig\(([^)]*)\)", line)
+                    # a few hundred characters in vLLM's repr; bounded, and each key
+                    # tried once per word (no quadratic retries inside a long word)
                     shown["spec"] = dict((k, v.strip("'\"")) for k, v in re.findall(
-                        r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)", spec.group(1))) if spec else None
+                        r"(?<!\w)(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)", spec.group(1)[:MAX_SPEC])) \
+                        if spec else None
                     out["engine"] = shown
                 elif kind == "aux_layers":
                     shown["ids"] = [int(n) for n in re.findall(r"-?\d+", values[0])] \
@@ -481,7 +486,7 @@ def container_stream(pid):
         mine, first = os.readlink("/proc/%d/fd/1" % pid), os.readlink("/proc/1/fd/1")
     except OSError:
         return False
-    return mine == first and not mine.startswith("/")
+    return mine == first and (not mine.startswith("/") or mine.startswith("/dev/pts/"))
 
 
 def attach_logs(served, plan, code_root, drafter_module, deadline):
