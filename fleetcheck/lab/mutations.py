@@ -584,6 +584,13 @@ GATE = ("        return self.use_eagle() and not (self.use_dflash() or "
 WRAPPER_BODY = "        return self.needs_eagle_block_drop() and not self.disable_eagle_block_drop\n"
 SPEC_CLASS_END = "    def use_dflash(self) -> bool:\n"
 SPEC_IMPORT = "import copy\n"
+# a module function of the config file deciding the drop, with and without a default
+DROPS_BLOCK_WITH_DEFAULT = ('def _drops_block(method, own_kv=("dflash", "dspark")):\n'
+                            '    return method in ("eagle", "eagle3", "mtp", "dflash", "dspark") '
+                            "and method not in own_kv\n")
+DROPS_BLOCK = ("def _drops_block(method, own_kv):\n"
+               '    return method in ("eagle", "eagle3", "mtp", "dflash") '
+               "and method not in own_kv\n")
 
 
 def gate_cases(out: Cases) -> None:
@@ -686,24 +693,16 @@ def gate_cases(out: Cases) -> None:
         # calls bound to the callee's def, module functions, stdlib helpers
         ("call", "module-function", True, "a module function of the config file",
          gate("        return _drops_block(self.method)\n",
-              module('def _drops_block(method, own_kv=("dflash", "dspark")):\n'
-                     '    return method in ("eagle", "eagle3", "mtp", "dflash", "dspark") '
-                     "and method not in own_kv\n"))),
+              module(DROPS_BLOCK_WITH_DEFAULT))),
         ("call", "module-function-keyword", False, "the default replaced by a keyword",
          gate('        return _drops_block(self.method, own_kv=("dspark",))\n',
-              module('def _drops_block(method, own_kv=("dflash", "dspark")):\n'
-                     '    return method in ("eagle", "eagle3", "mtp", "dflash", "dspark") '
-                     "and method not in own_kv\n"))),
+              module(DROPS_BLOCK_WITH_DEFAULT))),
         ("call", "positional-star", True, "arguments passed as *args onto the def",
          gate('        return _drops_block(*(self.method, ("dflash",)))\n',
-              module("def _drops_block(method, own_kv):\n"
-                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
-                     "and method not in own_kv\n"))),
+              module(DROPS_BLOCK))),
         ("call", "keywords-dict", False, "**kwargs naming no DFlash",
          gate('        return _drops_block(**{"method": self.method, "own_kv": ()})\n',
-              module("def _drops_block(method, own_kv):\n"
-                     '    return method in ("eagle", "eagle3", "mtp", "dflash") '
-                     "and method not in own_kv\n"))),
+              module(DROPS_BLOCK))),
         ("call", "lambda", True, "a lambda applied to the method",
          gate('        return (lambda m: m in ("eagle", "eagle3", "mtp"))(self.method)\n')),
         ("call", "operator-contains", True, "operator.contains over an allow-list",

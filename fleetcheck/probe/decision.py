@@ -118,6 +118,12 @@ class Evaluator(object):
         truth = self.truth(value)
         return truth, self.decided_line, None
 
+    def test_truth(self, node, frame):
+        """True or False when the test of an `if` or a conditional expression is known,
+        else None."""
+        test = self.expr(node, frame)
+        return self.truth(test) if known(test) else None
+
     def truth(self, value):
         try:
             return bool(value)
@@ -449,8 +455,7 @@ class Evaluator(object):
         return frame.unknown(target, "an assignment to %s" % construct(target))
 
     def branch(self, node, frame):
-        test = self.expr(node.test, frame)
-        truth = self.truth(test) if known(test) else None
+        truth = self.test_truth(node.test, frame)
         if truth is True:
             return self.run(node.body, frame)
         if truth is False:
@@ -526,8 +531,7 @@ class Evaluator(object):
         if isinstance(node, ast.Compare):
             return self.compare(node, frame)
         if isinstance(node, ast.IfExp):
-            test = self.expr(node.test, frame)
-            truth = self.truth(test) if known(test) else None
+            truth = self.test_truth(node.test, frame)
             if truth is True:
                 return self.expr(node.body, frame)
             if truth is False:
