@@ -54,7 +54,8 @@ def main(argv):
         @staticmethod
         def find_spec(name, path=None, target=None):
             if name in code or name in ("fleetcheck", "fleetcheck.probe"):
-                return frozen.ModuleSpec(name, Finder, is_package=name not in code)
+                return frozen.ModuleSpec(name, Finder, is_package=name not in code or any(
+                    other.startswith(name + ".") for other in code))
 
         @staticmethod
         def create_module(spec):

@@ -42,7 +42,7 @@ BOOTSTRAP = (
     "class L:\n"
     " def find_spec(n,p=None,t=None):\n"
     "  if n in c or n in('fleetcheck','fleetcheck.probe'):"
-    "return i.ModuleSpec(n,L,is_package=n not in c)\n"
+    "return i.ModuleSpec(n,L,is_package=n not in c or any(k.startswith(n+'.')for k in c))\n"
     " def create_module(s):return None\n"
     " def exec_module(m):exec(c.get(m.__name__,''),m.__dict__)\n"
     "sys.meta_path.insert(0,L)\n"
@@ -63,13 +63,16 @@ def probe_modules(with_smoke: bool = False) -> bytes:
 
 
 def probe_sources(with_smoke: bool) -> list[list[str]]:
-    """[[module name, source], ...] of the probe, in dependency order."""
+    """[[module name, source], ...] of the probe, in dependency order (a package: its
+    __init__.py)."""
     directory = os.path.join(os.path.dirname(__file__), "probe")
     sources = []
     for name in PROBE_MODULES:
         if name == "smoke_load" and not with_smoke:
             continue
-        with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
+        path = os.path.join(directory, *name.split("."))
+        path = os.path.join(path, "__init__.py") if os.path.isdir(path) else path + ".py"
+        with open(path, encoding="utf-8") as handle:
             sources.append(["fleetcheck.probe." + name, handle.read()])
     return sources
 

@@ -129,3 +129,25 @@ def test_connectors_are_given_connection_settings_never_an_untyped_host():
                         path, node.lineno, node.name,
                         ast.unparse(arg.annotation) if arg.annotation else "no annotation"))
     assert untyped == []
+
+
+def test_the_interpreter_is_asked_questions_never_subclassed():
+    """The fix analysis has one entry point (`trace(codebase, entry, question)`): a
+    question is an object derived from trace.question.Question, and no class anywhere
+    derives from the interpreter's Flow or its parts, so one verdict reads from the
+    question's module and the interpreter's, never from a pair of subclasses."""
+    parts = {"Flow", "Statements", "Expressions", "Calls", "Paths"}
+    questions = []
+    for path in module_files():
+        tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")
+                         for b in node.bases}
+                assert not (bases & parts) or path == "fleetcheck/probe/trace/flow.py", \
+                    "%s: class %s derives from the interpreter" % (path, node.name)
+                if "Question" in bases:
+                    questions.append(node.name)
+    assert sorted(questions) == ["KeyOffset", "ValueSource"]
+    signatures = open(os.path.join(PACKAGE, "probe", "signatures.py"), encoding="utf-8").read()
+    assert "trace(codebase, " in signatures and "Flow" not in signatures

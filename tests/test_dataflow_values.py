@@ -1,11 +1,11 @@
-"""The dataflow's values (probe/dataflow_values.py): kinds stay apart in a value, and the
+"""The dataflow's values (probe/trace/values.py): kinds stay apart in a value, and the
 joins and conversions the interpreter relies on hold."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleetcheck.probe.dataflow_values import (EMPTY, NONINT, Deferred, Elem, Ids, Int, Items,
+from fleetcheck.probe.trace.values import (EMPTY, NONINT, Deferred, Elem, Ids, Int, Items,
                                               Keyed, Lost, Source, Unknown, as_collection,
                                               as_elements, carries_ids, flat, join, keyed,
                                               with_step)

@@ -8,11 +8,12 @@ import re
 from fleetcheck.probe.codebase import Codebase
 from fleetcheck.probe.decision import Evaluator, decide
 from fleetcheck.probe.files import MissingFile, ProbeFileError, expand_globs, read_bytes
-from fleetcheck.probe.key_offset import KeyOffset
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.probe.patterns import MAX_GAP_TOKENS, find_pattern, find_string
 from fleetcheck.probe.source import SourceFile
-from fleetcheck.probe.value_source import ValueSource
+from fleetcheck.probe.trace import trace
+from fleetcheck.probe.trace.key_offset import KeyOffset
+from fleetcheck.probe.trace.value_source import ValueSource
 
 MAX_EVIDENCE_PER_FINDING = 5
 EVALUATORS = []  # (the file cache, the decision evaluator over it): shared by its finders
@@ -138,7 +139,7 @@ def run_dataflow(root, finder, files, cache):
     helpers read (and cached, so they ship) only when a flow reaches them."""
     codebase = Codebase(lambda rel: load_source(root, rel, cache))
     if finder["kind"] == "key-offset":
-        analysis = KeyOffset(codebase, finder["key"], finder.get("container"), files)
+        question = KeyOffset(finder["key"], finder.get("container"))
     else:
         sources = {}
         for label, names in sorted(finder["sources"].items()):
@@ -146,26 +147,26 @@ def run_dataflow(root, finder, files, cache):
                 sources.setdefault(name, label)
         constants = dict((value, label) for label, values in
                          sorted(finder.get("constants", {}).items()) for value in values)
-        analysis = ValueSource(codebase, finder["call"], finder["argument"], sources,
-                               constants, files)
+        question = ValueSource(finder["call"], finder["argument"], sources, constants)
     errors = []
-    for rel, source in readable(root, files, cache, errors):
-        if not source.contains(finder["needles"][0]) and not (
-                finder["kind"] == "value-source" and source.contains(finder["call"] + "(")):
-            continue  # value-source: a call may pass the argument by position
-        source.examined = True
-        try:
-            analysis.examine(source)
-        except (SyntaxError, ValueError, RecursionError) as exc:
-            errors.append("%s: cannot parse: %s" % (rel, exc))
-        except Exception as exc:  # a tree the dataflow does not expect: an error, never a pass
-            errors.append("%s: dataflow failed (%s: %s)" % (rel, type(exc).__name__, exc))
-    for rel in analysis.examined:
+    hits, examined = trace(codebase, needle_files(root, finder, files, cache, errors),
+                           question, files, errors)
+    for rel in examined:
         entry = cache.get(rel)
         if entry is not None and not isinstance(entry, ProbeFileError):
             entry.examined = True
-    hits = analysis.finish()
     return hits, errors
+
+
+def needle_files(root, finder, files, cache, errors):
+    """The finder's files holding its needle (value-source: or a call of its callee,
+    which may pass the argument by position), marked examined as they are met."""
+    for rel, source in readable(root, files, cache, errors):
+        if not source.contains(finder["needles"][0]) and not (
+                finder["kind"] == "value-source" and source.contains(finder["call"] + "(")):
+            continue
+        source.examined = True
+        yield source
 
 
 def run_decision(root, finder, files, cache):

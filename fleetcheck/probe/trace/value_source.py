@@ -13,9 +13,12 @@ import ast
 import re
 
 from fleetcheck.probe.codebase import dotted_name
-from fleetcheck.probe.dataflow import MAX_CALL_DEPTH, MAX_FINDINGS, Analysis, Flow, step_of
-from fleetcheck.probe.dataflow_values import (CallLookup, Constant, ConstantLookup, Deferred,
-                                              Items, Keyed, Param, Source, Unknown)
+from fleetcheck.probe.trace.flow import Flow
+from fleetcheck.probe.trace.nodes import step_of
+from fleetcheck.probe.trace.question import Question
+from fleetcheck.probe.trace.state import MAX_CALL_DEPTH, MAX_FINDINGS
+from fleetcheck.probe.trace.values import (CallLookup, Constant, ConstantLookup, Deferred,
+                                           Items, Keyed, Param, Source, Unknown)
 
 MAX_CALLER_DEPTH = 3
 
@@ -31,139 +34,131 @@ class Capture(object):
         self.values = []  # (value or None, the call's step, the argument's own step)
 
 
-class SourceFlow(Flow):
-    """Every value is something: a source, a constant, or an Unknown with its reason.
-    Values also carry the config reads of the tests they are computed under."""
+class ValueSource(Question):
+    """Findings for the argument `argument` of every call of `call` in the files. Every
+    value is something: a source, a constant, or an Unknown with its reason; values also
+    carry the config reads of the tests they are computed under."""
 
-    LOCAL_CALLEES_ONLY = True
+    local_callees_only = True
 
-    def __init__(self, analysis, fn, env, depth, stack, self_cls=None, captures=()):
-        Flow.__init__(self, analysis, fn, env, depth, stack, self_cls)
-        self.captures = captures
-
-    def unknown(self, node, why):
-        return frozenset([Unknown(why, self.step(node, "untraced"))])
-
-    def constant(self, node, value):
-        return frozenset([Constant(repr(value)[:40], self.step(node, "constant"))])
-
-    def key_read(self, node, base, name):
-        label = self.a.sources.get(name)
-        if label is not None:
-            return frozenset([Source(label, self.step(node, "source"))])
-        return None
-
-    def named_call(self, call):
-        if call.name in self.a.sources:
-            return frozenset([Source(self.a.sources[call.name],
-                                     self.step(call.node, "source"))])
-        return None
-
-    def free_name(self, node):
-        found = self.a.codebase.module_constant(self.fn.rel, node.id)
-        if found is not None:
-            return frozenset([Constant(repr(found[0])[:40],
-                                       step_of(self.a.codebase, self.fn.rel, found[1],
-                                               found[1], "constant"))])
-        if node.id in self.a.codebase.imports(self.fn.rel):
-            return self.deferred_constant(node, "%s is not assigned in %s()"
-                                          % (node.id, self.fn.name))
-        return Flow.free_name(self, node)
-
-    def unbound_attribute(self, node, name, base):
-        """A class constant, or a config field's declared default."""
-        if name and name.startswith("self."):
-            return self.deferred_constant(node, "%s is set outside %s()"
-                                          % (name, self.fn.name))
-        return self.deferred_constant(node, "attribute .%s" % node.attr)
-
-    def deferred_constant(self, node, why):
-        """A name of another module (or class) that may be a constant: looked up only if
-        its value reaches the call (ValueSource.expand)."""
-        return frozenset([Deferred(why, self.step(node, "untraced"),
-                                   ConstantLookup(self, node))])
-
-    def untraced(self, node, value, lost_why, unknown_why):
-        return self.unknown(node, unknown_why)
-
-    def read_with_default(self, found, args):
-        return found | args[1] if len(args) > 1 else found
-
-    def spread(self, node, expression, value):
-        return self.unknown(expression, "keywords passed as **%s at %s:%d could not be "
-                            "followed" % (dotted_name(expression) or "a value",
-                                          self.fn.rel, self.line(node)))
-
-    def unfollowed(self, node, what, why, args, keywords, opaque, func=None):
-        """A helper of another module is looked up only if its value reaches the call."""
-        if func is None:
-            return self.unknown(node, "%s could not be followed%s" % (what, why))
-        lookup = CallLookup(self, func, node, tuple(args), tuple(sorted(keywords.items())))
-        return frozenset([Deferred("%s could not be followed%s" % (what, why),
-                                   self.step(node, "untraced"), lookup)])
-
-    def not_followed(self, ref, node, args, keywords, why):
-        return self.unknown(node, "%s() not followed (%s)" % (ref.name, why))
-
-    def at_call(self, call):
-        node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
-        for capture in self.captures:
-            if call.name != capture.call:
-                continue
-            step = self.step(node, "call")
-            if capture.keyword not in keywords and opaque:
-                capture.values.append((frozenset().union(*opaque), step, None))
-            elif capture.keyword in keywords:
-                given = [k.value for k in node.keywords if k.arg == capture.keyword]
-                capture.values.append((keywords[capture.keyword], step,
-                                       self.argument_step(given, capture.keyword)))
-            elif capture.position is not None and capture.position < len(node.args) and \
-                    not any(isinstance(a, ast.Starred) for a in node.args):
-                capture.values.append((args[capture.position], step,
-                                       self.argument_step([node.args[capture.position]],
-                                                          None)))
-            elif capture.position is not None:
-                capture.values.append((None, step, None))
-
-    def argument_step(self, given, keyword):
-        """The traced argument's own line ('use_eagle=...'), or None when it came through
-        a ** spread (no line of the call names it)."""
-        if not given:
-            return None
-        node = given[0]
-        rel, first, step, text = self.step(node, "argument")
-        if keyword is not None and keyword + "=" not in text.replace(" ", ""):
-            text = "%s=%s" % (keyword, text)  # the keyword sits on the line before its value
-        return (rel, first, step, text)
-
-
-class ValueSource(Analysis):
-    """Findings for the argument `argument` of every call of `call` in the files."""
-
-    flow_class = SourceFlow
-
-    def __init__(self, codebase, call, argument, sources, constants=None, files=()):
-        Analysis.__init__(self, codebase, files)
+    def __init__(self, call, argument, sources, constants=None):
         self.call = call
         self.argument = argument
         self.sources = sources  # name -> label
         self.constants = constants or {}  # repr of a constant -> label
 
-    def examine(self, source):
+    # -- what a construct means for the argument ---------------------------------------
+    def unknown(self, flow, node, why):
+        return frozenset([Unknown(why, flow.step(node, "untraced"))])
+
+    def constant(self, flow, node, value):
+        return frozenset([Constant(repr(value)[:40], flow.step(node, "constant"))])
+
+    def key_read(self, flow, node, base, name):
+        label = self.sources.get(name)
+        if label is not None:
+            return frozenset([Source(label, flow.step(node, "source"))])
+        return None
+
+    def named_call(self, flow, call):
+        if call.name in self.sources:
+            return frozenset([Source(self.sources[call.name],
+                                     flow.step(call.node, "source"))])
+        return None
+
+    def free_name(self, flow, node):
+        found = flow.state.codebase.module_constant(flow.fn.rel, node.id)
+        if found is not None:
+            return frozenset([Constant(repr(found[0])[:40],
+                                       step_of(flow.state.codebase, flow.fn.rel, found[1],
+                                               found[1], "constant"))])
+        if node.id in flow.state.codebase.imports(flow.fn.rel):
+            return self.deferred_constant(flow, node, "%s is not assigned in %s()"
+                                          % (node.id, flow.fn.name))
+        return Question.free_name(self, flow, node)
+
+    def unbound_attribute(self, flow, node, name, base):
+        """A class constant, or a config field's declared default."""
+        if name and name.startswith("self."):
+            return self.deferred_constant(flow, node, "%s is set outside %s()"
+                                          % (name, flow.fn.name))
+        return self.deferred_constant(flow, node, "attribute .%s" % node.attr)
+
+    def deferred_constant(self, flow, node, why):
+        """A name of another module (or class) that may be a constant: looked up only if
+        its value reaches the call (ValueSource.expand)."""
+        return frozenset([Deferred(why, flow.step(node, "untraced"),
+                                   ConstantLookup(flow, node))])
+
+    def untraced(self, flow, node, value, lost_why, unknown_why):
+        return self.unknown(flow, node, unknown_why)
+
+    def read_with_default(self, flow, found, args):
+        return found | args[1] if len(args) > 1 else found
+
+    def spread(self, flow, node, expression, value):
+        return self.unknown(flow, expression, "keywords passed as **%s at %s:%d could not be "
+                            "followed" % (dotted_name(expression) or "a value",
+                                          flow.fn.rel, flow.line(node)))
+
+    def unfollowed(self, flow, node, what, why, args, keywords, opaque, func=None):
+        """A helper of another module is looked up only if its value reaches the call."""
+        if func is None:
+            return self.unknown(flow, node, "%s could not be followed%s" % (what, why))
+        lookup = CallLookup(flow, func, node, tuple(args), tuple(sorted(keywords.items())))
+        return frozenset([Deferred("%s could not be followed%s" % (what, why),
+                                   flow.step(node, "untraced"), lookup)])
+
+    def not_followed(self, flow, ref, node, args, keywords, why):
+        return self.unknown(flow, node, "%s() not followed (%s)" % (ref.name, why))
+
+    def at_call(self, flow, call):
+        node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
+        for capture in flow.watching:
+            if call.name != capture.call:
+                continue
+            step = flow.step(node, "call")
+            if capture.keyword not in keywords and opaque:
+                capture.values.append((frozenset().union(*opaque), step, None))
+            elif capture.keyword in keywords:
+                given = [k.value for k in node.keywords if k.arg == capture.keyword]
+                capture.values.append((keywords[capture.keyword], step,
+                                       self.argument_step(flow, given, capture.keyword)))
+            elif capture.position is not None and capture.position < len(node.args) and \
+                    not any(isinstance(a, ast.Starred) for a in node.args):
+                capture.values.append((args[capture.position], step,
+                                       self.argument_step(flow, [node.args[capture.position]],
+                                                          None)))
+            elif capture.position is not None:
+                capture.values.append((None, step, None))
+
+    def argument_step(self, flow, given, keyword):
+        """The traced argument's own line ('use_eagle=...'), or None when it came through
+        a ** spread (no line of the call names it)."""
+        if not given:
+            return None
+        node = given[0]
+        rel, first, step, text = flow.step(node, "argument")
+        if keyword is not None and keyword + "=" not in text.replace(" ", ""):
+            text = "%s=%s" % (keyword, text)  # the keyword sits on the line before its value
+        return (rel, first, step, text)
+
+    # -- where flows start, what is found ----------------------------------------------
+    def examine(self, state, source):
         """Flows over the functions holding `call(..., argument=...)`; a finding per
         call."""
-        self.examined.add(source.rel)
+        state.examined.add(source.rel)
         keyword = self.argument
         done = set()
-        for text, ref in self.functions_around(source, source.hit_lines(keyword, True)):
+        for text, ref in state.functions_around(source, source.hit_lines(keyword, True)):
             if self.call + "(" not in text or not passes_keyword(keyword, text):
                 continue  # the name is a parameter or a variable here, not the call's keyword
             done.add(ref.node.lineno + ref.line_offset)
-            self.trace_calls(ref, Capture(self.call, keyword))
-        self.examine_positional(source, done)
-        self.examine_subclasses(source)
+            self.trace_calls(state, ref, Capture(self.call, keyword))
+        self.examine_positional(state, source, done)
+        self.examine_subclasses(state, source)
 
-    def examine_subclasses(self, source):
+    def examine_subclasses(self, state, source):
         """A subclass of `call` in the file (`class _Attn(Attention)`), constructed
         instead of it: what reaches the base is what its __init__ passes to
         `super().__init__` for the argument (by keyword or at the base's position), traced
@@ -171,25 +166,25 @@ class ValueSource(Analysis):
         if re.search(r"^[ \t]*class[ \t]+\w+[ \t]*\(.*\b%s\b" % re.escape(self.call),
                      source.text, re.M) is None:
             return
-        resolved = self.codebase.resolve(source.rel, self.call)
+        resolved = state.codebase.resolve(source.rel, self.call)
         if resolved is None or resolved[0] != "class":
             return
-        position = self.callee_position(source.rel)
-        for rel, name in self.codebase.subclasses(resolved[1], resolved[2], [source.rel]):
+        position = self.callee_position(state, source.rel)
+        for rel, name in state.codebase.subclasses(resolved[1], resolved[2], [source.rel]):
             if rel != source.rel:
                 continue
-            init = self.codebase.function(rel, "__init__", name)
+            init = state.codebase.function(rel, "__init__", name)
             if init is None:
                 continue
-            self.trace_calls(init, Capture("__init__", self.argument,
+            self.trace_calls(state, init, Capture("__init__", self.argument,
                                            position if position >= 0 else None))
 
-    def trace_calls(self, ref, capture):
-        SourceFlow(self, ref, self.entry_env(ref), 0, (ref.key,), captures=[capture]).run()
+    def trace_calls(self, state, ref, capture):
+        Flow(state, ref, self.entry_env(state, ref), 0, (ref.key,), watching=[capture]).run()
         for value, sink, argument in capture.values:
-            self.classify(self.expand(self.through_callers(value, 0), 0), sink, argument)
+            self.classify(state, self.expand(state, self.through_callers(state, value, 0), 0), sink, argument)
 
-    def examine_positional(self, source, done):
+    def examine_positional(self, state, source, done):
         """Calls that pass the argument by position, bound as Python binds them: the
         position is the argument's in the callee's own def (`Attention.__init__` of the
         install), so a value counts only where it lands in that parameter. The callee's
@@ -206,32 +201,32 @@ class ValueSource(Analysis):
             block = source.enclosing_function(line)
             if block is not None and block[0] not in done:  # block[0]: the def's line
                 fresh.append(line)
-        for text, ref in self.functions_around(source, fresh):
+        for text, ref in state.functions_around(source, fresh):
             if ref.node.lineno + ref.line_offset in done:
                 continue
             widest = widest_positional_call(ref.node, self.call)
             if widest == 0:
                 continue
             if position is None:
-                position = self.callee_position(source.rel)
+                position = self.callee_position(state, source.rel)
                 if position < 0:
                     return
             if widest > position:
-                self.trace_calls(ref, Capture(self.call, self.argument, position))
+                self.trace_calls(state, ref, Capture(self.call, self.argument, position))
 
-    def callee_position(self, rel):
+    def callee_position(self, state, rel):
         """The index of `argument` among the positional parameters of `call` as `rel`
         sees it (a class: its __init__, self dropped; a function), or -1 when it is not
         in the tree, takes the argument by keyword only, or collects *args before it."""
-        resolved = self.codebase.resolve(rel, self.call)
+        resolved = state.codebase.resolve(rel, self.call)
         ref = None
         if resolved is not None and resolved[0] == "class":
-            ref = self.codebase.method(resolved[1], resolved[2], "__init__")
+            ref = state.codebase.method(resolved[1], resolved[2], "__init__")
         elif resolved is not None and resolved[0] == "function":
             ref = resolved[1]
         if ref is None:
             return -1
-        self.examined.add(ref.rel)
+        state.examined.add(ref.rel)
         args = ref.node.args
         positional = [a.arg for a in getattr(args, "posonlyargs", [])] + \
             [a.arg for a in args.args]
@@ -239,37 +234,37 @@ class ValueSource(Analysis):
             positional = positional[1:]
         return positional.index(self.argument) if self.argument in positional else -1
 
-    def entry_env(self, ref):
+    def entry_env(self, state, ref):
         """Parameters hold themselves, to be replaced by what the module's call sites
         pass."""
         return dict((name, frozenset([Param(ref, name, index)]))
                     for index, name in enumerate(ref.params()))
 
-    def through_callers(self, value, depth):
+    def through_callers(self, state, value, depth):
         """Parameters replaced by what the module's call sites pass for them."""
         out = set()
         for atom in value:
             if isinstance(atom, Items):
-                out.add(Items(tuple(frozenset(self.through_callers(v, depth))
+                out.add(Items(tuple(frozenset(self.through_callers(state, v, depth))
                                     for v in atom.items)))
                 continue
             if not isinstance(atom, Param):
                 out.add(atom)
                 continue
             ref, name = atom.ref, atom.name
-            passed = self.passed_by_callers(ref, name, atom.position) \
+            passed = self.passed_by_callers(state, ref, name, atom.position) \
                 if depth < MAX_CALLER_DEPTH else []
             if not passed:
                 out.add(Unknown("parameter %s of %s() gets no value from a call in %s"
                                 % (name, ref.name, ref.rel),
-                                step_of(self.codebase, ref.rel,
+                                step_of(state.codebase, ref.rel,
                                         ref.node.lineno + ref.line_offset,
                                         ref.node.lineno + ref.line_offset, "parameter")))
             for item in passed:
-                out |= self.through_callers(item, depth + 1)
+                out |= self.through_callers(state, item, depth + 1)
         return frozenset(out)
 
-    def expand(self, value, depth):
+    def expand(self, state, value, depth):
         """Deferred values that reach the call, followed now (their modules read only
         now), to what they are."""
         out = set()
@@ -296,35 +291,35 @@ class ValueSource(Analysis):
                     else:
                         picked.add(item)
                 result = frozenset(picked)
-            out |= self.expand(self.through_callers(result, depth), depth + 1)
+            out |= self.expand(state, self.through_callers(state, result, depth), depth + 1)
         return frozenset(out)
 
-    def passed_by_callers(self, ref, name, position):
+    def passed_by_callers(self, state, ref, name, position):
         """The values call sites in the function's module pass for one parameter."""
-        source = self.codebase.source(ref.rel)
+        source = state.codebase.source(ref.rel)
         constructor = ref.name == "__init__" and ref.cls is not None
         called = ref.cls[1] if constructor else ref.name
         out = []
         def_line = ref.node.lineno + ref.line_offset
         lines = [line for line in source.hit_lines(called, True) if line != def_line]
-        for _, site in self.functions_around(source, lines):
+        for _, site in state.functions_around(source, lines):
             capture = Capture(called, name, position)
-            SourceFlow(self, site, self.entry_env(site), 0, (site.key,),
-                       captures=[capture]).run()
+            Flow(state, site, self.entry_env(state, site), 0, (site.key,),
+                       watching=[capture]).run()
             out.extend(value for value, _, _ in capture.values)
         if not out:
             return out
         default = ref.defaults().get(name)
         if any(value is None for value in out):
             out = [v for v in out if v is not None]
-            out.append(SourceFlow(self, ref, {}, 0, ()).eval(default, {})
+            out.append(Flow(state, ref, {}, 0, ()).eval(default, {})
                        if default is not None else
                        frozenset([Unknown("no value for %s" % name,
-                                          step_of(self.codebase, ref.rel, def_line, def_line,
+                                          step_of(state.codebase, ref.rel, def_line, def_line,
                                                   "parameter"))]))
         return out
 
-    def classify(self, value, sink, argument=None):
+    def classify(self, state, value, sink, argument=None):
         labels = {}
         constants = []
         unknown = []
@@ -346,15 +341,15 @@ class ValueSource(Analysis):
                     constants.append(sink)
         head = [sink] + ([argument] if argument is not None and argument != sink else [])
         for label, steps in sorted(labels.items()):
-            self.add_finding(label, head, sorted(set(steps))[:3])
+            self.add_finding(state, label, head, sorted(set(steps))[:3])
         named = set(self.constants.values())
         if not [label for label in labels if label not in named] and constants and \
                 not unknown:
-            self.add_finding("constant", head, sorted(set(constants))[:3])
+            self.add_finding(state, "constant", head, sorted(set(constants))[:3])
         for why, step in sorted(set(unknown))[:2]:
-            self.add_finding("?", head, [step], why)
+            self.add_finding(state, "?", head, [step], why)
 
-    def add_finding(self, label, head, steps, why=None):
+    def add_finding(self, state, label, head, steps, why=None):
         """`head`: the call, then the argument it was traced from on its own line (a long
         call's evidence text elides its middle, where that argument often is)."""
         sink = head[0]
@@ -364,8 +359,8 @@ class ValueSource(Analysis):
                            for s in head + [s for s in steps if s not in head]]}
         if why:
             entry["why"] = why
-        if entry not in self.findings and len(self.findings) < MAX_FINDINGS:
-            self.findings.append(entry)
+        if entry not in state.findings and len(state.findings) < MAX_FINDINGS:
+            state.findings.append(entry)
 
 
 def widest_positional_call(node, name):

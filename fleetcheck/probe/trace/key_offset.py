@@ -12,10 +12,13 @@ never silence. Values other than ids and constant ints are not tracked: they are
 import ast
 import re
 
-from fleetcheck.probe.dataflow import MAX_FINDINGS, Analysis, Flow, const_int
-from fleetcheck.probe.dataflow_values import (EMPTY, IDS_KINDS, NONINT, Container, Ids, Int,
-                                              Items, Keyed, Lost, as_elements, carries_ids,
-                                              flat, with_step)
+from fleetcheck.probe.trace.flow import Flow
+from fleetcheck.probe.trace.nodes import const_int
+from fleetcheck.probe.trace.question import Question
+from fleetcheck.probe.trace.state import MAX_FINDINGS
+from fleetcheck.probe.trace.values import (EMPTY, IDS_KINDS, NONINT, Container, Ids, Int,
+                                           Items, Keyed, Lost, as_elements, carries_ids,
+                                           flat, with_step)
 
 # builtins whose result is (one of) their argument(s) as a number: ids stay ids
 SAME_VALUE = {"int", "float", "round", "abs", "min", "max", "sum"}
@@ -24,47 +27,51 @@ CONTAINER_ATOM = Container()
 CONTAINER = frozenset([CONTAINER_ATOM])
 
 
-class OffsetFlow(Flow):
-    """Ids and constant ints through one function; anything else is EMPTY, and ids that
-    go where the interpreter does not follow are lost (a `:?` finding), never dropped."""
+class KeyOffset(Question):
+    """Flows from each function that reads the key; findings by the offset they end at.
+    Ids and constant ints go through each flow; anything else is EMPTY, and ids that go
+    where the interpreter does not follow are lost (a `:?` finding), never dropped."""
 
-    def unknown(self, node, why):
+    def __init__(self, key, container=None):
+        self.key = key
+        self.container = container
+
+    # -- what a construct means for the ids --------------------------------------------
+    def unknown(self, flow, node, why):
         return EMPTY
 
-    def constant(self, node, value):
+    def constant(self, flow, node, value):
+        """An int literal is counted with; no other constant is tracked."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return frozenset([Int(value, None)])
         return EMPTY
 
-    def eval_Constant(self, node, env):
-        if isinstance(node.value, int) and not isinstance(node.value, bool):
-            return frozenset([Int(node.value, None)])
-        return EMPTY
-
-    def key_read(self, node, base, name):
-        if name == self.a.key and (self.a.container is None or CONTAINER_ATOM in base):
-            return frozenset([Ids(0, (self.step(node, "read"),))])
-        if self.a.container is not None and name == self.a.container:
+    def key_read(self, flow, node, base, name):
+        if name == self.key and (self.container is None or CONTAINER_ATOM in base):
+            return frozenset([Ids(0, (flow.step(node, "read"),))])
+        if self.container is not None and name == self.container:
             return CONTAINER
         return None
 
-    def free_name(self, node):
-        return CONTAINER if node.id == self.a.container else EMPTY
+    def free_name(self, flow, node):
+        return CONTAINER if node.id == self.container else EMPTY
 
-    def unbound_attribute(self, node, name, base):
+    def unbound_attribute(self, flow, node, name, base):
         return frozenset(a for a in base if isinstance(a, Lost))
 
-    def untraced(self, node, value, lost_why, unknown_why):
-        return self.lose(value, node, lost_why) if carries_ids(value) else EMPTY
+    def untraced(self, flow, node, value, lost_why, unknown_why):
+        return self.lose(flow, value, node, lost_why) if carries_ids(value) else EMPTY
 
-    def unary(self, node, value):
-        return self.lose(value, node, "ids negated or inverted at %s:%d" %
-                         (self.fn.rel, self.line(node))) if carries_ids(value) else EMPTY
+    def unary(self, flow, node, value):
+        return self.lose(flow, value, node, "ids negated or inverted at %s:%d" %
+                         (flow.fn.rel, flow.line(node))) if carries_ids(value) else EMPTY
 
-    def tuple_of(self, node, items):
+    def tuple_of(self, flow, node, items):
         if all(not carries_ids(i) for i in items):
             return EMPTY
         return frozenset([Items(items)])
 
-    def arithmetic(self, node, left, op, right, right_node, left_node):
+    def arithmetic(self, flow, node, left, op, right, right_node, left_node):
         if isinstance(op, (ast.Add, ast.Sub)):
             sign = 1 if isinstance(op, ast.Add) else -1
             # ids + n, n + ids, ids - n (never n - ids)
@@ -72,11 +79,11 @@ class OffsetFlow(Flow):
                 ([(right, left_node, left)] if sign == 1 else [])
             for ids, other_node, other in sides:
                 carried = [a for a in ids if isinstance(a, IDS_KINDS)]
-                amounts = self.amounts(other_node, other) if carried else None
+                amounts = self.amounts(flow, other_node, other) if carried else None
                 if carried and amounts:
                     out = set()
                     for amount, named in amounts:
-                        step = self.step(node, "%+d" % (sign * amount))
+                        step = flow.step(node, "%+d" % (sign * amount))
                         out |= set(type(a)(a.offset + sign * amount,
                                            a.trail + ((named,) if named else ()) + (step,))
                                    for a in carried)
@@ -85,104 +92,104 @@ class OffsetFlow(Flow):
                     any(isinstance(a, Ids) for a in right):
                 return left | right  # list concatenation
         if carries_ids(left) or carries_ids(right):
-            return self.lose(left | right, node, "ids combined with a value that is not a "
-                             "constant at %s:%d" % (self.fn.rel, self.line(node)))
+            return self.lose(flow, left | right, node, "ids combined with a value that is not a "
+                             "constant at %s:%d" % (flow.fn.rel, flow.line(node)))
         return EMPTY
 
-    def numeric_call(self, call):
+    def numeric_call(self, flow, call):
         """int(i), max(ids): an id itself; sum(ids) is none of them."""
         node, func, args = call.node, call.node.func, call.args
         if not (isinstance(func, ast.Name) and args and func.id in SAME_VALUE and
                 any(carries_ids(v) for v in args)):
             return None
         if func.id == "sum":
-            return self.lose(args[0], node, "ids summed at %s:%d" % (self.fn.rel,
-                                                                     self.line(node)))
+            return self.lose(flow, args[0], node, "ids summed at %s:%d" % (flow.fn.rel,
+                                                                     flow.line(node)))
         if func.id in ("min", "max") and len(args) == 1:
             return as_elements(args[0])
         return frozenset().union(*args) if func.id in ("min", "max") else args[0]
 
-    def relevant(self, values):
+    def relevant(self, flow, values):
         return any(carries_ids(v) for v in values)
 
-    def ignored_call(self, node, func, env):
+    def ignored_call(self, flow, node, func, env):
         """A method of the ids themselves (tensor.add(0)): what it returns is not known."""
         if isinstance(func, ast.Attribute):
-            receiver = self.eval(func.value, env)
+            receiver = flow.eval(func.value, env)
             if carries_ids(receiver):
-                return self.lose(receiver, node, "ids flow into .%s() at %s:%d, which is "
-                                 "not followed" % (func.attr, self.fn.rel, self.line(node)))
+                return self.lose(flow, receiver, node, "ids flow into .%s() at %s:%d, which is "
+                                 "not followed" % (func.attr, flow.fn.rel, flow.line(node)))
         return EMPTY
 
-    def spread(self, node, expression, value):
+    def spread(self, flow, node, expression, value):
         return value
 
-    def unfollowed(self, node, what, why, args, keywords, opaque, func=None):
+    def unfollowed(self, flow, node, what, why, args, keywords, opaque, func=None):
         """The ids a call that is not followed gets are lost there."""
-        step = self.step(node, "lost")
+        step = flow.step(node, "lost")
         values = [flat(v) for v in args + list(keywords.values()) + list(opaque)]
         return frozenset(Lost(a.offset, a.trail + (step,), "ids flow into %s at %s:%d, "
                               "which could not be followed%s"
-                              % (what, self.fn.rel, self.line(node), why))
+                              % (what, flow.fn.rel, flow.line(node), why))
                          for value in values for a in value
                          if isinstance(a, IDS_KINDS)) | frozenset(
             a for value in values for a in value if isinstance(a, Lost))
 
-    def not_followed(self, ref, node, args, keywords, why):
-        return self.lose(frozenset(a for v in args + list(keywords.values()) for a in v),
+    def not_followed(self, flow, ref, node, args, keywords, why):
+        return self.lose(flow, frozenset(a for v in args + list(keywords.values()) for a in v),
                          node, "ids flow into %s() at %s:%d, not followed (%s)"
-                         % (ref.name, self.fn.rel, self.line(node), why))
+                         % (ref.name, flow.fn.rel, flow.line(node), why))
 
-    def passed(self, step, value):
+    def passed(self, flow, step, value):
         return frozenset(with_step(a, step) for a in value)
 
-    def spare(self, node, ref, values):
+    def spare(self, flow, node, ref, values):
         """Ids passed beyond a function's parameters are lost there, never dropped."""
         if not any(carries_ids(v) for v in values):
             return EMPTY
-        return self.lose(frozenset().union(*values), node, "ids passed to %s() at %s:%d "
-                         "beyond its parameters" % (ref.name, self.fn.rel, self.line(node)))
+        return self.lose(flow, frozenset().union(*values), node, "ids passed to %s() at %s:%d "
+                         "beyond its parameters" % (ref.name, flow.fn.rel, flow.line(node)))
 
-    def bound(self, value):
+    def bound(self, flow, value):
         """A name that holds no int on some path is not a constant."""
         if not any(isinstance(a, Int) for a in value):
             return value | frozenset([NONINT])
         return value
 
-    def stored(self, node, value, name):
+    def stored(self, flow, node, value, name):
         if carries_ids(value):
-            self.a.end(frozenset(a for a in value if not isinstance(a, Container)),
-                       self.step(node, "stored"),
+            self.end(flow.state, frozenset(a for a in value if not isinstance(a, Container)),
+                       flow.step(node, "stored"),
                        "stored on %s" % name if name else "stored in a subscript")
 
-    def discarded(self, node, value):
+    def discarded(self, flow, node, value):
         lost = frozenset(atom for atom in value if isinstance(atom, Lost))
         if lost:
-            self.a.end(lost, self.step(node, "lost"))
+            self.end(flow.state, lost, flow.step(node, "lost"))
 
-    def leaving(self, node, value):
-        if self.depth == 0:
-            self.a.end(value, self.step(node, "return"))
+    def leaving(self, flow, node, value):
+        if flow.depth == 0:
+            self.end(flow.state, value, flow.step(node, "return"))
 
-    def default_value(self, node):
+    def default_value(self, flow, node):
         """A default named by an int constant is that constant."""
-        value = self.eval(node, {})
+        value = flow.eval(node, {})
         if not any(isinstance(a, Int) for a in value) and \
                 isinstance(node, (ast.Name, ast.Attribute)):
-            found = self.named_constant(node)
+            found = flow.named_constant(node)
             if found is not None and isinstance(found[0], int) and \
                     not isinstance(found[0], bool):
                 return frozenset([Int(found[0], found[1])])
         return value
 
-    def lose(self, value, node, why):
-        step = self.step(node, "lost")
+    def lose(self, flow, value, node, why):
+        step = flow.step(node, "lost")
         value = flat(value)
         return frozenset(Lost(a.offset, a.trail + (step,), why) for a in value
                          if isinstance(a, IDS_KINDS)) | \
             frozenset(a for a in value if isinstance(a, Lost))
 
-    def amounts(self, node, value):
+    def amounts(self, flow, node, value):
         """(n, step naming it or None) for each constant int the operand may be on the
         paths that reach here; None when it is not a constant on every path."""
         literal = const_int(node) if node is not None else None
@@ -191,26 +198,16 @@ class OffsetFlow(Flow):
         if value and all(isinstance(a, Int) for a in value):
             return [(a.value, a.step) for a in value]
         if not value and isinstance(node, (ast.Name, ast.Attribute)):
-            found = self.named_constant(node)
+            found = flow.named_constant(node)
             if found is not None and isinstance(found[0], int) and \
                     not isinstance(found[0], bool):
                 return [found]
         return None
 
-
-class KeyOffset(Analysis):
-    """Flows from each function that reads the key; findings by the offset they end at."""
-
-    flow_class = OffsetFlow
-
-    def __init__(self, codebase, key, container=None, files=()):
-        Analysis.__init__(self, codebase, files)
-        self.key = key
-        self.container = container
-
-    def examine(self, source):
+    # -- where flows start, what is found ----------------------------------------------
+    def examine(self, state, source):
         """One flow per function around the key's occurrences in a file."""
-        self.examined.add(source.rel)
+        state.examined.add(source.rel)
         lines = source.hit_lines(self.key)
         for line in list(lines):
             # the key named by a module constant: the functions reading that name
@@ -218,55 +215,55 @@ class KeyOffset(Analysis):
             if named and source.lines[line - 1].rstrip().endswith(("'%s'" % self.key,
                                                                     '"%s"' % self.key)):
                 lines += source.hit_lines(named.group(1), True)
-        for _, ref in self.functions_around(source, lines):
-            OffsetFlow(self, ref, self.entry_env(ref), 0, (ref.key,)).run()
+        for _, ref in state.functions_around(source, lines):
+            Flow(state, ref, self.entry_env(state, ref), 0, (ref.key,)).run()
 
-    def entry_env(self, ref):
+    def entry_env(self, state, ref):
         """Parameters hold their defaults (a parameter named like the container is the
         container)."""
         defaults = ref.defaults()
-        flow = OffsetFlow(self, ref, {}, 0, ())
-        return dict((name, flow.default_value(defaults[name]) if name in defaults
+        flow = Flow(state, ref, {}, 0, ())
+        return dict((name, self.default_value(flow, defaults[name]) if name in defaults
                      else EMPTY) for name in ref.params() if name != self.container)
 
-    def end(self, value, step, stored=None):
+    def end(self, state, value, step, stored=None):
         """Ids leaving a flow (returned, stored, or lost in a call): a finding each.
         `stored` names where ids were stored for other code to read (not followed)."""
         for atom in value:
             if isinstance(atom, Items):
                 for item in atom.items:
-                    self.end(item, step, stored)
+                    self.end(state, item, step, stored)
             elif isinstance(atom, Keyed):
                 for _, item in atom.items:
-                    self.end(item, step, stored)
+                    self.end(state, item, step, stored)
             elif isinstance(atom, IDS_KINDS):
                 trail = atom.trail + ((step,) if step[:2] != atom.trail[-1][:2] else ())
                 if stored:
-                    self.add_finding("?", trail, "ids (%+d so far) are %s at %s:%d and read "
+                    self.add_finding(state, "?", trail, "ids (%+d so far) are %s at %s:%d and read "
                                      "elsewhere, which is not followed"
                                      % (atom.offset, stored, step[0], step[1]), stored=True)
                 else:
-                    self.add_finding(atom.offset, trail)
+                    self.add_finding(state, atom.offset, trail)
             elif isinstance(atom, Lost):
-                self.add_finding("?", atom.trail, atom.why)
+                self.add_finding(state, "?", atom.trail, atom.why)
 
-    def finish(self):
+    def finish(self, state):
         """Ids stored on an object are only a loss when their read reaches no other end
         of the flow (a value kept on self and also returned is judged by the return)."""
-        ended = set((f["trail"][0]["file"], f["trail"][0]["line"]) for f in self.findings
+        ended = set((f["trail"][0]["file"], f["trail"][0]["line"]) for f in state.findings
                     if not f.get("stored"))
-        self.findings = [f for f in self.findings if not f.get("stored") or
+        state.findings = [f for f in state.findings if not f.get("stored") or
                          (f["trail"][0]["file"], f["trail"][0]["line"]) not in ended]
-        for finding in self.findings:
+        for finding in state.findings:
             finding.pop("stored", None)
         # in a fixed order: flows meet helpers and overrides through sets, whose order
         # changes with the interpreter's hash seed, and the first few of a label are the
         # ones sent (the lead's analysis must equal the controller's, the golden its own)
-        self.findings.sort(key=finding_order)
-        return self.findings
+        state.findings.sort(key=finding_order)
+        return state.findings
 
-    def add_finding(self, offset, trail, why=None, stored=False):
-        if len(self.findings) >= MAX_FINDINGS:
+    def add_finding(self, state, offset, trail, why=None, stored=False):
+        if len(state.findings) >= MAX_FINDINGS:
             return
         if offset == "?":
             decisive = trail[-1]
@@ -281,8 +278,8 @@ class KeyOffset(Analysis):
             entry["why"] = why
         if stored:
             entry["stored"] = True
-        if entry not in self.findings:
-            self.findings.append(entry)
+        if entry not in state.findings:
+            state.findings.append(entry)
 
 
 def finding_order(finding):

@@ -1,4 +1,4 @@
-"""What the dataflow knows about a value, one small frozen class per kind of fact.
+"""What the interpreter knows about a value, one small frozen class per kind of fact.
 
 A value is a frozenset of atoms: each atom is one thing the expression may hold on some
 path (alternative paths join by union). Atoms are named tuples, so a reader sees

@@ -1,0 +1,374 @@
+"""Calls, for one flow: each kind of call the interpreter knows, tried in order
+(getattr, .get, functools.partial, dict(), pass-through builtins, map, operator.*, the
+question's own, builtins that only observe, logging, collections filled in place,
+lambdas), else into the function of the tree it reaches (and each override of a method)
+with its arguments bound to the def's parameters, and its return value back out."""
+
+import ast
+from collections import namedtuple
+
+from fleetcheck.probe.codebase import callee_name, dotted_name
+from fleetcheck.probe.trace.nodes import const_str, is_log_call
+from fleetcheck.probe.trace.state import MAX_CALL_DEPTH
+from fleetcheck.probe.trace.values import (EMPTY, Items, Keyed, Lambda, Partial, as_collection,
+                                           as_elements, carries_ids, keyed, sources_in)
+
+OPERATOR_ARITHMETIC = {"add": ast.Add, "iadd": ast.Add, "sub": ast.Sub, "isub": ast.Sub}
+PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
+PASS_THROUGH_METHODS = {"array", "asarray", "tensor", "as_tensor", "copy", "tolist",
+                        "clone", "astype"}
+# builtins whose result says something about their arguments but carries no ids
+OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", "hash",
+             "any", "all", "min", "max", "sum", "int", "float", "range", "issubclass",
+             "callable", "hasattr", "format", "abs", "round"}
+MUTATORS = {"append", "extend", "insert", "add", "update"}
+PARTIAL = {"partial", "functools.partial"}
+
+
+class Calls(object):
+    """The call half of a Flow (flow.py)."""
+
+    def eval_Call(self, node, env):
+        args = [self.eval(a, env) for a in node.args]
+        keywords = {}
+        spread = []
+        for keyword in node.keywords:
+            value = self.eval(keyword.value, env)
+            if keyword.arg is not None:
+                keywords[keyword.arg] = value
+            else:
+                spread.append((keyword.value, value))
+        opaque = self.spread_keywords(node, spread, keywords)
+        call = CallSite(node, callee_name(node.func), args, keywords, opaque, env)
+        self.q.at_call(self, call)
+        for kind in (self.getattr_call, self.get_call, self.partial_built, self.dict_call,
+                     self.named_call, self.pass_through_call, self.map_call,
+                     self.operator_call,
+                     self.numeric_call, self.observer_call, self.log_call,
+                     self.dict_filled, self.collection_filled, self.lambda_call,
+                     self.partial_call):
+            value = kind(call)
+            if value is not None:
+                return value
+        if not self.q.relevant(self, args + list(keywords.values()) + opaque):
+            return self.q.ignored_call(self, node, node.func, env)
+        return self.followed_call(call)
+
+    def named_call(self, call):
+        return self.q.named_call(self, call)
+
+    def numeric_call(self, call):
+        return self.q.numeric_call(self, call)
+
+    def getattr_call(self, call):
+        node, func = call.node, call.node.func
+        if not (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2):
+            return None
+        attribute = self.key_name(node.args[1])
+        if attribute is not None:
+            found = self.q.key_read(self, node, call.args[0], attribute)
+            if found is not None:
+                return found
+        return self.q.unknown(self, node, "getattr()")
+
+    def get_call(self, call):
+        """`x.get(key, default)`: a key the question reads, or a dict of known keys."""
+        node, func, args = call.node, call.node.func, call.args
+        if not (isinstance(func, ast.Attribute) and func.attr == "get" and node.args):
+            return None
+        key = self.key_name(node.args[0])
+        base = self.eval(func.value, call.env)
+        if key is None:
+            return None
+        found = self.q.key_read(self, node, base, key)
+        if found is not None:
+            return self.q.read_with_default(self, found, args)
+        dicts = [a for a in base if isinstance(a, Keyed)]
+        if not dicts or len(dicts) != len(base):
+            return None
+        out = set()
+        for atom in dicts:
+            held = dict(atom.items)
+            out |= held[key] if key in held else \
+                (args[1] if len(args) > 1 else self.q.constant(self, node, None))
+        return frozenset(out)
+
+    def partial_built(self, call):
+        node = call.node
+        if not (dotted_name(node.func) in PARTIAL and node.args):
+            return None
+        self.state.partials.append((self, node.args[0], tuple(call.args[1:]),
+                                dict(call.keywords)))
+        return frozenset([Partial(len(self.state.partials) - 1)])
+
+    def dict_call(self, call):
+        func, args = call.node.func, call.args
+        if not (isinstance(func, ast.Name) and func.id == "dict" and len(args) <= 1):
+            return None
+        bases = [a for a in args[0] if isinstance(a, Keyed)] if args else [Keyed(())]
+        if bases and (not args or len(bases) == len(args[0])):
+            return frozenset(keyed(b.items + tuple(call.keywords.items())) for b in bases)
+        return None
+
+    def pass_through_call(self, call):
+        """tuple(x), list(x), x.copy(), np.asarray(x): the value, unchanged;
+        filter(f, x): some of x's elements, each unchanged; itertools.chain(a, b): the
+        elements of each."""
+        func, args = call.node.func, call.args
+        if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
+            return as_collection(args[0])
+        if isinstance(func, ast.Name) and func.id == "filter" and len(args) == 2 and \
+                func.id not in call.env and not call.keywords:
+            return as_collection(args[1])
+        if self.stdlib_name(func, "itertools") == "chain" and args and not call.keywords and \
+                not any(isinstance(a, ast.Starred) for a in call.node.args):
+            return frozenset().union(*[as_collection(a) for a in args])
+        if isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS:
+            if args and not isinstance(func.value, ast.Name) or \
+                    (args and func.attr in ("array", "asarray", "tensor", "as_tensor")):
+                return as_collection(args[0])
+            return self.eval(func.value, call.env)
+        return None
+
+    def operator_call(self, call):
+        """operator.add(a, b) and operator.sub(a, b) of the standard library (imported
+        as the module or by name) are a + b and a - b; a module of the tree named so, or
+        a name never imported, stays a call like any."""
+        node = call.node
+        if len(node.args) != 2 or node.keywords or \
+                any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        op = OPERATOR_ARITHMETIC.get(self.stdlib_name(node.func, "operator"))
+        if op is None:
+            return None
+        return self.q.arithmetic(self, node, call.args[0], op(), call.args[1], node.args[1],
+                               node.args[0])
+
+    def stdlib_name(self, func, module):
+        """The attribute of standard-library `module` that `func` names (`operator.add`
+        with `import operator`, `add` from `from operator import add`), or None. A file's
+        imports are parsed only when it has a `from module` import (their parse costs
+        every host); an alias of the module (`import operator as op`) is not read."""
+        if not (isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and
+                isinstance(func.value, ast.Name)):
+            return None
+        mentions = self.state.stdlib_mentions
+        key = (self.fn.rel, module)
+        if key not in mentions:
+            source = self.state.codebase.source(self.fn.rel)
+            mentions[key] = (source is not None and source.contains("import " + module),
+                             source is not None and source.contains("from " + module))
+        imported, named = mentions[key]
+        if isinstance(func, ast.Attribute) and func.value.id == module:
+            # `import operator` and operator.add: no parse of the file's imports needed
+            return func.attr if imported and not named or \
+                self.state.codebase.imports(self.fn.rel).get(module) == (module, None) else None
+        if isinstance(func, ast.Attribute) or not named:  # another module's, or no
+            return None  # `from operator import ...` in the file
+        target = self.state.codebase.imports(self.fn.rel).get(func.id)
+        return target[1] if target is not None and target[0] == module else None
+
+    def map_call(self, call):
+        func, args = call.node.func, call.args
+        if not (isinstance(func, ast.Name) and func.id == "map" and len(args) == 2):
+            return None
+        lambdas = [a for a in args[0] if isinstance(a, Lambda)]
+        if not lambdas:
+            return None
+        elements = as_elements(args[1])
+        out = set()
+        for atom in lambdas:
+            out |= as_collection(self.apply_lambda(atom.index, elements, call.node))
+        return frozenset(out)
+
+    def observer_call(self, call):
+        func = call.node.func
+        if not (isinstance(func, ast.Name) and func.id in OBSERVERS):
+            return None
+        return sources_in(frozenset().union(*call.args)) or \
+            self.q.constant(self, call.node, func.id + "()")
+
+    def log_call(self, call):
+        return EMPTY if is_log_call(call.node.func) else None
+
+    def dict_filled(self, call):
+        """kwargs.update(...) / kwargs.setdefault(k, v) on a dict of known keys."""
+        func, env = call.node.func, call.env
+        if not (isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and
+                isinstance(func.value, ast.Name) and
+                any(isinstance(a, Keyed) for a in env.get(func.value.id, EMPTY))):
+            return None
+        node, args = call.node, call.args
+        current = env[func.value.id]
+        updated = set(a for a in current if not isinstance(a, Keyed))
+        for atom in (a for a in current if isinstance(a, Keyed)):
+            if func.attr == "setdefault":
+                key = const_str(node.args[0]) if node.args else None
+                if key is None:
+                    updated.add(atom)
+                    continue
+                held = dict(atom.items)
+                if key not in held:
+                    held[key] = args[1] if len(args) > 1 else self.q.constant(self, node, None)
+                updated.add(keyed(tuple(held.items())))
+                continue
+            others = [a for a in args[0] if isinstance(a, Keyed)] if args else [Keyed(())]
+            if args and len(others) != len(args[0]):
+                updated.add(Keyed(()))  # keys of an unknown dict: nothing known
+                continue
+            for other in others:
+                updated.add(keyed(atom.items + other.items + tuple(call.keywords.items())))
+        env[func.value.id] = frozenset(updated)
+        return EMPTY
+
+    def collection_filled(self, call):
+        """A local collection filled in place (`ids.append(i + 1)`); `operator.add(i, 0)`
+        or `np.add(ids, 0)` name a module's function, which is a call like any."""
+        func, env = call.node.func, call.env
+        if not (isinstance(func, ast.Attribute) and func.attr in MUTATORS and
+                isinstance(func.value, ast.Name) and func.value.id in env):
+            return None
+        added = set()
+        for value in call.args:
+            added |= (value if func.attr == "extend" else as_collection(value))
+        env[func.value.id] = env.get(func.value.id, EMPTY) | frozenset(added)
+        return EMPTY
+
+    def lambda_call(self, call):
+        func = call.node.func
+        lambdas = [a for a in call.env.get(call.name, EMPTY) if isinstance(a, Lambda)] \
+            if isinstance(func, ast.Name) else []
+        if not (lambdas and call.args):
+            return None
+        out = set()
+        for atom in lambdas:
+            out |= self.apply_lambda(atom.index, call.args[0], call.node)
+        return frozenset(out)
+
+    def partial_call(self, call):
+        """A call of functools.partial objects: into each one's function."""
+        node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
+        partials = self.partials_called(node.func, call.env)
+        if not (partials and (self.q.relevant(self, args + list(keywords.values()) + opaque) or any(
+                carries_ids(v) for p in partials for v in list(p[2]) + list(p[3].values())))):
+            return None
+        out = set()
+        for flow, target, bound, bound_keywords in partials:
+            ref, why = flow.names.callee(target)
+            if ref is None:
+                out |= self.q.unfollowed(self, node, "functools.partial of %s" % (
+                    dotted_name(target) or "a computed function"), why,
+                    list(bound) + args, dict(bound_keywords, **keywords), opaque)
+                continue
+            out |= self.follow(ref, node, list(bound) + args, dict(bound_keywords, **keywords))
+        return frozenset(out)
+
+    def followed_call(self, call):
+        """A call of a function of the tree: into it (and into each override of a
+        method), else the question's value of a call not followed."""
+        node, func = call.node, call.node.func
+        ref, why = self.names.callee(func, local_only=self.q.local_callees_only)
+        if ref is not None:
+            result = self.follow(ref, node, call.args, call.keywords)
+            for override, cls in self.names.overrides(func, ref, self.state.files):
+                result = result | self.follow(override, node, call.args, call.keywords, cls)
+            return result
+        return self.q.unfollowed(self, node, "%s()" % (dotted_name(func) or call.name or
+                                               "a computed function"), why, call.args,
+                               call.keywords, call.opaque, func)
+
+    # -- keywords through dicts, partials -------------------------------------------
+    def spread_keywords(self, node, spread, keywords):
+        """`**kwargs` of dicts with known keys become keywords (a key some paths leave
+        out is, on those paths, not passed); the values of other `**` spreads, which
+        may hold any keyword, are returned."""
+        opaque = []
+        for expression, value in spread:
+            dicts = [a for a in value if isinstance(a, Keyed)]
+            if len(dicts) != len(value) or not dicts:
+                opaque.append(self.q.spread(self, node, expression, value))
+                continue
+            keys = set(k for d in dicts for k, _ in d.items)
+            for key in sorted(keys):
+                held = [dict(d.items).get(key) for d in dicts]
+                value = frozenset().union(*[h for h in held if h is not None])
+                if any(h is None for h in held):
+                    value = value | self.q.constant(self, node, "not passed")
+                keywords[key] = keywords.get(key, EMPTY) | value
+        return opaque
+
+    def partials_called(self, func, env):
+        """The functools.partial objects a call expression calls: bound to a name here,
+        built in place (`partial(f, 1)(ids)`), or bound at module level."""
+        if isinstance(func, ast.Call):
+            value = self.eval(func, env)
+        elif isinstance(func, ast.Name):
+            value = env.get(func.id, EMPTY)
+            if not value and func.id not in self.local_defs and self.source is not None and \
+                    self.source.contains("partial") and \
+                    self.state.codebase.function(self.fn.rel, func.id) is None:
+                found = self.state.codebase.module_assignment(self.fn.rel, func.id)
+                if found is not None and isinstance(found[0], ast.Call) and \
+                        dotted_name(found[0].func) in PARTIAL:
+                    value = self.spawn(self.fn, {}, self.depth, self.stack).eval(found[0], {})
+        else:
+            return []
+        return [self.state.partials[a.index] for a in value if isinstance(a, Partial)]
+
+
+    def follow(self, ref, node, args, keywords, self_cls=None):
+        """Into a helper with the argument values, and its return value back out.
+        self_cls: the class `self` is in the helper (an override's own class)."""
+        if self_cls is None and ref.cls is not None and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id in ("self", "cls"):
+            self_cls = self.self_cls
+        if self.depth >= MAX_CALL_DEPTH or ref.key in self.stack:
+            why = "depth limit" if self.depth >= MAX_CALL_DEPTH else "recursion"
+            return self.q.not_followed(self, ref, node, args, keywords, why)
+        step = self.step(node, "call")
+        args = [self.q.passed(self, step, v) for v in args]
+        keywords = dict((k, self.q.passed(self, step, v)) for k, v in keywords.items())
+        params = ref.params()
+        defaults = ref.defaults()
+        env = {}
+        definer = self.spawn(ref, {}, self.depth + 1, self.stack, self_cls)
+        for index, name in enumerate(params):
+            if index < len(args):
+                env[name] = args[index]
+            elif name in keywords:
+                env[name] = keywords[name]
+            elif name in defaults:
+                env[name] = self.q.default_value(definer, defaults[name])
+            else:
+                env[name] = EMPTY
+        spare = self.spare_arguments(ref, params, args, keywords, env, node)
+        key = (ref.key, self_cls, tuple(sorted(env.items(), key=lambda item: item[0])))
+        if key not in self.state.memo:
+            self.state.examined.add(ref.rel)
+            self.state.memo[key] = EMPTY  # a cycle through the memo sees nothing
+            flow = self.spawn(ref, env, self.depth + 1, self.stack + (ref.key,), self_cls)
+            result = flow.run()
+            if not result:
+                result = self.q.constant(self, node, None)
+            self.state.memo[key] = result
+        return self.state.memo[key] | spare
+
+    def spare_arguments(self, ref, params, args, keywords, env, node):
+        """Arguments no named parameter takes: into *args / **kwargs when the function
+        has them, else the question's `spare` value."""
+        extra = args[len(params):]
+        unmatched = dict((k, v) for k, v in keywords.items() if k not in params)
+        signature = ref.node.args
+        if signature.vararg is not None:
+            env[signature.vararg.arg] = frozenset([Items(tuple(extra))])
+            extra = []
+        if signature.kwarg is not None:
+            env[signature.kwarg.arg] = frozenset([keyed(tuple(unmatched.items()))])
+            unmatched = {}
+        return self.q.spare(self, node, ref, list(extra) + list(unmatched.values()))
+
+
+# one call being evaluated: its node, callee name, argument values (`opaque`: those of
+# `**` spreads that may hold any keyword) and the env it is evaluated in
+CallSite = namedtuple("CallSite", ["node", "name", "args", "keywords", "opaque", "env"])
