@@ -4,7 +4,7 @@ they can run where fleetcheck is not installed."""
 
 MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "servers", "server_config", "lexer", "source", "patterns",
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
-           "trace.question", "trace.paths", "trace.statements", "trace.expressions",
+           "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
            "child", "config_loader",
            "integrity", "shared_bytes", "smoke_load", "main")

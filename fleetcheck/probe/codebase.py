@@ -54,6 +54,10 @@ class FunctionRef(object):
         return out
 
 
+# the class sets attributes by computed names, or answers any name
+DYNAMIC_ATTRIBUTES = re.compile(r"\bsetattr\(\s*(?:self|cls)\b|def\s+__getattr__\b")
+
+
 class Codebase(object):
     """Lookups in the install's tree, memoised for one analysis."""
 
@@ -167,6 +171,15 @@ class Codebase(object):
 
     def class_bases(self, rel, cls):
         """(rel, class name) of the bases of a class that are defined in the tree."""
+        out = []
+        for base in self.base_names(rel, cls):
+            found = self.resolve(rel, base) if "." not in base else None
+            if found and found[0] == "class":
+                out.append(found[1:])
+        return out
+
+    def base_names(self, rel, cls):
+        """The bases a class statement names (`object` left out), as written."""
         block = self.class_block(rel, cls)
         if block is None:
             return []
@@ -180,13 +193,8 @@ class Codebase(object):
             node = ast.parse(" ".join(header) + " pass").body[0]
         except (SyntaxError, ValueError, IndexError):
             return []
-        out = []
-        for base in getattr(node, "bases", []):
-            if isinstance(base, ast.Name):
-                found = self.resolve(rel, base.id)
-                if found and found[0] == "class":
-                    out.append(found[1:])
-        return out
+        names = [dotted_name(base) or "?" for base in getattr(node, "bases", [])]
+        return [name for name in names if name != "object"]
 
     def method(self, rel, cls, name, depth=0):
         """A method of a class or of its bases in the tree."""
@@ -260,6 +268,28 @@ class Codebase(object):
             return None
         where = self.module_file(target[0])
         return self.constant(where, target[1], depth + 1) if where else None
+
+    def declares(self, rel, cls, name, depth=0):
+        """Could an instance of the class have the attribute `name`: the class or a base
+        defines it (a def, a class-level binding, `self.name = ...`), or a base is not in
+        the tree (it may)?"""
+        block = self.class_block(rel, cls)
+        if block is None:
+            return True
+        source = self.source(rel)
+        defines = re.compile(r"^\s*(?:(?:async\s+)?def\s+%s\b|%s\s*[:=]|.*\b(?:self|cls)\.%s"
+                             r"\s*(?::[^=]*)?=(?!=))" % ((re.escape(name),) * 3))
+        if any(block[0] < line <= block[1] and defines.match(source.lines[line - 1])
+               for line in source.hit_lines(name, True)):
+            return True
+        if any(DYNAMIC_ATTRIBUTES.search(source.lines[line - 1])
+               for word in ("setattr", "__getattr__") for line in source.hit_lines(word, True)
+               if block[0] < line <= block[1]):
+            return True  # set under a computed name, or answered for any name: it may be
+        bases = self.class_bases(rel, cls)
+        if depth >= MAX_REEXPORT_DEPTH or len(bases) < len(self.base_names(rel, cls)):
+            return True
+        return any(self.declares(r, b, name, depth + 1) for r, b in bases)
 
     def class_constant(self, rel, cls, name, depth=0):
         """(value, rel, line) of a class-level `NAME = <literal>` (enum members too) of

@@ -10,8 +10,9 @@ from collections import namedtuple
 from fleetcheck.probe.codebase import callee_name, dotted_name
 from fleetcheck.probe.trace.nodes import const_str, is_log_call
 from fleetcheck.probe.trace.state import MAX_CALL_DEPTH
-from fleetcheck.probe.trace.values import (EMPTY, Items, Keyed, Lambda, Partial, as_collection,
-                                           as_elements, carries_ids, keyed, sources_in)
+from fleetcheck.probe.trace.values import (EMPTY, Items, Keyed, Lambda, Mapping, Partial,
+                                           as_collection, as_elements, carries_ids, iterated,
+                                           keyed, sources_in)
 
 OPERATOR_ARITHMETIC = {"add": ast.Add, "iadd": ast.Add, "sub": ast.Sub, "isub": ast.Sub}
 PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
@@ -23,6 +24,7 @@ OBSERVERS = {"len", "isinstance", "bool", "str", "repr", "print", "type", "id", 
              "callable", "hasattr", "format", "abs", "round"}
 MUTATORS = {"append", "extend", "insert", "add", "update"}
 PARTIAL = {"partial", "functools.partial"}
+MAPPING_VIEWS = {"values", "keys", "items", "get"}
 
 
 class Calls(object):
@@ -41,7 +43,7 @@ class Calls(object):
         opaque = self.spread_keywords(node, spread, keywords)
         call = CallSite(node, callee_name(node.func), args, keywords, opaque, env)
         self.q.at_call(self, call)
-        for kind in (self.getattr_call, self.get_call, self.partial_built, self.dict_call,
+        for kind in (self.getattr_call, self.mapping_view, self.get_call, self.partial_built, self.dict_call,
                      self.named_call, self.pass_through_call, self.map_call,
                      self.operator_call,
                      self.numeric_call, self.observer_call, self.log_call,
@@ -69,7 +71,64 @@ class Calls(object):
             found = self.q.key_read(self, node, call.args[0], attribute)
             if found is not None:
                 return found
+            if len(node.args) == 3 and not node.keywords:
+                found = self.own_attribute(node, attribute, call.args[2])
+                if found is not None:
+                    return found
         return self.q.unknown(self, node, "getattr()")
+
+    def own_attribute(self, node, name, default):
+        """`getattr(self, "name", default)` resolved against the class `self` is: a
+        class-level constant of the class or its bases, else the default when neither
+        the class nor any base can have the attribute; None when it may be set
+        elsewhere (an instance assignment, a base outside the tree)."""
+        receiver = node.args[0]
+        if not (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") and
+                self.self_cls):
+            return None
+        rel, cls = self.self_cls
+        codebase = self.state.codebase
+        found = codebase.class_constant(rel, cls, name)
+        if found is not None:
+            self.state.examined.add(found[1])
+            return self.q.constant(self, node, found[0])
+        if codebase.method(rel, cls, name) is None and not codebase.declares(rel, cls, name):
+            return default
+        return None
+
+    def mapping_view(self, call):
+        """`d.values()`, `d.keys()`, `d.items()`, `d.get(k)` of a dict keyed by layer
+        (values.Mapping) held by a name or built in place; what else the name may hold
+        is not followed."""
+        node, func = call.node, call.node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in MAPPING_VIEWS):
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id in call.env:
+            receiver = call.env[func.value.id]
+        elif isinstance(func.value, ast.DictComp):
+            receiver = self.eval(func.value, call.env)
+        else:
+            return None
+        mappings = [a for a in receiver if isinstance(a, Mapping)]
+        if not mappings or (func.attr == "get") != bool(node.args):
+            return None
+        out = set()
+        for atom in mappings:
+            if func.attr == "values":
+                out |= as_collection(atom.values)
+            elif func.attr == "keys":
+                out |= as_collection(atom.keys)
+            elif func.attr == "items":
+                out.add(Items((frozenset([Items((atom.keys, atom.values))]),)))
+            else:
+                out |= atom.values | (call.args[1] if len(call.args) > 1 else EMPTY)
+        others = frozenset(a for a in receiver if not isinstance(a, Mapping))
+        if carries_ids(others):
+            out |= self.q.untraced(self, node, others, "ids in .%s() of a value that is not "
+                                   "a dict keyed by layer at %s:%d" % (
+                                       func.attr, self.fn.rel, self.line(node)),
+                                   ".%s()" % func.attr)
+        return frozenset(out)
 
     def get_call(self, call):
         """`x.get(key, default)`: a key the question reads, or a dict of known keys."""
@@ -116,7 +175,7 @@ class Calls(object):
         elements of each."""
         func, args = call.node.func, call.args
         if isinstance(func, ast.Name) and func.id in PASS_THROUGH_CALLS and args:
-            return as_collection(args[0])
+            return as_collection(iterated(args[0]))
         if isinstance(func, ast.Name) and func.id == "filter" and len(args) == 2 and \
                 func.id not in call.env and not call.keywords:
             return as_collection(args[1])
@@ -146,9 +205,9 @@ class Calls(object):
 
     def stdlib_name(self, func, module):
         """The attribute of standard-library `module` that `func` names (`operator.add`
-        with `import operator`, `add` from `from operator import add`), or None. A file's
-        imports are parsed only when it has a `from module` import (their parse costs
-        every host); an alias of the module (`import operator as op`) is not read."""
+        with `import operator`, `op.add` with `import operator as op`, `add` from
+        `from operator import add`), or None. A file's imports are parsed only when it
+        imports the module in some form (their parse costs every host)."""
         if not (isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and
                 isinstance(func.value, ast.Name)):
             return None
@@ -159,27 +218,83 @@ class Calls(object):
             mentions[key] = (source is not None and source.contains("import " + module),
                              source is not None and source.contains("from " + module))
         imported, named = mentions[key]
-        if isinstance(func, ast.Attribute) and func.value.id == module:
-            # `import operator` and operator.add: no parse of the file's imports needed
-            return func.attr if imported and not named or \
-                self.state.codebase.imports(self.fn.rel).get(module) == (module, None) else None
-        if isinstance(func, ast.Attribute) or not named:  # another module's, or no
-            return None  # `from operator import ...` in the file
+        if isinstance(func, ast.Attribute):
+            if not imported:
+                return None
+            if func.value.id == module and not named:
+                return func.attr  # `import operator` and operator.add: no parse needed
+            target = self.state.codebase.imports(self.fn.rel).get(func.value.id)
+            return func.attr if target == (module, None) else None
+        if not named:
+            return None  # no `from operator import ...` in the file
         target = self.state.codebase.imports(self.fn.rel).get(func.id)
         return target[1] if target is not None and target[0] == module else None
 
     def map_call(self, call):
-        func, args = call.node.func, call.args
-        if not (isinstance(func, ast.Name) and func.id == "map" and len(args) == 2):
+        """map(f, xs) and map(f, xs, ys): f applied to the elements, gathered; f a
+        lambda, a functools.partial, a function of the tree or operator.add/sub (with
+        itertools.repeat(n) standing for n at every element). Another f is a call like
+        any (its ids are lost there)."""
+        func, args, node = call.node.func, call.args, call.node
+        if not (isinstance(func, ast.Name) and func.id == "map" and len(args) in (2, 3)) or \
+                "map" in call.env or call.keywords or \
+                any(isinstance(a, ast.Starred) for a in node.args):
             return None
+        elements = [self.elements_of(n, v, call.env) for n, v in zip(node.args[1:], args[1:])]
         lambdas = [a for a in args[0] if isinstance(a, Lambda)]
-        if not lambdas:
+        if lambdas and len(elements) == 1:
+            out = set()
+            for atom in lambdas:
+                out |= as_collection(self.apply_lambda(atom.index, elements[0], node))
+            return frozenset(out)
+        partials = [self.state.partials[a.index] for a in args[0] if isinstance(a, Partial)]
+        if partials and len(partials) == len(args[0]):
+            out = set()
+            for flow, target, bound, bound_keywords in partials:
+                value = flow.applied(target, list(bound) + elements, dict(bound_keywords), node)
+                if value is None:
+                    return None
+                out |= as_collection(value)
+            return frozenset(out)
+        if args[0] and not isinstance(node.args[0], (ast.Name, ast.Attribute)):
             return None
-        elements = as_elements(args[1])
-        out = set()
-        for atom in lambdas:
-            out |= as_collection(self.apply_lambda(atom.index, elements, call.node))
-        return frozenset(out)
+        value = self.applied(node.args[0], elements, {}, node)
+        return as_collection(value) if value is not None else None
+
+    def elements_of(self, node, value, env):
+        """What iterating over an argument of map() yields; itertools.repeat(x) yields x."""
+        if isinstance(node, ast.Call) and self.stdlib_name(node.func, "itertools") == "repeat" \
+                and len(node.args) >= 1 and not node.keywords:
+            return self.eval(node.args[0], env)
+        return as_elements(value)
+
+    def applied(self, target, args, keywords, node):
+        """The value of the function expression `target` (of this flow) called with these
+        argument values: operator.add/sub as + and -, a function of the tree followed;
+        None when it is neither."""
+        op = OPERATOR_ARITHMETIC.get(self.stdlib_name(target, "operator"))
+        if op is not None:
+            if len(args) != 2 or keywords:
+                return None
+            return self.q.arithmetic(self, node, args[0], op(), args[1], None, None)
+        ref, _ = self.names.callee(target, local_only=self.q.local_callees_only)
+        if ref is None:
+            return None
+        return self.follow(ref, node, args, keywords,
+                           self.instance_class(target) if ref.cls is not None else None)
+
+    def instance_class(self, func):
+        """The class `self` is in a method that `self.m`, `cls.m` or `super().m` reaches:
+        this flow's own (super() reaches a base's def, but `self` there is still this
+        instance, so its `self.n()` calls dispatch on it); None for another receiver."""
+        if not isinstance(func, ast.Attribute):
+            return None
+        receiver = func.value
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") or \
+                isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and \
+                receiver.func.id == "super":
+            return self.self_cls
+        return None
 
     def observer_call(self, call):
         func = call.node.func
@@ -319,10 +434,8 @@ class Calls(object):
     def follow(self, ref, node, args, keywords, self_cls=None):
         """Into a helper with the argument values, and its return value back out.
         self_cls: the class `self` is in the helper (an override's own class)."""
-        if self_cls is None and ref.cls is not None and isinstance(node.func, ast.Attribute) \
-                and isinstance(node.func.value, ast.Name) and \
-                node.func.value.id in ("self", "cls"):
-            self_cls = self.self_cls
+        if self_cls is None and ref.cls is not None:
+            self_cls = self.instance_class(node.func)
         if self.depth >= MAX_CALL_DEPTH or ref.key in self.stack:
             why = "depth limit" if self.depth >= MAX_CALL_DEPTH else "recursion"
             return self.q.not_followed(self, ref, node, args, keywords, why)

@@ -8,8 +8,9 @@ import ast
 from fleetcheck.probe.codebase import dotted_name
 from fleetcheck.probe.trace.nodes import const_int, const_str, subscript_index
 from fleetcheck.probe.trace.values import (EMPTY, Deferred, Elem, Ids, Items, Keyed, Lambda,
-                                           Lost, Param, Source, Unknown, as_collection,
-                                           as_elements, join, keyed, sources_in)
+                                           Lost, Mapping, Param, Source, Unknown,
+                                           as_collection, as_elements, carries_ids, join,
+                                           keyed, sources_in)
 
 
 class Expressions(object):
@@ -175,9 +176,25 @@ class Expressions(object):
     eval_GeneratorExp = eval_ListComp
 
     def eval_DictComp(self, node, env):
-        value = self.comprehension(node, env, node.value)
+        """A dict comprehension keyed by layer (`{i: i + 1 for i in ids}`) is a Mapping
+        of what one key and one value hold, when either carries ids; any other is not
+        followed."""
+        if len(node.generators) == 1:
+            generator = node.generators[0]
+            inner = dict(env)
+            self.assign(generator.target, as_elements(self.eval(generator.iter, env)), inner,
+                        node)
+            for condition in generator.ifs:
+                self.eval(condition, inner)
+            values = self.eval(node.value, inner)
+            keys = self.eval(node.key, inner)
+            if carries_ids(keys) or carries_ids(values):
+                return frozenset([Mapping(keys, values, self.step(node, "dict"))])
+            value = as_collection(values)
+        else:
+            value = self.comprehension(node, env, node.value)
         return self.q.untraced(self, node, value, "ids kept in a dict comprehension at %s:%d"
-                             % (self.fn.rel, self.line(node)), "a dict comprehension")
+                               % (self.fn.rel, self.line(node)), "a dict comprehension")
 
     def apply_lambda(self, index, argument, node):
         lam, env = self.lambdas[index]
@@ -202,6 +219,8 @@ def subscripted(base, position, key, is_slice):
             out.add(atom.element(position))
         elif isinstance(atom, Keyed) and key is not None:
             out |= dict(atom.items).get(key, EMPTY)
+        elif isinstance(atom, Mapping):
+            out |= atom.values
         elif isinstance(atom, Lost):
             out.add(atom)  # ids lost stay lost, whatever is read from them
         elif isinstance(atom, (Source, Unknown, Deferred, Param)):

@@ -17,7 +17,7 @@ from fleetcheck.probe.trace.nodes import const_int
 from fleetcheck.probe.trace.question import Question
 from fleetcheck.probe.trace.state import MAX_FINDINGS
 from fleetcheck.probe.trace.values import (EMPTY, IDS_KINDS, NONINT, Container, Ids, Int,
-                                           Items, Keyed, Lost, as_elements, carries_ids,
+                                           Items, Keyed, Lost, Mapping, as_elements, carries_ids,
                                            flat, with_step)
 
 # builtins whose result is (one of) their argument(s) as a number: ids stay ids
@@ -67,7 +67,8 @@ class KeyOffset(Question):
                          (flow.fn.rel, flow.line(node))) if carries_ids(value) else EMPTY
 
     def tuple_of(self, flow, node, items):
-        if all(not carries_ids(i) for i in items):
+        """A tuple of ids or of constant ints (`offset, other = 1, 0`), item by item."""
+        if all(not carries_ids(i) and not any(isinstance(a, Int) for a in i) for i in items):
             return EMPTY
         return frozenset([Items(items)])
 
@@ -246,6 +247,17 @@ class KeyOffset(Question):
                     self.add_finding(state, atom.offset, trail)
             elif isinstance(atom, Lost):
                 self.add_finding(state, "?", atom.trail, atom.why)
+            elif isinstance(atom, Mapping):
+                # a dict keyed by layer leaving the flow: which of its keys and values
+                # the reader takes is not followed
+                for inner in flat(atom.keys) | flat(atom.values):
+                    if isinstance(inner, IDS_KINDS):
+                        self.add_finding(state, "?", inner.trail + (atom.step, step),
+                                         "ids kept in a dict comprehension at %s:%d leave "
+                                         "it at %s:%d; which of its keys or values is read "
+                                         "is not followed" % (atom.step[:2] + step[:2]))
+                    elif isinstance(inner, Lost):
+                        self.add_finding(state, "?", inner.trail, inner.why)
 
     def finish(self, state):
         """Ids stored on an object are only a loss when their read reaches no other end

@@ -9,6 +9,7 @@ import re
 from fleetcheck.probe import conditions
 from fleetcheck.probe.codebase import dotted_name
 from fleetcheck.probe.trace.nodes import const_str, step_of
+from fleetcheck.probe.trace.predicates import told_predicate
 from fleetcheck.probe.trace.state import MAX_CALL_DEPTH
 
 TRUTH = "\0truth:"  # env key prefix: what a name bound to a test says about DFlash
@@ -60,16 +61,18 @@ class Paths(object):
 
     def call_truth(self, node):
         """What a predicate of the tree (`spec.use_dflash()`) returns for DFlash, from its
-        body; None when it cannot be told."""
+        body (one `return`, or a body told path by path: predicates.py); None when it
+        cannot be told."""
         ref = self.predicate_ref(node.func)
         if ref is None:
             return None
         if ref.key not in self.state.predicates:
             self.state.predicates[ref.key] = None  # a predicate asking itself decides nothing
-            body = conditions.predicate_body(ref.node)
-            if body is not None and len(self.stack) < MAX_CALL_DEPTH + 2:
+            if len(self.stack) < MAX_CALL_DEPTH + 2:
                 flow = self.spawn(ref, {}, self.depth + 1, self.stack + (ref.key,))
-                self.state.predicates[ref.key] = flow.truth(body, {})
+                body = conditions.predicate_body(ref.node)
+                self.state.predicates[ref.key] = flow.truth(body, {}) if body is not None \
+                    else told_predicate(flow, ref.node)
         return self.state.predicates[ref.key]
 
     def predicate_ref(self, func):

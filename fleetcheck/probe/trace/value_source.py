@@ -18,7 +18,7 @@ from fleetcheck.probe.trace.nodes import step_of
 from fleetcheck.probe.trace.question import Question
 from fleetcheck.probe.trace.state import MAX_CALL_DEPTH, MAX_FINDINGS
 from fleetcheck.probe.trace.values import (CallLookup, Constant, ConstantLookup, Deferred,
-                                           Items, Keyed, Param, Source, Unknown)
+                                           Items, Keyed, Param, Partial, Source, Unknown)
 
 MAX_CALLER_DEPTH = 3
 
@@ -116,6 +116,17 @@ class ValueSource(Question):
         node, args, keywords, opaque = call.node, call.args, call.keywords, call.opaque
         for capture in flow.watching:
             if call.name != capture.call:
+                bound = self.partial_of(flow, call, capture.call)
+                if bound is None:
+                    continue
+                # a functools.partial of the callee: its bound keywords, then the call's
+                args, keywords = bound[0] + args, dict(bound[1], **keywords)
+                if capture.keyword in keywords:
+                    capture.values.append((keywords[capture.keyword],
+                                           flow.step(node, "call"), None))
+                elif opaque:
+                    capture.values.append((frozenset().union(*opaque), flow.step(node, "call"),
+                                           None))
                 continue
             step = flow.step(node, "call")
             if capture.keyword not in keywords and opaque:
@@ -131,6 +142,20 @@ class ValueSource(Question):
                                                           None)))
             elif capture.position is not None:
                 capture.values.append((None, step, None))
+
+    def partial_of(self, flow, call, callee):
+        """(bound args, bound keywords) when the call calls a functools.partial of
+        `callee` held by a name (`make_attn = partial(Attention, ...)`), else None."""
+        func = call.node.func
+        if not isinstance(func, ast.Name) or func.id not in call.env:
+            return None
+        partials = [flow.state.partials[a.index] for a in call.env[func.id]
+                    if isinstance(a, Partial)]
+        for _, target, bound, bound_keywords in partials:
+            name = dotted_name(target)
+            if name is not None and name.split(".")[-1] == callee:
+                return list(bound), dict(bound_keywords)
+        return None
 
     def argument_step(self, flow, given, keyword):
         """The traced argument's own line ('use_eagle=...'), or None when it came through
@@ -151,7 +176,7 @@ class ValueSource(Question):
         keyword = self.argument
         done = set()
         for text, ref in state.functions_around(source, source.hit_lines(keyword, True)):
-            if self.call + "(" not in text or not passes_keyword(keyword, text):
+            if not calls_or_binds(self.call, text) or not passes_keyword(keyword, text):
                 continue  # the name is a parameter or a variable here, not the call's keyword
             done.add(ref.node.lineno + ref.line_offset)
             self.trace_calls(state, ref, Capture(self.call, keyword))
@@ -375,6 +400,12 @@ def widest_positional_call(node, name):
             if called == name and not any(isinstance(a, ast.Starred) for a in call.args):
                 widest = max(widest, len(call.args))
     return widest
+
+
+def calls_or_binds(call, text):
+    """Does a function's text call `call`, or bind it in a functools.partial?"""
+    return call + "(" in text or \
+        re.search(r"partial\(\s*(?:[\w.]+\.)?%s\s*[,)]" % re.escape(call), text) is not None
 
 
 def passes_keyword(name, text):

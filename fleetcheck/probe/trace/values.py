@@ -116,6 +116,12 @@ class Keyed(kind("Keyed", ["items"])):
     __slots__ = ()
 
 
+class Mapping(kind("Mapping", ["keys", "values", "step"])):
+    """A dict built by a comprehension keyed by layer (`{i: i + 1 for i in ids}`): what
+    one key and one value hold, and where it was built."""
+    __slots__ = ()
+
+
 class Lambda(kind("Lambda", ["index"])):
     """A lambda of the flow, by its index in Flow.lambdas."""
     __slots__ = ()
@@ -158,7 +164,9 @@ CARRIERS = (Ids, Elem, Lost, Container)
 def carries_ids(value):
     return any(isinstance(atom, CARRIERS) or
                (isinstance(atom, Items) and any(carries_ids(v) for v in atom.items)) or
-               (isinstance(atom, Keyed) and any(carries_ids(v) for _, v in atom.items))
+               (isinstance(atom, Keyed) and any(carries_ids(v) for _, v in atom.items)) or
+               (isinstance(atom, Mapping) and (carries_ids(atom.keys) or
+                                               carries_ids(atom.values)))
                for atom in value)
 
 
@@ -178,9 +186,19 @@ def as_elements(value):
         elif isinstance(atom, Items):
             for item in atom.items:
                 out |= item
+        elif isinstance(atom, Mapping):
+            out |= atom.keys  # iterating a dict yields its keys
         elif not isinstance(atom, (Int, NonInt)):
             out.add(atom)
     return frozenset(out)
+
+
+def iterated(value):
+    """A value as list(x) or tuple(x) gathers it: a dict's keys, anything else as is."""
+    if not any(isinstance(atom, Mapping) for atom in value):
+        return value
+    return frozenset().union(*[as_collection(atom.keys) if isinstance(atom, Mapping)
+                               else frozenset([atom]) for atom in value])
 
 
 def join(values):
@@ -204,6 +222,8 @@ def flat(value):
         elif isinstance(atom, Keyed):
             for _, item in atom.items:
                 out |= flat(item)
+        elif isinstance(atom, Mapping):
+            out |= flat(atom.keys) | flat(atom.values)
         else:
             out.add(atom)
     return frozenset(out)
