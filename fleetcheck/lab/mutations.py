@@ -771,9 +771,156 @@ def drop_cases_020() -> list[Mutation]:
     ]
 
 
+# --- constructs the evaluator runs as Python does (issue "verdicts by evaluation") -------
+OP_ALIAS = ("import functools\n", "import functools\nimport itertools\nimport operator as op\n")
+MIXIN = "vllm/v1/worker/lora_model_runner_mixin.py"
+PREDICATE_BODIES = {
+    "early-return": ("        spec = self.speculative_config\n        if spec is None:\n"
+                     "            return False\n        return spec.method == \"dflash\"\n"),
+    "early-return-excludes": ("        spec = self.speculative_config\n"
+                              "        if spec.method == \"dflash\":\n            return False\n"
+                              "        return True\n"),
+    "try-else": ("        try:\n            method = self.speculative_config.method\n"
+                 "        except AttributeError:\n            return False\n        else:\n"
+                 "            return method == \"dflash\"\n"),
+    "tuple-assignment": ("        method, enabled = self.speculative_config.method, True\n"
+                         "        return enabled and method == \"dflash\"\n"),
+    "raise-otherwise": ("        if self.speculative_config.method != \"dflash\":\n"
+                        "            raise ValueError(\"not DFlash\")\n        return True\n"),
+    "mentions-dflash": ("        if self.speculative_config.method == \"dflash\":\n            pass\n"
+                        "        return self.speculative_config.method == \"eagle3\"\n"),
+    "allow-list": "        return self.speculative_config.method in (\"eagle\", \"eagle3\", \"mtp\")\n",
+}
+
+
+def evaluation_cases() -> list[Mutation]:
+    """Each construct kind with rewrites that keep the fix and rewrites that break it,
+    on the layer offset and the window: values through the standard library, dicts
+    keyed by layer, tuple assignments, getattr with a default resolved against the
+    class, super() chains, and guards whose predicate is told from its whole body."""
+    out = Cases("eval-", "0.33.0", LAYER)
+    case = out.add
+    def read(expression: str, *more: tuple[str, str]) -> dict:
+        return {RUNNER: ((V1_READ, "                layer_ids = %s\n" % expression),
+                         OP_ALIAS) + more}
+    for call, keeps, tag in (("op.add(i, 1)", True, ""), ("op.add(i, 0)", False, "-zero"),
+                             ("op.sub(i + 1, 1)", False, "-undone")):
+        case("operator-alias" + tag, keeps, "%s with `import operator as op`" % call,
+             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", call)), OP_ALIAS)},
+             kind="operator-alias")
+    for function, keeps, tag in (("functools.partial(op.add, 1)", True, "partial"),
+                                 ("functools.partial(op.add, 0)", False, "partial-zero"),
+                                 ("lambda i: i + 1", True, "lambda"),
+                                 ("lambda i: i", False, "lambda-identity")):
+        case("map-" + tag, keeps, "map(%s, ids)" % function,
+             read("list(map(%s, %s))" % (function, IDS)), kind="map")
+    for amount, keeps, tag in ((1, True, ""), (0, False, "-zero")):
+        case("map-operator-repeat" + tag, keeps, "map(op.add, ids, itertools.repeat(%d))"
+             % amount, read("list(map(op.add, %s, itertools.repeat(%d)))" % (IDS, amount)),
+             kind="map")
+        case("map-helper" + tag, keeps, "map over a module function adding %d" % amount,
+             read("list(map(_shift_aux_id, %s))" % IDS,
+                  ("", "\n\ndef _shift_aux_id(i):\n    return i + %d\n" % amount)), kind="map")
+    for expression, keeps, tag, what in (
+            ("list({i: i + 1 for i in %s}.values())", True, "values", "the values of {i: i + 1}"),
+            ("list({i: i for i in %s}.values())", False, "values-unshifted", "the values of {i: i}"),
+            ("list({i: i + 1 for i in %s})", False, "keys", "the keys of {i: i + 1} (unshifted)"),
+            ("sorted({i: i + 1 for i in %s}.keys())", False, "keys-view", "the keys() view")):
+        case("dict-comprehension-" + tag, keeps, what, read(expression % IDS),
+             kind="dict-comprehension")
+    lookup = ("                shifted = {i: i + %d for i in %s}\n"
+              "                layer_ids = [shifted[i] for i in %s]\n")
+    for amount, keeps, tag in ((1, True, ""), (0, False, "-unshifted")):
+        case("dict-comprehension-lookup" + tag, keeps, "each id looked up in {i: i + %d}"
+             % amount, {RUNNER: ((V1_READ, lookup % (amount, IDS, IDS)),)},
+             kind="dict-comprehension")
+    unpack = ("                raw, offset = (%s), %d\n"
+              "                layer_ids = [i + offset for i in raw]\n")
+    for amount, keeps, tag in ((1, True, ""), (0, False, "-zero")):
+        case("tuple-assignment" + tag, keeps, "ids and an offset of %d unpacked together"
+             % amount, {RUNNER: ((V1_READ, unpack % (IDS, amount)),)}, kind="tuple-assignment")
+    swap = ("                offset, other = %d, %d\n                offset, other = other, offset\n"
+            "                layer_ids = [i + offset for i in (%s)]\n")
+    case("tuple-swap", False, "a swap leaves the offset 0",
+         {RUNNER: ((V1_READ, swap % (1, 0, IDS)),)}, kind="tuple-assignment")
+    case("tuple-swap-back", True, "a swap leaves the offset 1",
+         {RUNNER: ((V1_READ, swap % (0, 1, IDS)),)}, kind="tuple-assignment")
+    # getattr(self, name, default): the runner's bases are all in the tree
+    def offset_by(expression: str, *more: tuple[str, str]) -> dict:
+        return {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "i + " + expression)),) + more}
+    case("getattr-default", True, "getattr(self, name, 1) of an attribute no class has",
+         offset_by('getattr(self, "_aux_shift", 1)'), kind="getattr-default")
+    case("getattr-default-zero", False, "getattr(self, name, 0) of an attribute no class has",
+         offset_by('getattr(self, "_aux_shift", 0)'), kind="getattr-default")
+    case("getattr-class-constant", True, "getattr(self, name, 0) of a class constant 1",
+         offset_by('getattr(self, "_AUX_SHIFT", 0)', (CLASS_END, "    _AUX_SHIFT = 1\n\n" +
+                                                      CLASS_END)), kind="getattr-default")
+    case("getattr-class-constant-zero", False, "getattr(self, name, 1) of a class constant 0",
+         offset_by('getattr(self, "_AUX_SHIFT", 1)', (CLASS_END, "    _AUX_SHIFT = 0\n\n" +
+                                                      CLASS_END)), kind="getattr-default")
+    # super() reaches a base's helper; `self` there is still the runner
+    def through_super(shift: int) -> dict:
+        return {RUNNER: ((V1_READ, "                layer_ids = super()._dflash_aux(%s)\n" % IDS),
+                         (CLASS_END, "    def _aux_shift(self, i):\n        return i + %d\n\n"
+                          % shift + CLASS_END)),
+                MIXIN: (("class LoRAModelRunnerMixin:\n",
+                         "class LoRAModelRunnerMixin:\n    def _dflash_aux(self, ids):\n"
+                         "        return [self._aux_shift(i) for i in ids]\n\n"
+                         "    def _aux_shift(self, i):\n        return i\n\n"),)}
+    case("super-helper", True, "super()'s helper calls the runner's own +1", through_super(1),
+         kind="super")
+    case("super-helper-unshifted", False, "super()'s helper calls the runner's +0",
+         through_super(0), kind="super")
+    # PR #40898's guarded form, the V1 test a predicate method told from its whole body
+    for name, body in sorted(PREDICATE_BODIES.items()):
+        excludes = name in ("early-return-excludes", "mentions-dflash", "allow-list")
+        for shifted_first in (True, False):
+            # the V2 runner shifts on DFlash's path either way
+            edits = guarded("self._is_dflash_run()", 'spec_config.method %s "dflash"'
+                            % ("==" if shifted_first else "!="), shifted_first)
+            edits[RUNNER] = edits[RUNNER] + (
+                (CLASS_END, "    def _is_dflash_run(self):\n" + body + "\n" + CLASS_END),)
+            keeps = shifted_first != excludes
+            case("predicate-%s%s" % (name, "" if shifted_first else "-swapped"), keeps,
+                 "a guard whose predicate (%s) is %s for DFlash, shifting when it holds%s" % (
+                     name, "false" if excludes else "true",
+                     "" if shifted_first else ", swapped"), edits, kind="predicate")
+    # 0.20.1: the fix added through the same constructs
+    fixed = Cases("eval-020-", "0.20.1", LAYER)
+    plain = '                layer_ids = dflash_config.get("target_layer_ids")\n'
+    fixed.add("map-partial-added", False, "the +1 added as map(partial(op.add, 1), ids)",
+              {RUNNER: ((plain, "                layer_ids = list(map(functools.partial("
+                         "op.add, 1), dflash_config.get(\"target_layer_ids\") or []))\n"),
+                        OP_ALIAS)}, kind="map")
+    fixed.add("dict-comprehension-added", False, "the +1 added as {i: i + 1}.values()",
+              {RUNNER: ((plain, "                layer_ids = list({i: i + 1 for i in (dflash_config"
+                         ".get(\"target_layer_ids\") or [])}.values())\n"),)},
+              kind="dict-comprehension")
+    fixed.add("dict-comprehension-keys", True, "{i: i + 1}'s keys: still unshifted",
+              {RUNNER: ((plain, "                layer_ids = list({i: i + 1 for i in (dflash_config"
+                         ".get(\"target_layer_ids\") or [])})\n"),)}, kind="dict-comprehension")
+    # the window bound in a functools.partial of Attention
+    window = Cases("eval-swa-", "0.33.0", SWA)
+    for passed, keeps, tag in (("sliding_window", True, ""), ("None", False, "-none")):
+        window.add("partial" + tag, keeps, "functools.partial(Attention, "
+                   "per_layer_sliding_window=%s)" % passed,
+                   {DRAFTER: ((ATTN, "        make_attn = functools.partial(Attention, "
+                               "per_layer_sliding_window=%s)\n        self.attn = make_attn(\n"
+                               % passed), (WINDOW, ""), ("", "\nimport functools\n"))},
+                   kind="partial")
+    window.add("getattr-class-constant-none", False, "getattr(self, name, window) of a class "
+               "constant None", {DRAFTER: (
+                   (WINDOW, "            per_layer_sliding_window=getattr(self, \"NO_WINDOW\", "
+                            "sliding_window),\n"),
+                   ('    Adapted from Qwen3Attention."""\n',
+                    '    Adapted from Qwen3Attention."""\n\n    NO_WINDOW = None\n'))},
+               kind="getattr-default")
+    return list(out) + list(fixed) + list(window)
+
+
 def corpus() -> list[Mutation]:
     return (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
-            drop_cases() + drop_cases_020())
+            drop_cases() + drop_cases_020() + evaluation_cases())
 
 
 def vacuous(mutation: Mutation, result) -> bool:
