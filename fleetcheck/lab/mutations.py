@@ -858,6 +858,11 @@ def evaluation_cases() -> list[Mutation]:
     case("getattr-class-constant-zero", False, "getattr(self, name, 1) of a class constant 0",
          offset_by('getattr(self, "_AUX_SHIFT", 1)', (CLASS_END, "    _AUX_SHIFT = 0\n\n" +
                                                       CLASS_END)), kind="getattr-default")
+    case("getattr-default-set-elsewhere", False, "getattr(self, name, 1) of an attribute "
+         "another function sets to 0 on the runner: not the default",
+         offset_by('getattr(self, "_aux_shift", 1)',
+                   ("", "\n\ndef _unshift(runner):\n    runner._aux_shift = 0\n")),
+         expect=Status.WARN, kind="getattr-default")
     # super() reaches a base's helper; `self` there is still the runner
     def through_super(shift: int) -> dict:
         return {RUNNER: ((V1_READ, "                layer_ids = super()._dflash_aux(%s)\n" % IDS),

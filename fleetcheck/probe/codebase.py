@@ -55,7 +55,8 @@ class FunctionRef(object):
 
 
 # the class sets attributes by computed names, or answers any name
-DYNAMIC_ATTRIBUTES = re.compile(r"\bsetattr\(\s*(?:self|cls)\b|def\s+__getattr__\b")
+DYNAMIC_ATTRIBUTES = re.compile(r"\bsetattr\(\s*(?:self|cls)\b|def\s+__getattr__\b|"
+                                r"\b(?:self|cls)\.__dict__\b|\bvars\(\s*self\s*\)")
 
 
 class Codebase(object):
@@ -283,13 +284,24 @@ class Codebase(object):
                for line in source.hit_lines(name, True)):
             return True
         if any(DYNAMIC_ATTRIBUTES.search(source.lines[line - 1])
-               for word in ("setattr", "__getattr__") for line in source.hit_lines(word, True)
+               for word in ("setattr", "__getattr__", "__dict__", "vars")
+               for line in source.hit_lines(word, True)
                if block[0] < line <= block[1]):
             return True  # set under a computed name, or answered for any name: it may be
         bases = self.class_bases(rel, cls)
         if depth >= MAX_REEXPORT_DEPTH or len(bases) < len(self.base_names(rel, cls)):
             return True
         return any(self.declares(r, b, name, depth + 1) for r, b in bases)
+
+    def assigns_attribute(self, rel, name):
+        """Does the file set an attribute `name` on some object (`x.name = ...`,
+        `setattr(x, "name", ...)`)?"""
+        source = self.source(rel)
+        if source is None or not source.contains(name):
+            return False
+        sets = re.compile(r"\.%s\s*(?::[^=]*)?=(?!=)|setattr\([^)]*[\"']%s[\"']"
+                          % (re.escape(name), re.escape(name)))
+        return any(sets.search(source.lines[line - 1]) for line in source.hit_lines(name, True))
 
     def class_constant(self, rel, cls, name, depth=0):
         """(value, rel, line) of a class-level `NAME = <literal>` (enum members too) of

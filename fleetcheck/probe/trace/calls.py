@@ -80,8 +80,9 @@ class Calls(object):
     def own_attribute(self, node, name, default):
         """`getattr(self, "name", default)` resolved against the class `self` is: a
         class-level constant of the class or its bases, else the default when neither
-        the class nor any base can have the attribute; None when it may be set
-        elsewhere (an instance assignment, a base outside the tree)."""
+        the class nor any base can have the attribute and no file of the finder sets it
+        on an object (`runner.name = ...`); None when it may be set (an instance
+        assignment, a base outside the tree)."""
         receiver = node.args[0]
         if not (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") and
                 self.self_cls):
@@ -92,7 +93,10 @@ class Calls(object):
         if found is not None:
             self.state.examined.add(found[1])
             return self.q.constant(self, node, found[0])
-        if codebase.method(rel, cls, name) is None and not codebase.declares(rel, cls, name):
+        if codebase.method(rel, cls, name) is None and \
+                not codebase.declares(rel, cls, name) and \
+                not any(codebase.assigns_attribute(other, name) for other in
+                        set(self.state.files) | {rel}):
             return default
         return None
 

@@ -1,8 +1,8 @@
 """What a predicate of the tree (`_is_dflash_run()`, `use_dflash()`) returns for DFlash,
 told from its whole body as Python runs it on DFlash's paths: each `if` told for DFlash
 (a branch DFlash never takes is no path), early `return`s and `raise`s ending their
-path, names bound to tests (tuple assignments too), `try` whose body raises nothing
-(its `else` runs, its handlers do not), `with`. A config whose `.method` the predicate
+path, names bound to tests (tuple assignments too), `try` (its handlers run only when its
+body can raise: a `raise` or a call in it), `with`. A config whose `.method` the predicate
 reads is, on DFlash's path, a config: not None and truthy. True or False when every
 return a DFlash path reaches says so; None when they differ, or when the body holds a
 construct not told (a loop, a `match`, a `finally` that returns)."""
@@ -109,9 +109,11 @@ class Teller(object):
         return returned, bool(falling)
 
     def attempt(self, node, names):
-        """try: the body runs; its handlers only when it can raise (a `raise` in it), and
-        its `else` when it falls through. `finally` is run for what it binds."""
-        raises = any(isinstance(inner, ast.Raise) for s in node.body for inner in ast.walk(s))
+        """try: the body runs; its handlers only when it can raise (a `raise` or a call in
+        it: reading a config's attributes does not), and its `else` when it falls
+        through. `finally` is run for what it binds."""
+        raises = any(isinstance(inner, (ast.Raise, ast.Call)) for s in node.body
+                     for inner in ast.walk(s))
         before = dict(names)
         outcome = self.block(node.body, names)
         if outcome is GIVE_UP:
