@@ -876,6 +876,17 @@ def evaluation_cases() -> list[Mutation]:
          kind="super")
     case("super-helper-unshifted", False, "super()'s helper calls the runner's +0",
          through_super(0), kind="super")
+    # calls bound as Python binds them: a *spread of a known tuple, keyword-only defaults
+    spread = ("                layer_ids = _shift_by(*((%s), %d))\n", "\n\ndef _shift_by(ids, n):\n"
+              "    return [i + n for i in ids]\n")
+    for amount, keeps, tag in ((1, True, ""), (0, False, "-zero")):
+        case("star-args" + tag, keeps, "ids and %d passed as *(ids, %d)" % (amount, amount),
+             {RUNNER: ((V1_READ, spread[0] % (IDS, amount)), ("", spread[1]))}, kind="binding")
+        case("keyword-only-default" + tag, keeps, "a keyword-only parameter defaulting to %d"
+             % amount, {RUNNER: ((V1_READ, "                layer_ids = _shift_by(%s)\n" % IDS),
+                                 ("", "\n\ndef _shift_by(ids, *, n=%d):\n"
+                                      "    return [i + n for i in ids]\n" % amount))},
+             kind="binding")
     # PR #40898's guarded form, the V1 test a predicate method told from its whole body
     for name, body in sorted(PREDICATE_BODIES.items()):
         excludes = name in ("early-return-excludes", "mentions-dflash", "allow-list")
@@ -913,6 +924,24 @@ def evaluation_cases() -> list[Mutation]:
                                "per_layer_sliding_window=%s)\n        self.attn = make_attn(\n"
                                % passed), (WINDOW, ""), ("", "\nimport functools\n"))},
                    kind="partial")
+    # a chain of Attention's subclasses: the outer one's super().__init__ is the inner's
+    chain = ("\n\nclass _Inner(Attention):\n"
+             "    def __init__(self, num_heads, head_size, scale, window=None, **kwargs):\n"
+             "        super().__init__(num_heads, head_size, scale,\n"
+             "                         per_layer_sliding_window=window, **kwargs)\n"
+             "\n\nclass _Middle(_Inner):\n    pass\n")
+    outer = ("\n\nclass _Outer(_Middle):\n"
+             "    def __init__(self, num_heads, head_size, scale, window=None, **kwargs):\n"
+             "        super().__init__(num_heads, head_size, scale, window=%s, **kwargs)\n")
+    for built, passed, keeps, tag in (("_Outer", "window", True, ""),
+                                      ("_Outer", "None", False, "-outer-drops"),
+                                      ("_Middle", None, True, "-inherited")):
+        window.add("subclass-chain" + tag, keeps, "%s(window=...) built, its chain to "
+                   "Attention passing %s" % (built, passed or "the window on"),
+                   {DRAFTER: ((ATTN, "        self.attn = %s(\n" % built),
+                              (WINDOW, "            window=sliding_window,\n"),
+                              ("", chain + (outer % passed if passed else "")))},
+                   kind="subclass")
     window.add("getattr-class-constant-none", False, "getattr(self, name, window) of a class "
                "constant None", {DRAFTER: (
                    (WINDOW, "            per_layer_sliding_window=getattr(self, \"NO_WINDOW\", "

@@ -31,7 +31,14 @@ class Calls(object):
     """The call half of a Flow (flow.py)."""
 
     def eval_Call(self, node, env):
-        args = [self.eval(a, env) for a in node.args]
+        args = []
+        for argument in node.args:
+            value = self.eval(argument, env)
+            spread = unpacked_tuple(value) if isinstance(argument, ast.Starred) else None
+            if spread is not None:
+                args.extend(spread)  # f(*(ids, 1)): each item in its own position
+            else:
+                args.append(value)
         keywords = {}
         spread = []
         for keyword in node.keywords:
@@ -459,7 +466,16 @@ class Calls(object):
                 env[name] = self.q.default_value(definer, defaults[name])
             else:
                 env[name] = EMPTY
-        spare = self.spare_arguments(ref, params, args, keywords, env, node)
+        keyword_only = [a.arg for a in ref.node.args.kwonlyargs]
+        for name in keyword_only:  # after `*` or `*args`: by keyword, else the default
+            if name in keywords:
+                env[name] = keywords[name]
+            elif name in defaults:
+                env[name] = self.q.default_value(definer, defaults[name])
+            else:
+                env[name] = EMPTY
+        spare = self.spare_arguments(ref, params + keyword_only, args, keywords, env, node,
+                                     len(params))
         key = (ref.key, self_cls, tuple(sorted(env.items(), key=lambda item: item[0])))
         if key not in self.state.memo:
             self.state.examined.add(ref.rel)
@@ -471,10 +487,11 @@ class Calls(object):
             self.state.memo[key] = result
         return self.state.memo[key] | spare
 
-    def spare_arguments(self, ref, params, args, keywords, env, node):
-        """Arguments no named parameter takes: into *args / **kwargs when the function
-        has them, else the question's `spare` value."""
-        extra = args[len(params):]
+    def spare_arguments(self, ref, params, args, keywords, env, node, positional):
+        """Arguments no named parameter takes (beyond the `positional` first, by a
+        keyword none of `params` names): into *args / **kwargs when the function has
+        them, else the question's `spare` value."""
+        extra = args[positional:]
         unmatched = dict((k, v) for k, v in keywords.items() if k not in params)
         signature = ref.node.args
         if signature.vararg is not None:
@@ -484,6 +501,17 @@ class Calls(object):
             env[signature.kwarg.arg] = frozenset([keyed(tuple(unmatched.items()))])
             unmatched = {}
         return self.q.spare(self, node, ref, list(extra) + list(unmatched.values()))
+
+
+def unpacked_tuple(value):
+    """The items of a value that is, on every path, a tuple of one known length (as a
+    `*spread` passes them), or None."""
+    lengths = set(len(atom.items) if isinstance(atom, Items) else -1 for atom in value)
+    if len(lengths) != 1 or -1 in lengths:
+        return None
+    count = lengths.pop()
+    return [frozenset().union(*[atom.items[index] for atom in value])
+            for index in range(count)]
 
 
 # one call being evaluated: its node, callee name, argument values (`opaque`: those of

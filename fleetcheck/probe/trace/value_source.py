@@ -195,14 +195,15 @@ class ValueSource(Question):
         if resolved is None or resolved[0] != "class":
             return
         position = self.callee_position(state, source.rel)
+        target = (resolved[1], resolved[2])
         for rel, name in state.codebase.subclasses(resolved[1], resolved[2], [source.rel]):
             if rel != source.rel:
                 continue
             init = state.codebase.function(rel, "__init__", name)
-            if init is None:
-                continue
+            if init is None or not super_init_reaches(state.codebase, rel, name, target):
+                continue  # its super().__init__ is a subclass's: traced back from there
             self.trace_calls(state, init, Capture("__init__", self.argument,
-                                           position if position >= 0 else None))
+                                                  position if position >= 0 else None))
 
     def trace_calls(self, state, ref, capture):
         Flow(state, ref, self.entry_env(state, ref), 0, (ref.key,), watching=[capture]).run()
@@ -321,17 +322,33 @@ class ValueSource(Question):
 
     def passed_by_callers(self, state, ref, name, position):
         """The values call sites in the function's module pass for one parameter."""
-        source = state.codebase.source(ref.rel)
+        codebase = state.codebase
+        source = codebase.source(ref.rel)
         constructor = ref.name == "__init__" and ref.cls is not None
-        called = ref.cls[1] if constructor else ref.name
+        called = [ref.cls[1]] if constructor else [ref.name]
         out = []
         def_line = ref.node.lineno + ref.line_offset
-        lines = [line for line in source.hit_lines(called, True) if line != def_line]
-        for _, site in state.functions_around(source, lines):
-            capture = Capture(called, name, position)
-            Flow(state, site, self.entry_env(state, site), 0, (site.key,),
-                       watching=[capture]).run()
-            out.extend(value for value, _, _ in capture.values)
+        if constructor:
+            # a subclass built instead: one without an __init__ of its own runs this one,
+            # one with its own passes what its super().__init__ call passes
+            for rel, sub in codebase.subclasses(ref.rel, ref.cls[1], [ref.rel]):
+                init = codebase.function(rel, "__init__", sub)
+                if rel != ref.rel or not super_init_reaches(codebase, rel, sub, ref.cls):
+                    continue
+                if init is None:
+                    called.append(sub)
+                    continue
+                capture = Capture("__init__", name, position)
+                Flow(state, init, self.entry_env(state, init), 0, (init.key,),
+                     watching=[capture]).run()
+                out.extend(value for value, _, _ in capture.values)
+        for callee in called:
+            lines = [line for line in source.hit_lines(callee, True) if line != def_line]
+            for _, site in state.functions_around(source, lines):
+                capture = Capture(callee, name, position)
+                Flow(state, site, self.entry_env(state, site), 0, (site.key,),
+                     watching=[capture]).run()
+                out.extend(value for value, _, _ in capture.values)
         if not out:
             return out
         default = ref.defaults().get(name)
@@ -386,6 +403,19 @@ class ValueSource(Question):
             entry["why"] = why
         if entry not in state.findings and len(state.findings) < MAX_FINDINGS:
             state.findings.append(entry)
+
+
+def super_init_reaches(codebase, rel, cls, target, depth=0):
+    """Does `super().__init__` in class `cls` of `rel` run the __init__ of class
+    `target` ((rel, name)): a base is the target, or a base in the tree without an
+    __init__ of its own reaches it?"""
+    for base in codebase.class_bases(rel, cls):
+        if tuple(base) == tuple(target):
+            return True
+        if depth < 3 and codebase.function(base[0], "__init__", base[1]) is None and \
+                super_init_reaches(codebase, base[0], base[1], target, depth + 1):
+            return True
+    return False
 
 
 def widest_positional_call(node, name):
