@@ -942,6 +942,37 @@ def evaluation_cases() -> list[Mutation]:
                               (WINDOW, "            window=sliding_window,\n"),
                               ("", chain + (outer % passed if passed else "")))},
                    kind="subclass")
+    # a subclass passing **kwargs on: each key what its callers pass, unless it changes it
+    kwargs_sub = ("\n\nclass _WindowedAttention(Attention):\n"
+                  "    def __init__(self, *args, **kwargs):\n%s"
+                  "        super().__init__(*args, %s**kwargs)\n")
+    for tag, keeps, before, passed, what in (
+            ("", True, "", "", "passed on untouched"),
+            ("-popped", False, '        kwargs.pop("per_layer_sliding_window", None)\n', "",
+             "with the window popped"),
+            ("-deleted", False, '        del kwargs["per_layer_sliding_window"]\n', "",
+             "with the window deleted"),
+            ("-popped-and-passed", True,
+             '        window = kwargs.pop("per_layer_sliding_window", None)\n',
+             "per_layer_sliding_window=window, ", "the window popped and passed by keyword"),
+            ("-set-none", False, '        kwargs["per_layer_sliding_window"] = None\n', "",
+             "the window replaced by None")):
+        window.add("subclass-kwargs" + tag, keeps, "a subclass's **kwargs %s" % what,
+                   {DRAFTER: ((ATTN, "        self.attn = _WindowedAttention(\n"),
+                              ("", kwargs_sub % (before, passed)))}, kind="kwargs")
+    window.add("subclass-kwargs-updated", False, "a subclass's **kwargs updated by a call: "
+               "its keys unknown", {DRAFTER: (
+                   (ATTN, "        self.attn = _WindowedAttention(\n"),
+                   ("", kwargs_sub % ("        kwargs.update(per_layer_sliding_window=None)\n",
+                                      "")))}, expect=Status.WARN, kind="kwargs")
+    window.add("subclass-keyword-only", True, "a subclass's keyword-only window set into "
+               "**kwargs", {DRAFTER: (
+                   (ATTN, "        self.attn = _WindowedAttention(\n"),
+                   (WINDOW, "            window=sliding_window,\n"),
+                   ("", "\n\nclass _WindowedAttention(Attention):\n"
+                        "    def __init__(self, *args, window=None, **kwargs):\n"
+                        "        kwargs[\"per_layer_sliding_window\"] = window\n"
+                        "        super().__init__(*args, **kwargs)\n"))}, kind="kwargs")
     window.add("getattr-class-constant-none", False, "getattr(self, name, window) of a class "
                "constant None", {DRAFTER: (
                    (WINDOW, "            per_layer_sliding_window=getattr(self, \"NO_WINDOW\", "

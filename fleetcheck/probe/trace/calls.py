@@ -10,9 +10,10 @@ from collections import namedtuple
 from fleetcheck.probe.codebase import callee_name, dotted_name
 from fleetcheck.probe.trace.nodes import const_str, is_log_call
 from fleetcheck.probe.trace.state import MAX_CALL_DEPTH
-from fleetcheck.probe.trace.values import (EMPTY, Items, Keyed, Lambda, Mapping, Partial,
-                                           as_collection, as_elements, carries_ids, iterated,
-                                           keyed, sources_in)
+from fleetcheck.probe.trace.values import (EMPTY, Items, Keyed, Kwargs, Lambda, Mapping,
+                                           Param, Partial, as_collection, as_elements,
+                                           carries_ids, iterated, keyed, sources_in,
+                                           with_key)
 
 OPERATOR_ARITHMETIC = {"add": ast.Add, "iadd": ast.Add, "sub": ast.Sub, "isub": ast.Sub}
 PASS_THROUGH_CALLS = {"tuple", "list", "sorted", "set", "frozenset", "reversed"}
@@ -54,7 +55,7 @@ class Calls(object):
                      self.named_call, self.pass_through_call, self.map_call,
                      self.operator_call,
                      self.numeric_call, self.observer_call, self.log_call,
-                     self.dict_filled, self.collection_filled, self.lambda_call,
+                     self.dict_filled, self.kwargs_changed, self.collection_filled, self.lambda_call,
                      self.partial_call):
             value = kind(call)
             if value is not None:
@@ -347,6 +348,29 @@ class Calls(object):
         env[func.value.id] = frozenset(updated)
         return EMPTY
 
+    def kwargs_changed(self, call):
+        """`kwargs.pop("x", d)` on a **kwargs parameter: "x" is no longer passed on, and
+        the call's value is what the callers pass under it (or d); any other method that
+        changes it (update, setdefault, clear, popitem) leaves its keys unknown."""
+        func, env = call.node.func, call.env
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and
+                func.attr in ("pop", "update", "setdefault", "clear", "popitem") and
+                any(isinstance(a, Kwargs) for a in env.get(func.value.id, EMPTY))):
+            return None
+        node, name = call.node, func.value.id
+        key = const_str(node.args[0]) if func.attr == "pop" and node.args else None
+        if key is None:
+            env[name] = self.q.unknown(self, node, "%s.%s() of keyword arguments"
+                                       % (name, func.attr))
+            return self.q.unknown(self, node, "%s.%s()" % (name, func.attr))
+        kwargs = [a for a in env[name] if isinstance(a, Kwargs)]
+        taken = set()
+        for atom in kwargs:
+            known = dict(atom.known)
+            taken |= known[key] if key in known else frozenset([Param(atom.ref, key, None)])
+        env[name] = with_key(env[name], key, self.q.constant(self, node, "not passed"))
+        return frozenset(taken) | (call.args[1] if len(call.args) > 1 else EMPTY)
+
     def collection_filled(self, call):
         """A local collection filled in place (`ids.append(i + 1)`); `operator.add(i, 0)`
         or `np.add(ids, 0)` name a module's function, which is a call like any."""
@@ -410,6 +434,15 @@ class Calls(object):
         may hold any keyword, are returned."""
         opaque = []
         for expression, value in spread:
+            kwargs = [a for a in value if isinstance(a, Kwargs)]
+            if kwargs and len(kwargs) == len(value):
+                # a **kwargs parameter passed on: the keys set here, and the rest as the
+                # callers pass them (the question reads which key it wants)
+                for atom in kwargs:
+                    for key, held in atom.known:
+                        keywords[key] = keywords.get(key, EMPTY) | held
+                opaque.append(frozenset(kwargs))
+                continue
             dicts = [a for a in value if isinstance(a, Keyed)]
             if len(dicts) != len(value) or not dicts:
                 opaque.append(self.q.spread(self, node, expression, value))

@@ -9,8 +9,8 @@ from fleetcheck.probe import conditions
 from fleetcheck.probe.codebase import FunctionRef, dotted_name
 from fleetcheck.probe.trace.nodes import const_str, is_log_call, subscript_index
 from fleetcheck.probe.trace.paths import TRUTH, UNDECIDED
-from fleetcheck.probe.trace.values import (EMPTY, Deferred, Elem, Ids, Items, Keyed, Test,
-                                           as_collection, as_elements, keyed, sources_in)
+from fleetcheck.probe.trace.values import (EMPTY, Deferred, Elem, Ids, Items, Test,
+                                           as_collection, as_elements, sources_in, with_key)
 
 
 class Statements(object):
@@ -133,6 +133,19 @@ class Statements(object):
 
     exec_For = exec_AsyncFor = exec_While = exec_loop
 
+    def exec_Delete(self, node, env):
+        """`del kwargs["x"]`: the key is no longer passed; any other `del` of a name
+        leaves it holding nothing."""
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
+                    target.value.id in env:
+                key = const_str(subscript_index(target))
+                updated = with_key(env[target.value.id], key, self.q.constant(
+                    self, node, "not passed")) if key is not None else None
+                if updated is not None:
+                    env[target.value.id] = updated
+        return env
+
     def exec_With(self, node, env):
         for item in node.items:
             value = self.eval(item.context_expr, env)
@@ -177,12 +190,9 @@ class Statements(object):
                     target.value.id in env:
                 key = const_str(subscript_index(target))
                 current = env[target.value.id]
-                dicts = [a for a in current if isinstance(a, Keyed)]
-                if dicts and key is not None:
-                    # kwargs["x"] = value: the key now holds the value
-                    env[target.value.id] = \
-                        frozenset(a for a in current if not isinstance(a, Keyed)) | \
-                        frozenset(keyed(a.items + ((key, value),)) for a in dicts)
+                updated = with_key(current, key, value) if key is not None else None
+                if updated is not None:
+                    env[target.value.id] = updated  # kwargs["x"] = value: the key holds it
                     return
                 env[target.value.id] = current | as_collection(value)
             self.q.stored(self, node, value, name)

@@ -18,7 +18,8 @@ from fleetcheck.probe.trace.nodes import step_of
 from fleetcheck.probe.trace.question import Question
 from fleetcheck.probe.trace.state import MAX_CALL_DEPTH, MAX_FINDINGS
 from fleetcheck.probe.trace.values import (CallLookup, Constant, ConstantLookup, Deferred,
-                                           Items, Keyed, Param, Partial, Source, Unknown)
+                                           Items, Keyed, Kwargs, Param, Partial, Source,
+                                           Unknown)
 
 MAX_CALLER_DEPTH = 3
 
@@ -125,12 +126,14 @@ class ValueSource(Question):
                     capture.values.append((keywords[capture.keyword],
                                            flow.step(node, "call"), None))
                 elif opaque:
-                    capture.values.append((frozenset().union(*opaque), flow.step(node, "call"),
-                                           None))
+                    capture.values.append((passed_on(frozenset().union(*opaque),
+                                                     capture.keyword),
+                                           flow.step(node, "call"), None))
                 continue
             step = flow.step(node, "call")
             if capture.keyword not in keywords and opaque:
-                capture.values.append((frozenset().union(*opaque), step, None))
+                capture.values.append((passed_on(frozenset().union(*opaque), capture.keyword),
+                                       step, None))
             elif capture.keyword in keywords:
                 given = [k.value for k in node.keywords if k.arg == capture.keyword]
                 capture.values.append((keywords[capture.keyword], step,
@@ -262,9 +265,15 @@ class ValueSource(Question):
 
     def entry_env(self, state, ref):
         """Parameters hold themselves, to be replaced by what the module's call sites
-        pass."""
-        return dict((name, frozenset([Param(ref, name, index)]))
-                    for index, name in enumerate(ref.params()))
+        pass (keyword-only ones by keyword; **kwargs key by key)."""
+        env = dict((name, frozenset([Param(ref, name, index)]))
+                   for index, name in enumerate(ref.params()))
+        signature = ref.node.args
+        for arg in signature.kwonlyargs:
+            env[arg.arg] = frozenset([Param(ref, arg.arg, None)])
+        if signature.kwarg is not None:
+            env[signature.kwarg.arg] = frozenset([Kwargs(ref, signature.kwarg.arg, ())])
+        return env
 
     def through_callers(self, state, value, depth):
         """Parameters replaced by what the module's call sites pass for them."""
@@ -403,6 +412,13 @@ class ValueSource(Question):
             entry["why"] = why
         if entry not in state.findings and len(state.findings) < MAX_FINDINGS:
             state.findings.append(entry)
+
+
+def passed_on(value, keyword):
+    """What a `**` spread passes for `keyword`: a **kwargs parameter passes what its
+    callers pass under that keyword."""
+    return frozenset(Param(atom.ref, keyword, None) if isinstance(atom, Kwargs) else atom
+                     for atom in value)
 
 
 def super_init_reaches(codebase, rel, cls, target, depth=0):

@@ -105,6 +105,13 @@ class Param(kind("Param", ["ref", "name", "position"])):
     __slots__ = ()
 
 
+class Kwargs(kind("Kwargs", ["ref", "name", "known"])):
+    """The `**kwargs` parameter `name` of `ref` in a flow started there: the keys set on
+    it here (`known`, sorted (key, value) pairs), any other key what the module's call
+    sites pass under it (a Param of that name)."""
+    __slots__ = ()
+
+
 # -- values any question builds -----------------------------------------------------------
 class Items(kind("Items", ["items"])):
     """A tuple of known length, each item a value of its own."""
@@ -144,6 +151,22 @@ def keyed(items):
     for key, value in items:
         merged[key] = value
     return Keyed(tuple(sorted(merged.items(), key=lambda item: item[0])))
+
+
+def with_key(value, key, held):
+    """The value after `d[key] = held` on its dicts of known keys and **kwargs; other
+    atoms unchanged. None when it holds neither."""
+    if not any(isinstance(atom, (Keyed, Kwargs)) for atom in value):
+        return None
+    out = set()
+    for atom in value:
+        if isinstance(atom, Keyed):
+            out.add(keyed(atom.items + ((key, held),)))
+        elif isinstance(atom, Kwargs):
+            out.add(Kwargs(atom.ref, atom.name, keyed(atom.known + ((key, held),)).items))
+        else:
+            out.add(atom)
+    return frozenset(out)
 
 
 def with_step(atom, step):
