@@ -863,6 +863,11 @@ def evaluation_cases() -> list[Mutation]:
          offset_by('getattr(self, "_aux_shift", 1)',
                    ("", "\n\ndef _unshift(runner):\n    runner._aux_shift = 0\n")),
          expect=Status.WARN, kind="getattr-default")
+    case("getattr-default-subclass-constant", False, "getattr(self, name, 1) of an attribute "
+         "a subclass of the runner sets to 0: not the default",
+         offset_by('getattr(self, "_aux_shift", 1)',
+                   ("", "\n\nclass _UnshiftedRunner(GPUModelRunner):\n    _aux_shift = 0\n")),
+         expect=Status.WARN, kind="getattr-default")
     # super() reaches a base's helper; `self` there is still the runner
     def through_super(shift: int) -> dict:
         return {RUNNER: ((V1_READ, "                layer_ids = super()._dflash_aux(%s)\n" % IDS),

@@ -54,9 +54,11 @@ class FunctionRef(object):
         return out
 
 
-# the class sets attributes by computed names, or answers any name
+# the class sets attributes by computed names (setattr(self, ...), vars(self)[k] = v,
+# self.__dict__.update(...)), or answers any name
 DYNAMIC_ATTRIBUTES = re.compile(r"\bsetattr\(\s*(?:self|cls)\b|def\s+__getattr__\b|"
-                                r"\b(?:self|cls)\.__dict__\b|\bvars\(\s*self\s*\)")
+                                r"(?:\b(?:self|cls)\.__dict__|\bvars\(\s*self\s*\))"
+                                r"\s*(?:\[[^\]]*\]\s*=(?!=)|\.(?:update|setdefault)\b)")
 
 
 class Codebase(object):

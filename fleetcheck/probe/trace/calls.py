@@ -88,9 +88,9 @@ class Calls(object):
     def own_attribute(self, node, name, default):
         """`getattr(self, "name", default)` resolved against the class `self` is: a
         class-level constant of the class or its bases, else the default when neither
-        the class nor any base can have the attribute and no file of the finder sets it
-        on an object (`runner.name = ...`); None when it may be set (an instance
-        assignment, a base outside the tree)."""
+        class, its bases nor its subclasses in the finder's files can have the attribute
+        and no such file sets it on an object (`runner.name = ...`); None when it may be
+        set (an instance assignment, a base outside the tree)."""
         receiver = node.args[0]
         if not (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") and
                 self.self_cls):
@@ -101,10 +101,11 @@ class Calls(object):
         if found is not None:
             self.state.examined.add(found[1])
             return self.q.constant(self, node, found[0])
-        if codebase.method(rel, cls, name) is None and \
-                not codebase.declares(rel, cls, name) and \
-                not any(codebase.assigns_attribute(other, name) for other in
-                        set(self.state.files) | {rel}):
+        files = sorted(set(self.state.files) | {rel})
+        classes = [(rel, cls)] + codebase.subclasses(rel, cls, files)  # self may be any
+        if all(codebase.method(r, c, name) is None and not codebase.declares(r, c, name)
+               for r, c in classes) and \
+                not any(codebase.assigns_attribute(other, name) for other in files):
             return default
         return None
 
@@ -268,8 +269,9 @@ class Calls(object):
                     return None
                 out |= as_collection(value)
             return frozenset(out)
-        if args[0] and not isinstance(node.args[0], (ast.Name, ast.Attribute)):
-            return None
+        if args[0] and not isinstance(node.args[0], (ast.Name, ast.Attribute)) or \
+                isinstance(node.args[0], ast.Name) and node.args[0].id in call.env:
+            return None  # a computed function, or a local name bound to one
         value = self.applied(node.args[0], elements, {}, node)
         return as_collection(value) if value is not None else None
 
