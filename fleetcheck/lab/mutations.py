@@ -868,6 +868,12 @@ def evaluation_cases() -> list[Mutation]:
          offset_by('getattr(self, "_aux_shift", 1)',
                    ("", "\n\nclass _UnshiftedRunner(GPUModelRunner):\n    _aux_shift = 0\n")),
          expect=Status.WARN, kind="getattr-default")
+    case("getattr-class-constant-overridden", False, "getattr(self, name, 1) of a class "
+         "constant 1 that a subclass of the runner sets to 0",
+         offset_by('getattr(self, "_AUX_SHIFT", 1)',
+                   (CLASS_END, "    _AUX_SHIFT = 1\n\n" + CLASS_END),
+                   ("", "\n\nclass _UnshiftedRunner(GPUModelRunner):\n    _AUX_SHIFT = 0\n")),
+         expect=Status.WARN, kind="getattr-default")
     # super() reaches a base's helper; `self` there is still the runner
     def through_super(shift: int) -> dict:
         return {RUNNER: ((V1_READ, "                layer_ids = super()._dflash_aux(%s)\n" % IDS),

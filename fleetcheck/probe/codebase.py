@@ -272,10 +272,10 @@ class Codebase(object):
         where = self.module_file(target[0])
         return self.constant(where, target[1], depth + 1) if where else None
 
-    def declares(self, rel, cls, name, depth=0):
-        """Could an instance of the class have the attribute `name`: the class or a base
-        defines it (a def, a class-level binding, `self.name = ...`), or a base is not in
-        the tree (it may)?"""
+    def declares(self, rel, cls, name, depth=0, inherited=True):
+        """Could an instance of the class have the attribute `name`: the class or (when
+        `inherited`) a base defines it (a def, a class-level binding, `self.name = ...`),
+        or a base is not in the tree (it may)?"""
         block = self.class_block(rel, cls)
         if block is None:
             return True
@@ -290,6 +290,8 @@ class Codebase(object):
                for line in source.hit_lines(word, True)
                if block[0] < line <= block[1]):
             return True  # set under a computed name, or answered for any name: it may be
+        if not inherited:
+            return False
         bases = self.class_bases(rel, cls)
         if depth >= MAX_REEXPORT_DEPTH or len(bases) < len(self.base_names(rel, cls)):
             return True

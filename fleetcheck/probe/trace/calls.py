@@ -51,12 +51,11 @@ class Calls(object):
         opaque = self.spread_keywords(node, spread, keywords)
         call = CallSite(node, callee_name(node.func), args, keywords, opaque, env)
         self.q.at_call(self, call)
-        for kind in (self.getattr_call, self.mapping_view, self.get_call, self.partial_built, self.dict_call,
-                     self.named_call, self.pass_through_call, self.map_call,
-                     self.operator_call,
-                     self.numeric_call, self.observer_call, self.log_call,
-                     self.dict_filled, self.kwargs_changed, self.collection_filled, self.lambda_call,
-                     self.partial_call):
+        for kind in (self.getattr_call, self.mapping_view, self.get_call, self.partial_built,
+                     self.dict_call, self.named_call, self.pass_through_call, self.map_call,
+                     self.operator_call, self.numeric_call, self.observer_call, self.log_call,
+                     self.dict_filled, self.kwargs_changed, self.collection_filled,
+                     self.lambda_call, self.partial_call):
             value = kind(call)
             if value is not None:
                 return value
@@ -97,15 +96,17 @@ class Calls(object):
             return None
         rel, cls = self.self_cls
         codebase = self.state.codebase
+        files = sorted(set(self.state.files) | {rel})
+        subclasses = codebase.subclasses(rel, cls, files)  # `self` may be any of them
+        if any(codebase.function(r, name, c) is not None or codebase.declares(r, c, name, inherited=False)
+               for r, c in subclasses) or \
+                any(codebase.assigns_attribute(other, name) for other in files):
+            return None
         found = codebase.class_constant(rel, cls, name)
         if found is not None:
             self.state.examined.add(found[1])
             return self.q.constant(self, node, found[0])
-        files = sorted(set(self.state.files) | {rel})
-        classes = [(rel, cls)] + codebase.subclasses(rel, cls, files)  # self may be any
-        if all(codebase.method(r, c, name) is None and not codebase.declares(r, c, name)
-               for r, c in classes) and \
-                not any(codebase.assigns_attribute(other, name) for other in files):
+        if codebase.method(rel, cls, name) is None and not codebase.declares(rel, cls, name):
             return default
         return None
 
