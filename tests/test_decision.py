@@ -117,3 +117,28 @@ def test_an_unknown_operand_that_cannot_change_the_result_does_not_matter():
     assert hit["source"] == "false", hit
     hit, _ = decided("return self.draft_model_config.owns_kv or self.use_dflash()")
     assert hit["source"] == "true", hit
+
+
+@pytest.mark.parametrize("body", [
+    "if self.draft_model_config.owns_kv:\n    return False\nreturn self.use_eagle()",
+    "if self.draft_model_config.owns_kv:\n    drop = False\nelse:\n    drop = True\nreturn drop",
+    "return False if self.draft_model_config.owns_kv else self.use_eagle()",
+])
+def test_an_undecided_test_whose_branches_disagree_is_unknown_naming_the_test(body):
+    """The test is not evaluated and its two ways give different answers: unknown,
+    naming the test and its line (not an error of the evaluator)."""
+    hit, _ = decided(body)
+    assert hit["source"] == "?", hit
+    assert "cannot evaluate self.draft_model_config" in hit["why"], hit["why"]
+    assert CONFIG + ":" in hit["why"], hit["why"]
+
+
+@pytest.mark.parametrize("body", [
+    "if self.draft_model_config.owns_kv:\n    return False\nelse:\n    return False",
+    "if self.draft_model_config.owns_kv:\n    own = True\nelse:\n    own = True\n"
+    "return self.use_eagle() and not own",
+    "return False if self.draft_model_config.owns_kv else not self.use_eagle()",
+])
+def test_an_undecided_test_whose_branches_agree_decides(body):
+    hit, _ = decided(body)
+    assert hit["source"] == "false", hit

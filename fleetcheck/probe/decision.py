@@ -119,10 +119,14 @@ class Evaluator(object):
         return truth, self.decided_line, None
 
     def test_truth(self, node, frame):
-        """True or False when the test of an `if` or a conditional expression is known,
-        else None."""
+        """(truth, why) of the test of an `if` or a conditional expression: truth True or
+        False when it is known, else None with `why` the unknown naming the test (its own
+        unknown, or the test itself when its value has no truth)."""
         test = self.expr(node, frame)
-        return self.truth(test) if known(test) else None
+        truth = self.truth(test) if known(test) else None
+        if truth is not None:
+            return truth, None
+        return None, test if not known(test) else frame.unknown(node, construct(node))
 
     def truth(self, value):
         try:
@@ -455,7 +459,7 @@ class Evaluator(object):
         return frame.unknown(target, "an assignment to %s" % construct(target))
 
     def branch(self, node, frame):
-        truth = self.test_truth(node.test, frame)
+        truth, why = self.test_truth(node.test, frame)
         if truth is True:
             return self.run(node.body, frame)
         if truth is False:
@@ -468,7 +472,6 @@ class Evaluator(object):
             outcomes.append(self.run(body, copy))
             envs.append(copy.env)
         first, second = outcomes
-        why = test if isinstance(test, Unknown) else frame.unknown(node.test, construct(node.test))
         if first is None and second is None:
             merged = {}
             for name in set(envs[0]) | set(envs[1]):
@@ -531,7 +534,7 @@ class Evaluator(object):
         if isinstance(node, ast.Compare):
             return self.compare(node, frame)
         if isinstance(node, ast.IfExp):
-            truth = self.test_truth(node.test, frame)
+            truth, why = self.test_truth(node.test, frame)
             if truth is True:
                 return self.expr(node.body, frame)
             if truth is False:
@@ -539,7 +542,7 @@ class Evaluator(object):
             a, b = self.expr(node.body, frame), self.expr(node.orelse, frame)
             if known(a) and known(b) and same(a, b):
                 return a
-            return test if not known(test) else frame.unknown(node, construct(node))
+            return why
         if isinstance(node, ast.Attribute):
             return self.attribute(node, frame)
         if isinstance(node, ast.Call):
