@@ -142,3 +142,24 @@ def test_an_undecided_test_whose_branches_disagree_is_unknown_naming_the_test(bo
 def test_an_undecided_test_whose_branches_agree_decides(body):
     hit, _ = decided(body)
     assert hit["source"] == "false", hit
+
+
+@pytest.mark.parametrize("body, label", [
+    ('return {"eagle": True, "eagle3": True, "mtp": True}.get(self.method, False)', "false"),
+    ('return {"eagle": True, "dflash": True}.get(self.method, False)', "true"),
+    ('return bool({"eagle": 1}.get(self.method))', "false"),
+    ('return self.method.startswith("eagle")', "false"),
+    ('return self.method.startswith(("eagle", "dfl"))', "true"),
+    ('return ("eagle", "dflash").count(self.method) > 0', "true"),
+    ('return self.use_eagle() and self.method not in {"dflash": 0, "dspark": 0}.keys()', "false"),
+])
+def test_a_method_of_a_known_dict_tuple_or_string_is_evaluated(body, label):
+    hit, _ = decided(body)
+    assert hit["source"] == label, hit
+    assert "why" not in hit
+
+
+def test_a_method_of_a_known_value_outside_the_few_read_is_unknown_and_named():
+    hit, _ = decided('return {"eagle": True}.setdefault(self.method, False)')
+    assert hit["source"] == "?", hit
+    assert "setdefault" in hit["why"] and CONFIG + ":" in hit["why"], hit["why"]

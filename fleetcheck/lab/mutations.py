@@ -1380,8 +1380,6 @@ PENDING_REASONS = {
                                       "the config's window through int() and or (today: the "
                                       "constants 0 and None, fail)",
     # to be fixed in decision.py / conditions.py (this branch)
-    "drop-gate-allow-list-dict-get": "decision: dict.get on a literal dict",
-    "drop-gate-allow-list-dict-get-dflash": "decision: dict.get on a literal dict",
     "offset-predicate-helper-early-return": "conditions: a predicate of several statements",
     "offset-predicate-helper-try-else": "conditions: a predicate of several statements",
     "offset-predicate-helper-tuple-assignment": "conditions: a predicate of several statements",

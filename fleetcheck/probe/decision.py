@@ -10,8 +10,9 @@ them, comparisons (chained too), `in`/`not in`, `and`/`or` (their values, short-
 properties followed into their bodies (subclass first, then the bases), module functions
 of the tree (imports followed into other modules), `getattr(obj, "name"[, default])`
 resolved against the class, calls bound to the callee's own `def` (positional, keyword,
-`*args`, `**kwargs`, defaults), `bool`, `len`, `any`, `all`, `operator.*` comparisons
-and `functools.partial`; statements: assignments (tuple unpacking too), `if`/`elif`/
+`*args`, `**kwargs`, defaults), `bool`, `len`, `any`, `all`, `operator.*` comparisons,
+`functools.partial`, and the few methods of a known dict, tuple, frozenset or string
+that only read it (`{...}.get(method, False)`, `.keys()`, `method.startswith(...)`); statements: assignments (tuple unpacking too), `if`/`elif`/
 `else`, early `return`, `raise`, `try`/`else`/`finally` without a raise, `pass`. Anything
 else is unknown, named with its line: never guessed true or false."""
 
@@ -54,6 +55,23 @@ class Lambda(object):
 class Builtin(object):
     def __init__(self, name):
         self.name = name
+
+
+class BoundMethod(object):
+    """A method of a known dict, tuple, frozenset or string (`{...}.get`): one of the few
+    that read their value and change nothing (VALUE_METHODS)."""
+
+    def __init__(self, value, name):
+        self.value, self.name = value, name
+
+
+VALUE_METHODS = {
+    dict: ("get", "keys", "values", "items", "__contains__"),
+    tuple: ("count", "index", "__contains__"),
+    frozenset: ("__contains__", "issubset", "issuperset", "isdisjoint", "union",
+                "intersection", "difference"),
+    str: ("startswith", "endswith", "lower", "upper", "strip", "casefold", "__contains__"),
+}
 
 
 OPERATORS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
@@ -249,7 +267,30 @@ class Evaluator(object):
             return self.call_lambda(callee, args, kwargs, node, frame)
         if isinstance(callee, Builtin):
             return self.call_builtin(callee.name, args, kwargs, node, frame)
+        if isinstance(callee, BoundMethod):
+            return self.call_value_method(callee, args, kwargs, node, frame)
         return frame.unknown(node, "the call %s" % construct(node))
+
+    def call_value_method(self, callee, args, kwargs, node, frame):
+        """`{...}.get(method, False)`, `method.startswith("eagle")`: run on the known
+        value; a dict's values or items holding an unknown are unknown."""
+        if kwargs:
+            return frame.unknown(node, "%s() with keywords" % construct(node.func))
+        bad = [a for a in args if not known(a)]
+        if bad:
+            return bad[0]
+        value, name = callee.value, callee.name
+        if isinstance(value, dict) and name in ("values", "items"):
+            bad = [v for v in value.values() if not known(v)]
+            if bad:
+                return bad[0]
+        try:
+            result = getattr(value, name)(*args)
+        except Exception:
+            return frame.unknown(node, "%s() of these values" % construct(node.func))
+        if isinstance(value, dict) and name in ("keys", "values", "items"):
+            return tuple(result)
+        return result
 
     def call_lambda(self, callee, args, kwargs, node, frame):
         params = [a.arg for a in callee.node.args.args]
@@ -634,6 +675,8 @@ class Evaluator(object):
             return value
         if isinstance(value, Instance):
             return self.instance_attribute(value, node.attr, node, frame)
+        if node.attr in VALUE_METHODS.get(type(value), ()):
+            return BoundMethod(value, node.attr)
         if isinstance(value, tuple) and len(value) == 2 and value[0] == "module":
             if value[1] == "functools" and node.attr == "partial":
                 return Builtin("functools.partial")
