@@ -1376,13 +1376,18 @@ PENDING_REASONS = {
                                      " w = None` before super().__init__(per_layer_sliding_window"
                                      "=w): None only on a non-positive window, the config's "
                                      "window passes on (today: constant, fail)",
+    # trace/predicates.py tells a name by the truth of the test it holds, not by the
+    # string it holds: `method, shifted = self.speculative_config.method, "dflash"`
+    # then `return method == shifted` compares with a name that names no strings
+    "offset-predicate-helper-tuple-assignment": "a predicate's local bound to a string by a "
+                                                "tuple assignment (`method, shifted = "
+                                                'self.speculative_config.method, "dflash"; '
+                                                "return method == shifted`): the string it "
+                                                "holds is the compared one (today: undecided, "
+                                                "false alarm)",
     "swa-subclass-window-normalised": "_WindowedAttention.__init__: `w = int(w or 0) or None`: "
                                       "the config's window through int() and or (today: the "
                                       "constants 0 and None, fail)",
-    # to be fixed in decision.py / conditions.py (this branch)
-    "offset-predicate-helper-early-return": "conditions: a predicate of several statements",
-    "offset-predicate-helper-try-else": "conditions: a predicate of several statements",
-    "offset-predicate-helper-tuple-assignment": "conditions: a predicate of several statements",
 }
 
 
