@@ -721,6 +721,12 @@ def swa_construct_cases(out: Cases) -> None:
              "other-attribute", "getattr of an attribute the config does not have: its "
              "default None")):
         case("getattr-window", tag, keeps, what, window(text))
+    # getattr(self, name, window) of a name the attention class lacks: the default (the
+    # window) passes on (eval-swa-getattr-class-constant-none is the class constant None)
+    case("getattr-default", "self-lacking", True, 'getattr(self, "NO_WINDOW", '
+         "sliding_window) of a name no class has: the window",
+         {DRAFTER: ((WINDOW, "            per_layer_sliding_window=getattr(self, \"NO_WINDOW\", "
+                             "sliding_window),\n"),)})
     # the window bound by functools.partial(Attention, ...)
     partial_import = (DRAFTER_IMPORT, DRAFTER_IMPORT + "import functools\n")
     for bound, passed, keeps, tag in (("sliding_window", None, True, ""),
@@ -1301,8 +1307,8 @@ def every_case() -> list[Mutation]:
             drop_cases() + drop_cases_020() + evaluation_cases())
 
 
-# Cases whose verdict is still wrong because the dataflow (probe/dataflow.py,
-# key_offset.py, value_source.py, dataflow_values.py) must learn a construct: kept out
+# Cases whose verdict is still wrong because the interpreter (probe/trace/: key_offset,
+# value_source, predicates) must learn a construct: kept out
 # of corpus() so the benchmark and the tests stay green, each with what it must learn.
 # Move a case into the corpus (delete its line) once the dataflow gives its label.
 PENDING_REASONS = {
@@ -1385,6 +1391,11 @@ PENDING_REASONS = {
                                                 "return method == shifted`): the string it "
                                                 "holds is the compared one (today: undecided, "
                                                 "false alarm)",
+    "swa-getattr-default-self-lacking": 'per_layer_sliding_window=getattr(self, "NO_WINDOW", '
+                                        "sliding_window), no class of the tree declaring it: "
+                                        "the default, the config's window (today: a warn "
+                                        'naming no line, "getattr()."; the class derives from '
+                                        "nn.Module, outside the tree)",
     "swa-subclass-window-normalised": "_WindowedAttention.__init__: `w = int(w or 0) or None`: "
                                       "the config's window through int() and or (today: the "
                                       "constants 0 and None, fail)",
