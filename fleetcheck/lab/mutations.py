@@ -395,55 +395,22 @@ def offset_construct_cases(out: Cases) -> None:
     def case(kind: str, id: str, keeps: bool, construct: str, edits: dict, **kw) -> None:
         out.add(kind + "-" + id, keeps, construct, edits, kind=kind, **kw)
 
-    # operator imported under another name
+    # (main's eval-* cases hold op.add(i, 1) / (i, 0) / op.sub(i + 1, 1), map over a
+    # partial, itertools.repeat and lambdas, dict comprehensions keyed by layer, tuple
+    # assignments and swaps, getattr(self, name, default): only what they lack is here)
+    # operator imported under another name, subtracting a negative constant
     alias = ("import functools\n", "import functools\nimport operator as op\n")
-    for call, keeps, tag in (("op.add(i, 1)", True, "add"), ("op.sub(i, -1)", True, "sub-minus"),
-                             ("op.add(i, 0)", False, "add-zero"),
-                             ("op.sub(i + 1, 1)", False, "sub-back")):
-        case("operator-alias", tag, keeps, "`import operator as op`, then %s" % call,
-             {RUNNER: ((V1_READ, V1_READ.replace("i + 1", call)), alias)})
-    # map over the ids with a partial, several iterables, a lambda
+    case("operator-alias", "sub-minus", True, "`import operator as op`, then op.sub(i, -1)",
+         {RUNNER: ((V1_READ, V1_READ.replace("i + 1", "op.sub(i, -1)")), alias)})
+    # map over the ids and a list repeated by their length, a lambda over a named list
     for value, keeps in ((1, True), (0, False)):
         tag = "" if value else "-zero"
-        case("map", "partial-add" + tag, keeps,
-             "map(functools.partial(operator.add, %d), ids)" % value,
-             {RUNNER: ((V1_READ, V1_HELPER % (
-                 "list(map(functools.partial(operator.add, %d), %s))" % (value, IDS))),
-                 OPERATOR_IMPORT)})
-        case("map", "repeat" + tag, keeps,
-             "map(operator.add, ids, itertools.repeat(%d))" % value,
-             {RUNNER: ((V1_READ, V1_HELPER % (
-                 "list(map(operator.add, %s, itertools.repeat(%d)))" % (IDS, value))),
-                 OPERATOR_IMPORT)})
         case("map", "repeated-list" + tag, keeps,
              "map(operator.add, ids, [%d] * len(ids))" % value,
              {RUNNER: ((V1_READ, V1_IDS + V1_HELPER % (
                  "list(map(operator.add, ids, [%d] * len(ids)))" % value)), OPERATOR_IMPORT)})
     case("map", "lambda-named", True, "map(lambda layer: 1 + layer, ids) over a named list",
          v1(V1_IDS + V1_HELPER % "list(map(lambda layer: 1 + layer, ids))"))
-    case("map", "lambda-identity", False, "map(lambda i: i, ids): the lambda adds nothing",
-         v1(V1_HELPER % ("list(map(lambda i: i, %s))" % IDS)))
-    # a dict comprehension keyed by layer
-    shifted = V1_IN + "shifted = {i: i + %d for i in %s}\n"
-    for read, keeps, tag, what in (
-            ("tuple(shifted.values())", True, "values", "its values"),
-            ("tuple(shifted[i] for i in %s)" % IDS, True, "lookup", "each id looked up"),
-            ("tuple(shifted)", False, "keys", "its keys (the ids unshifted)")):
-        case("dict-comprehension", tag, keeps, "{i: i + 1 for i in ids}, then %s" % what,
-             v1(shifted % (1, IDS) + V1_HELPER % read))
-    case("dict-comprehension", "values-zero", False, "{i: i + 0 for i in ids}, then its values",
-         v1(shifted % (0, IDS) + V1_HELPER % "tuple(shifted.values())"))
-    # tuple assignment
-    for value, keeps in ((1, True), (0, False)):
-        case("tuple-assignment", "offset" + ("" if value else "-zero"), keeps,
-             "ids, offset = raw, %d, then i + offset" % value,
-             v1(v1_lines("ids, offset = %s, %d" % (IDS, value),
-                         "layer_ids = [i + offset for i in ids]")))
-    for first, keeps, tag in (("0, 1", True, ""), ("1, 0", False, "-to-zero")):
-        case("tuple-assignment", "swap" + tag, keeps,
-             "a, b = %s; a, b = b, a; then i + a" % first,
-             v1(v1_lines("a, b = %s" % first, "a, b = b, a",
-                         "layer_ids = [i + a for i in %s]" % IDS)))
     # an early return before the shift
     for lines, keeps, tag, what in (
             (("ids = %s" % IDS, "if not ids:", "    return ()",
@@ -521,17 +488,6 @@ def offset_construct_cases(out: Cases) -> None:
              + what, {RUNNER: guarded("self._shifts_ids()", "")[RUNNER] + method_helper(
                  "    def _shifts_ids(self) -> bool:\n" + body)[1:],
                  V2: guarded("", 'spec_config.method == "dflash"')[V2]})
-    # getattr(self, name, default) resolved against the class
-    for declared, default, keeps, tag in ((None, 1, True, "default"), (1, 0, True, "declared"),
-                                          (0, 1, False, "declared-zero"),
-                                          (None, 0, False, "default-zero")):
-        edits = ((V1_READ, V1_READ.replace(
-            "i + 1", 'i + getattr(self, "DFLASH_AUX_OFFSET", %d)' % default)),)
-        if declared is not None:
-            edits += (method_helper("    DFLASH_AUX_OFFSET = %d\n" % declared)[1],)
-        case("getattr-self", tag, keeps, 'getattr(self, "DFLASH_AUX_OFFSET", %d) with the '
-             "class %s" % (default, "lacking it" if declared is None else
-                           "declaring %d" % declared), {RUNNER: edits})
     # a runner helper reached through super()
     base_helper = ("    def _dflash_aux_ids(self, ids):\n"
                    "        return [i + %d for i in ids]\n")
@@ -729,9 +685,8 @@ def swa_construct_cases(out: Cases) -> None:
                              "sliding_window),\n"),)})
     # the window bound by functools.partial(Attention, ...)
     partial_import = (DRAFTER_IMPORT, DRAFTER_IMPORT + "import functools\n")
-    for bound, passed, keeps, tag in (("sliding_window", None, True, ""),
-                                      ("None", None, False, "-none"),
-                                      ("None", "sliding_window", True, "-call-overrides"),
+    # (main's eval-swa-partial cases bind the window or None and pass none at the call)
+    for bound, passed, keeps, tag in (("None", "sliding_window", True, "-call-overrides"),
                                       ("sliding_window", "None", False, "-call-none")):
         line = "" if passed is None else "            per_layer_sliding_window=%s,\n" % passed
         case("partial-attention", "window" + tag, keeps,
@@ -1312,93 +1267,53 @@ def every_case() -> list[Mutation]:
 # of corpus() so the benchmark and the tests stay green, each with what it must learn.
 # Move a case into the corpus (delete its line) once the dataflow gives its label.
 PENDING_REASONS = {
-    # `import operator as op`: an aliased stdlib module is not resolved, so op.add()
-    # is an unfollowed call (warn) where operator.add() is the + it means
-    "offset-operator-alias-add": "resolve `import operator as op`: op.add(i, 1) is +1",
-    "offset-operator-alias-sub-minus": "resolve `import operator as op`: op.sub(i, -1) is +1",
-    "offset-operator-alias-add-zero": "resolve `import operator as op`: op.add(i, 0) is +0",
-    "offset-operator-alias-sub-back": "resolve `import operator as op`: op.sub(i + 1, 1) is +0",
-    # map() beyond a lambda or a def: a partial, several iterables
-    "offset-map-partial-add": "map(functools.partial(operator.add, 1), ids): apply the "
-                              "partial's bound constant to each id",
-    "offset-map-partial-add-zero": "map(functools.partial(operator.add, 0), ids): the "
-                                   "partial's constant 0 is +0",
-    "offset-map-repeat": "map(operator.add, ids, itertools.repeat(1)): zip the ids with "
-                         "the repeated constant",
-    "offset-map-repeat-zero": "map(operator.add, ids, itertools.repeat(0)): zip the ids "
-                              "with the repeated constant 0",
+    # key_offset: a constant's unary minus (`-1`) is "a value that is not a constant"
+    "offset-operator-alias-sub-minus": "op.sub(i, -1) with `import operator as op`: a negative "
+                                       "constant (unary minus of 1) is the constant -1, so "
+                                       "this is +1 (today: warn)",
+    # key_offset: map() over the ids and a list repeated by a length
     "offset-map-repeated-list": "map(operator.add, ids, [1] * len(ids)): a list of one "
-                                "constant repeated by a length",
-    "offset-map-repeated-list-zero": "map(operator.add, ids, [0] * len(ids)): a list of "
-                                     "one constant 0 repeated by a length",
-    # a dict comprehension keyed by layer (today: "ids kept in a dict comprehension", warn)
-    "offset-dict-comprehension-values": "{i: i + 1 for i in ids} then tuple(shifted.values()): "
-                                        "keep keys and values apart, .values() the values",
-    "offset-dict-comprehension-lookup": "{i: i + 1 for i in ids} then tuple(shifted[i] for i "
-                                        "in ids): a subscript by a key gives its value",
-    "offset-dict-comprehension-keys": "{i: i + 1 for i in ids} then tuple(shifted): iterating "
-                                      "a dict gives its keys, the ids unshifted",
-    "offset-dict-comprehension-values-zero": "{i: i + 0 for i in ids} then "
-                                             "tuple(shifted.values()): the values are +0",
-    # tuple assignment from names
-    "offset-tuple-assignment-swap": "`a, b = 0, 1; a, b = b, a` then i + a: the right side "
-                                    "is read before a name is rebound (a is 1)",
-    "offset-tuple-assignment-swap-to-zero": "`a, b = 1, 0; a, b = b, a` then i + a: a is 0 "
-                                            "after the swap",
-    # getattr(self, name, default) (today: "a value that is not a constant", warn)
-    "offset-getattr-self-default": 'i + getattr(self, "DFLASH_AUX_OFFSET", 1), the class '
-                                   "lacking it: the default 1",
-    "offset-getattr-self-declared": 'i + getattr(self, "DFLASH_AUX_OFFSET", 0), the class '
-                                    "declaring 1: the class constant",
-    "offset-getattr-self-declared-zero": 'i + getattr(self, "DFLASH_AUX_OFFSET", 1), the '
-                                         "class declaring 0: the class constant 0",
-    "offset-getattr-self-default-zero": 'i + getattr(self, "DFLASH_AUX_OFFSET", 0), the '
-                                        "class lacking it: the default 0",
-    # the SWA window's value sources (value_source.py)
-    "swa-getattr-window-and-none": 'getattr(config, "sliding_window", None) and None is '
-                                   "None (or a falsy window) whatever the config holds: a "
-                                   "constant operand of `and` decides (today: pass)",
-    "swa-getattr-window-other-attribute": 'getattr(config, "no_sliding_window", None), a name '
-                                          "no source lists: its default None is the constant "
-                                          "(today: a warn naming no line, \"getattr().\")",
-    "swa-partial-attention-window": "make_attn = functools.partial(Attention, "
-                                    "per_layer_sliding_window=sliding_window); make_attn(...): "
-                                    "a partial of Attention is the Attention call, with its "
-                                    "keywords (today: \"passes no window\", fail)",
-    "swa-partial-attention-window-call-overrides": "functools.partial(Attention, "
-                                                   "per_layer_sliding_window=None) called with "
-                                                   "per_layer_sliding_window=sliding_window: "
-                                                   "the call's keyword overrides the partial's",
-    "swa-dict-comprehension-pairs": '**{k: v for k, v in (("per_layer_sliding_window", '
-                                    "sliding_window),)}: a dict comprehension over literal "
-                                    "pairs (today: **attn_kwargs not followed, warn)",
-    "swa-dict-comprehension-keys": '**{k: sliding_window for k in ("per_layer_sliding_window",)}'
-                                   ": a dict comprehension over literal keys",
-    "swa-dict-comprehension-keys-none": '**{k: None for k in ("per_layer_sliding_window",)}: '
-                                        "the comprehension's constant None",
-    "swa-dict-comprehension-pairs-none": '**{k: v for k, v in (("per_layer_sliding_window", '
-                                         "None),)}: the pair's constant None",
-    "swa-subclass-window-validated": "_WindowedAttention.__init__: `if w is not None and w <= 0:"
-                                     " w = None` before super().__init__(per_layer_sliding_window"
-                                     "=w): None only on a non-positive window, the config's "
-                                     "window passes on (today: constant, fail)",
+                                "constant repeated by a length is that constant for each id "
+                                "(today: \"not a constant\", warn)",
+    "offset-map-repeated-list-zero": "map(operator.add, ids, [0] * len(ids)): the repeated "
+                                     "constant 0 is +0 (today: warn)",
     # trace/predicates.py tells a name by the truth of the test it holds, not by the
-    # string it holds: `method, shifted = self.speculative_config.method, "dflash"`
-    # then `return method == shifted` compares with a name that names no strings
+    # string it holds
     "offset-predicate-helper-tuple-assignment": "a predicate's local bound to a string by a "
                                                 "tuple assignment (`method, shifted = "
                                                 'self.speculative_config.method, "dflash"; '
                                                 "return method == shifted`): the string it "
                                                 "holds is the compared one (today: undecided, "
                                                 "false alarm)",
+    # value_source: the SWA window's sources
+    "swa-getattr-window-and-none": 'getattr(config, "sliding_window", None) and None is '
+                                   "None (or a falsy window) whatever the config holds: a "
+                                   "constant operand of `and` decides (today: a FALSE PASS)",
+    "swa-getattr-window-other-attribute": 'getattr(config, "no_sliding_window", None), a name '
+                                          "no source lists: its default None is the constant "
+                                          '(today: a warn naming no line, "getattr().")',
     "swa-getattr-default-self-lacking": 'per_layer_sliding_window=getattr(self, "NO_WINDOW", '
                                         "sliding_window), no class of the tree declaring it: "
                                         "the default, the config's window (today: a warn "
                                         'naming no line, "getattr()."; the class derives from '
                                         "nn.Module, outside the tree)",
+    "swa-dict-comprehension-pairs": '**{k: v for k, v in (("per_layer_sliding_window", '
+                                    "sliding_window),)}: a dict comprehension over literal "
+                                    "pairs gives known keys (today: **attn_kwargs not "
+                                    "followed, warn)",
+    "swa-dict-comprehension-keys": '**{k: sliding_window for k in ("per_layer_sliding_window",)}'
+                                   ": a dict comprehension over literal keys (today: warn)",
+    "swa-dict-comprehension-keys-none": '**{k: None for k in ("per_layer_sliding_window",)}: '
+                                        "the comprehension's constant None (today: warn)",
+    "swa-dict-comprehension-pairs-none": '**{k: v for k, v in (("per_layer_sliding_window", '
+                                         "None),)}: the pair's constant None (today: warn)",
+    "swa-subclass-window-validated": "_WindowedAttention.__init__: `if w is not None and w <= 0:"
+                                     " w = None` before super().__init__(per_layer_sliding_window"
+                                     "=w): None only on a non-positive window, the config's "
+                                     "window passes on (today: constant, false alarm)",
     "swa-subclass-window-normalised": "_WindowedAttention.__init__: `w = int(w or 0) or None`: "
                                       "the config's window through int() and or (today: the "
-                                      "constants 0 and None, fail)",
+                                      "constants 0 and None, false alarm)",
 }
 
 
