@@ -68,3 +68,31 @@ def test_a_predicate_body_is_its_single_return():
     two = ast.parse("def f(self):\n    x = 1\n    return x\n")
     assert isinstance(predicate_body(one.body[0]), ast.Compare)
     assert predicate_body(two.body[0]) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("self.speculative_config is None", False),
+    ("self.speculative_config is not None", True),
+    ("not self.speculative_config", False),
+    ("spec_config", True),
+    ("self.draft_config is None", None),
+    ('True if method == "dflash" else False', True),
+    ('method == "eagle" if x else False', False),
+    ("a if x else b", None),
+])
+def test_the_speculative_config_exists_for_dflash_and_conditional_expressions_are_decided(
+        text, expected):
+    assert decided(text) is expected
+
+
+def test_a_method_of_self_is_asked_whatever_its_name():
+    """`self._shifts_ids()` is a method of the class the test is in: asked, like the
+    predicates named use_/is_/...; other calls are not."""
+    asked = []
+
+    def call_truth(call):
+        asked.append(ast.unparse(call.func))
+        return True
+    for text in ("self._shifts_ids()", "other._shifts_ids()", "compute()"):
+        truth(ast.parse(text, mode="eval").body, strings, lambda name: None, call_truth)
+    assert asked == ["self._shifts_ids"]

@@ -117,3 +117,49 @@ def test_an_unknown_operand_that_cannot_change_the_result_does_not_matter():
     assert hit["source"] == "false", hit
     hit, _ = decided("return self.draft_model_config.owns_kv or self.use_dflash()")
     assert hit["source"] == "true", hit
+
+
+@pytest.mark.parametrize("body", [
+    "if self.draft_model_config.owns_kv:\n    return False\nreturn self.use_eagle()",
+    "if self.draft_model_config.owns_kv:\n    drop = False\nelse:\n    drop = True\nreturn drop",
+    "return False if self.draft_model_config.owns_kv else self.use_eagle()",
+])
+def test_an_undecided_test_whose_branches_disagree_is_unknown_naming_the_test(body):
+    """The test is not evaluated and its two ways give different answers: unknown,
+    naming the test and its line (not an error of the evaluator)."""
+    hit, _ = decided(body)
+    assert hit["source"] == "?", hit
+    assert "cannot evaluate self.draft_model_config" in hit["why"], hit["why"]
+    assert CONFIG + ":" in hit["why"], hit["why"]
+
+
+@pytest.mark.parametrize("body", [
+    "if self.draft_model_config.owns_kv:\n    return False\nelse:\n    return False",
+    "if self.draft_model_config.owns_kv:\n    own = True\nelse:\n    own = True\n"
+    "return self.use_eagle() and not own",
+    "return False if self.draft_model_config.owns_kv else not self.use_eagle()",
+])
+def test_an_undecided_test_whose_branches_agree_decides(body):
+    hit, _ = decided(body)
+    assert hit["source"] == "false", hit
+
+
+@pytest.mark.parametrize("body, label", [
+    ('return {"eagle": True, "eagle3": True, "mtp": True}.get(self.method, False)', "false"),
+    ('return {"eagle": True, "dflash": True}.get(self.method, False)', "true"),
+    ('return bool({"eagle": 1}.get(self.method))', "false"),
+    ('return self.method.startswith("eagle")', "false"),
+    ('return self.method.startswith(("eagle", "dfl"))', "true"),
+    ('return ("eagle", "dflash").count(self.method) > 0', "true"),
+    ('return self.use_eagle() and self.method not in {"dflash": 0, "dspark": 0}.keys()', "false"),
+])
+def test_a_method_of_a_known_dict_tuple_or_string_is_evaluated(body, label):
+    hit, _ = decided(body)
+    assert hit["source"] == label, hit
+    assert "why" not in hit
+
+
+def test_a_method_of_a_known_value_outside_the_few_read_is_unknown_and_named():
+    hit, _ = decided('return {"eagle": True}.setdefault(self.method, False)')
+    assert hit["source"] == "?", hit
+    assert "setdefault" in hit["why"] and CONFIG + ":" in hit["why"], hit["why"]

@@ -5,11 +5,13 @@ told True, False or None (undecided: both branches stay in, as any unknown test 
 
 What is decided: `method == "dflash"`, `!=`, `in (...)`, `not in` (the strings may be
 named constants), the cases of `match method:` (in order: none after one that must catch
-DFlash), `isinstance(x, DFlash...)`, `not`, `and`, `or`, and, through the
-callbacks a flow passes in, names bound to such tests and predicates of the tree
-(`use_dflash()`, `_is_dflash(config)`: functions and methods named `use_`, `uses_`,
-`is_`, `needs_`, `has_`) whose bodies return one (whatever their arguments: a body that
-tests them is undecided)."""
+DFlash), `isinstance(x, DFlash...)`, the speculative config's own existence
+(`self.speculative_config is None` is false for DFlash), `not`, `and`, `or`,
+conditional expressions, and, through the callbacks a flow passes in, names bound to
+such tests and predicates of the tree (`use_dflash()`, `_is_dflash(config)`: functions
+and methods named `use_`, `uses_`, `is_`, `needs_`, `has_`, and any method of `self`)
+whose bodies return one (whatever their arguments: a body that tests them is
+undecided; a body of several statements is told by trace/predicates.py)."""
 
 import ast
 import re
@@ -23,6 +25,8 @@ PREDICATE = re.compile(r"_*(?:use|uses|is|needs|has)_\w+$")
 # quantization method) says nothing about DFlash
 METHODS = {"dflash", "dspark", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "medusa",
            "mlp_speculator", "draft_model", "suffix", "deepseek_mtp", "xpress", "pard"}
+# the speculative config itself: it exists whenever the method is DFlash
+SPECULATIVE_CONFIG = {"speculative_config", "spec_config", "spec_decode_config"}
 
 
 def is_method(node):
@@ -95,19 +99,62 @@ def truth(node, strings, name_truth, call_truth):
     if isinstance(node, ast.BoolOp):
         return both([truth(v, strings, name_truth, call_truth) for v in node.values],
                     isinstance(node.op, ast.And))
+    if is_speculative_config(node):
+        return True
+    if isinstance(node, ast.IfExp):
+        test = truth(node.test, strings, name_truth, call_truth)
+        if test is not None:
+            return truth(node.body if test else node.orelse, strings, name_truth, call_truth)
+        ways = [truth(n, strings, name_truth, call_truth) for n in (node.body, node.orelse)]
+        return ways[0] if ways[0] is ways[1] else None
     if isinstance(node, ast.Compare):
-        return compare(node, strings)
+        return config_is_none(node) if config_is_none(node) is not None else \
+            compare(node, strings)
     if isinstance(node, ast.Name):
         return name_truth(node.id)
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
             return True if names_dflash(node.args[1]) else None
-        name = func.attr if isinstance(func, ast.Attribute) else \
-            func.id if isinstance(func, ast.Name) else ""
-        if PREDICATE.match(name):
+        if asked(func):
             return call_truth(node)
     return None
+
+
+def asked(func):
+    """Is a call's function a predicate to look up: named as one (`spec.use_dflash`), or
+    a method of the class the test is in (`self._shifts_ids`, whatever its name)?"""
+    name = func.attr if isinstance(func, ast.Attribute) else \
+        func.id if isinstance(func, ast.Name) else ""
+    if PREDICATE.match(name):
+        return True
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+        func.value.id in ("self", "cls")
+
+
+def is_speculative_config(node):
+    """Does the expression read the speculative config itself (`self.speculative_config`,
+    `spec_config`)? With the method DFlash there is one: it is not None, and true."""
+    name = node.attr if isinstance(node, ast.Attribute) else \
+        node.id if isinstance(node, ast.Name) else ""
+    return name in SPECULATIVE_CONFIG
+
+
+def config_is_none(node):
+    """`speculative_config is None` (False for DFlash), `is not None` (True); None for
+    any other comparison."""
+    if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+        return None
+    left, right = node.left, node.comparators[0]
+    if is_none(left):
+        left, right = right, left
+    if not (is_speculative_config(left) and is_none(right)):
+        return None
+    return isinstance(node.ops[0], ast.IsNot)
+
+
+def is_none(node):
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def maybe_test(node):
@@ -120,15 +167,16 @@ def maybe_test(node):
         return isinstance(node.value, bool)
     if isinstance(node, ast.Call):
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else \
-            func.id if isinstance(func, ast.Name) else ""
-        return name == "isinstance" or PREDICATE.match(name) is not None
-    return False
+        return isinstance(func, ast.Name) and func.id == "isinstance" or asked(func)
+    if isinstance(node, ast.IfExp):
+        return True
+    return is_speculative_config(node)
 
 
 def predicate_body(node):
     """The expression a predicate's body returns, when its body is (a docstring and)
-    one `return`; None otherwise."""
+    one `return`; None otherwise (trace/predicates.py tells a body of several
+    statements path by path)."""
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and
                                          isinstance(s.value, ast.Constant))]
     if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:

@@ -10,13 +10,13 @@ them, comparisons (chained too), `in`/`not in`, `and`/`or` (their values, short-
 properties followed into their bodies (subclass first, then the bases), module functions
 of the tree (imports followed into other modules), `getattr(obj, "name"[, default])`
 resolved against the class, calls bound to the callee's own `def` (positional, keyword,
-`*args`, `**kwargs`, defaults), `bool`, `len`, `any`, `all`, `operator.*` comparisons
-and `functools.partial`; statements: assignments (tuple unpacking too), `if`/`elif`/
+`*args`, `**kwargs`, defaults), `bool`, `len`, `any`, `all`, `operator.*` comparisons,
+`functools.partial`, and the few methods of a known dict, tuple, frozenset or string
+that only read it (`{...}.get(method, False)`, `.keys()`, `method.startswith(...)`); statements: assignments (tuple unpacking too), `if`/`elif`/
 `else`, early `return`, `raise`, `try`/`else`/`finally` without a raise, `pass`. Anything
 else is unknown, named with its line: never guessed true or false."""
 
 import ast
-import re
 
 from fleetcheck.probe.codebase import decorated, dotted_name
 
@@ -54,6 +54,23 @@ class Lambda(object):
 class Builtin(object):
     def __init__(self, name):
         self.name = name
+
+
+class BoundMethod(object):
+    """A method of a known dict, tuple, frozenset or string (`{...}.get`): one of the few
+    that read their value and change nothing (VALUE_METHODS)."""
+
+    def __init__(self, value, name):
+        self.value, self.name = value, name
+
+
+VALUE_METHODS = {
+    dict: ("get", "keys", "values", "items", "__contains__"),
+    tuple: ("count", "index", "__contains__"),
+    frozenset: ("__contains__", "issubset", "issuperset", "isdisjoint", "union",
+                "intersection", "difference"),
+    str: ("startswith", "endswith", "lower", "upper", "strip", "casefold", "__contains__"),
+}
 
 
 OPERATORS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
@@ -119,10 +136,14 @@ class Evaluator(object):
         return truth, self.decided_line, None
 
     def test_truth(self, node, frame):
-        """True or False when the test of an `if` or a conditional expression is known,
-        else None."""
+        """(truth, why) of the test of an `if` or a conditional expression: truth True or
+        False when it is known, else None with `why` the unknown naming the test (its own
+        unknown, or the test itself when its value has no truth)."""
         test = self.expr(node, frame)
-        return self.truth(test) if known(test) else None
+        truth = self.truth(test) if known(test) else None
+        if truth is not None:
+            return truth, None
+        return None, test if not known(test) else frame.unknown(node, construct(node))
 
     def truth(self, value):
         try:
@@ -245,7 +266,30 @@ class Evaluator(object):
             return self.call_lambda(callee, args, kwargs, node, frame)
         if isinstance(callee, Builtin):
             return self.call_builtin(callee.name, args, kwargs, node, frame)
+        if isinstance(callee, BoundMethod):
+            return self.call_value_method(callee, args, kwargs, node, frame)
         return frame.unknown(node, "the call %s" % construct(node))
+
+    def call_value_method(self, callee, args, kwargs, node, frame):
+        """`{...}.get(method, False)`, `method.startswith("eagle")`: run on the known
+        value; a dict's values or items holding an unknown are unknown."""
+        if kwargs:
+            return frame.unknown(node, "%s() with keywords" % construct(node.func))
+        bad = [a for a in args if not known(a)]
+        if bad:
+            return bad[0]
+        value, name = callee.value, callee.name
+        if isinstance(value, dict) and name in ("values", "items"):
+            bad = [v for v in value.values() if not known(v)]
+            if bad:
+                return bad[0]
+        try:
+            result = getattr(value, name)(*args)
+        except Exception:
+            return frame.unknown(node, "%s() of these values" % construct(node.func))
+        if isinstance(value, dict) and name in ("keys", "values", "items"):
+            return tuple(result)
+        return result
 
     def call_lambda(self, callee, args, kwargs, node, frame):
         params = [a.arg for a in callee.node.args.args]
@@ -325,7 +369,7 @@ class Evaluator(object):
         default = self.field_default(instance.rel, instance.cls, name, 0)
         if default is not NO_DEFAULT:
             return default
-        if missing and not self.declares(instance.rel, instance.cls, name, 0):
+        if missing and not codebase.declares(instance.rel, instance.cls, name):
             return MISSING
         return frame.unknown(node, "self.%s" % name)
 
@@ -366,21 +410,6 @@ class Evaluator(object):
                 if found is not NO_DEFAULT:
                     return found
         return NO_DEFAULT
-
-    def declares(self, rel, cls, name, depth):
-        """Does the class (or a base in the tree, or an unknown base) name `name`?"""
-        codebase = self.codebase
-        block = codebase.class_block(rel, cls)
-        if block is None:
-            return True  # not in the tree: it may
-        source = codebase.source(rel)
-        defines = re.compile(r"^\s*(?:(?:async\s+)?def\s+%s\b|%s\s*[:=]|.*\bself\.%s\s*"
-                             r"(?::[^=]*)?=(?!=))" % ((re.escape(name),) * 3))
-        if any(block[0] < line <= block[1] and defines.match(source.lines[line - 1])
-               for line in source.hit_lines(name, True)):
-            return True
-        bases = codebase.class_bases(rel, cls)
-        return depth >= 4 or any(self.declares(r, b, name, depth + 1) for r, b in bases)
 
     # -- statements --------------------------------------------------------------------
     def run(self, body, frame):
@@ -455,7 +484,7 @@ class Evaluator(object):
         return frame.unknown(target, "an assignment to %s" % construct(target))
 
     def branch(self, node, frame):
-        truth = self.test_truth(node.test, frame)
+        truth, why = self.test_truth(node.test, frame)
         if truth is True:
             return self.run(node.body, frame)
         if truth is False:
@@ -468,7 +497,6 @@ class Evaluator(object):
             outcomes.append(self.run(body, copy))
             envs.append(copy.env)
         first, second = outcomes
-        why = test if isinstance(test, Unknown) else frame.unknown(node.test, construct(node.test))
         if first is None and second is None:
             merged = {}
             for name in set(envs[0]) | set(envs[1]):
@@ -531,7 +559,7 @@ class Evaluator(object):
         if isinstance(node, ast.Compare):
             return self.compare(node, frame)
         if isinstance(node, ast.IfExp):
-            truth = self.test_truth(node.test, frame)
+            truth, why = self.test_truth(node.test, frame)
             if truth is True:
                 return self.expr(node.body, frame)
             if truth is False:
@@ -539,7 +567,7 @@ class Evaluator(object):
             a, b = self.expr(node.body, frame), self.expr(node.orelse, frame)
             if known(a) and known(b) and same(a, b):
                 return a
-            return test if not known(test) else frame.unknown(node, construct(node))
+            return why
         if isinstance(node, ast.Attribute):
             return self.attribute(node, frame)
         if isinstance(node, ast.Call):
@@ -631,6 +659,8 @@ class Evaluator(object):
             return value
         if isinstance(value, Instance):
             return self.instance_attribute(value, node.attr, node, frame)
+        if node.attr in VALUE_METHODS.get(type(value), ()):
+            return BoundMethod(value, node.attr)
         if isinstance(value, tuple) and len(value) == 2 and value[0] == "module":
             if value[1] == "functools" and node.attr == "partial":
                 return Builtin("functools.partial")

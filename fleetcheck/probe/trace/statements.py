@@ -79,8 +79,16 @@ class Statements(object):
         decided = self.truth(node.test, env) if branches_matter(node) else None
         self.control.append(sources_in(test))
         # a branch whose test is false for DFlash is not a DFlash path
-        body = self.exec_block(node.body, dict(env)) if decided is not False else None
-        other = self.exec_block(node.orelse, dict(env)) if decided is not True else None
+        body_env, other_env = dict(env), dict(env)
+        narrowed = none_test(node.test)
+        if narrowed is not None and narrowed[0] in env:
+            # `if x is None:` / `if x is not None:`: on the branch where x is None, it is
+            # None (a value it held on that path is not what it holds there)
+            name, none_when_true = narrowed
+            (body_env if none_when_true else other_env)[name] = \
+                self.q.constant(self, node.test, None)
+        body = self.exec_block(node.body, body_env) if decided is not False else None
+        other = self.exec_block(node.orelse, other_env) if decided is not True else None
         self.control.pop()
         return merge(body, other)
 
@@ -217,6 +225,21 @@ def unpacked(value, count):
     return [frozenset(part) for part in parts]
 
 
+
+
+def none_test(node):
+    """(name, whether the test is true when it is None) of `name is None`,
+    `name is not None`, `name == None`, `name != None`; else None."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and
+            isinstance(node.left, ast.Name) and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None):
+        return None
+    op = node.ops[0]
+    if isinstance(op, (ast.Is, ast.Eq)):
+        return node.left.id, True
+    if isinstance(op, (ast.IsNot, ast.NotEq)):
+        return node.left.id, False
+    return None
 
 
 def merge(first, second):
