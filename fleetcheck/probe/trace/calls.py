@@ -82,7 +82,9 @@ class Calls(object):
                 found = self.own_attribute(node, attribute, call.args[2])
                 if found is not None:
                     return found
-        return self.q.unknown(self, node, "getattr()")
+        return self.q.unknown(self, node, "getattr(%s, %s) at %s:%d" % (
+            dotted_name(node.args[0]) or "a value", attribute and repr(attribute) or "a name",
+            self.fn.rel, self.line(node)))
 
     def own_attribute(self, node, name, default):
         """`getattr(self, "name", default)` resolved against the class `self` is: a
@@ -277,10 +279,17 @@ class Calls(object):
         return as_collection(value) if value is not None else None
 
     def elements_of(self, node, value, env):
-        """What iterating over an argument of map() yields; itertools.repeat(x) yields x."""
+        """What iterating over an argument of map() yields; itertools.repeat(x) and
+        [x] * n yield x."""
         if isinstance(node, ast.Call) and self.stdlib_name(node.func, "itertools") == "repeat" \
                 and len(node.args) >= 1 and not node.keywords:
             return self.eval(node.args[0], env)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for display, count in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(display, (ast.List, ast.Tuple)) and len(display.elts) == 1 and \
+                        not isinstance(display.elts[0], ast.Starred):
+                    self.eval(count, env)
+                    return self.eval(display.elts[0], env)
         return as_elements(value)
 
     def applied(self, target, args, keywords, node):

@@ -63,8 +63,15 @@ class KeyOffset(Question):
         return self.lose(flow, value, node, lost_why) if carries_ids(value) else EMPTY
 
     def unary(self, flow, node, value):
-        return self.lose(flow, value, node, "ids negated or inverted at %s:%d" %
-                         (flow.fn.rel, flow.line(node))) if carries_ids(value) else EMPTY
+        """`-n` of a constant int is the constant; ids negated are lost."""
+        if carries_ids(value):
+            return self.lose(flow, value, node, "ids negated or inverted at %s:%d" %
+                             (flow.fn.rel, flow.line(node)))
+        if value and all(isinstance(a, Int) for a in value) and \
+                isinstance(node.op, (ast.USub, ast.UAdd)):
+            sign = -1 if isinstance(node.op, ast.USub) else 1
+            return frozenset(Int(sign * a.value, a.step) for a in value)
+        return EMPTY
 
     def tuple_of(self, flow, node, items):
         """A tuple of ids or of constant ints (`offset, other = 1, 0`), item by item."""

@@ -13,6 +13,7 @@ from fleetcheck.probe import conditions
 from fleetcheck.probe.codebase import dotted_name
 
 GIVE_UP = None  # a body that cannot be told
+LITERALS = "\0strings:"  # key prefix in a body's names: the string literals a name holds
 
 
 def told_predicate(flow, node):
@@ -48,6 +49,13 @@ class Teller(object):
     def __init__(self, flow, configs):
         self.flow = flow
         self.configs = configs
+
+    def strings(self, node, names):
+        """The strings an expression names, a local bound to string literals included
+        (`shifted = "dflash"`)."""
+        if isinstance(node, ast.Name) and names.get(LITERALS + node.id):
+            return names[LITERALS + node.id]
+        return self.flow.strings(node)
 
     def block(self, statements, names):
         """([truth of each return reached], whether the block falls through), or GIVE_UP.
@@ -149,14 +157,16 @@ class Teller(object):
     def bind(self, target, value, names):
         if isinstance(target, ast.Name):
             names[target.id] = self.test(value, names)
+            self.hold(target.id, value, names)
         elif isinstance(target, (ast.Tuple, ast.List)) and \
                 isinstance(value, (ast.Tuple, ast.List)) and \
                 len(target.elts) == len(value.elts) and \
                 not any(isinstance(e, ast.Starred) for e in target.elts + value.elts):
             told = [self.test(v, names) for v in value.elts]  # all read before any is bound
-            for element, truth in zip(target.elts, told):
+            for element, truth, item in zip(target.elts, told, value.elts):
                 if isinstance(element, ast.Name):
                     names[element.id] = truth
+                    self.hold(element.id, item, names)
                 else:
                     self.unbind(element, names)
         else:
@@ -166,6 +176,15 @@ class Teller(object):
         for inner in ast.walk(target):
             if isinstance(inner, ast.Name):
                 names[inner.id] = None
+                names[LITERALS + inner.id] = None
+
+    def hold(self, name, value, names):
+        """Record the string literals a name is bound to (a later binding replaces
+        them; a binding to anything else forgets them)."""
+        strings = self.flow.strings(value) if isinstance(value, (ast.Constant, ast.Tuple,
+                                                                 ast.List, ast.Set)) else None
+        names[LITERALS + name] = None if strings is None or \
+            strings is conditions.NO_STRINGS else frozenset(strings)
 
     def test(self, node, names):
         """True/False/None of an expression's truth for DFlash."""
@@ -186,8 +205,8 @@ class Teller(object):
         if isinstance(node, ast.Name):
             return names.get(node.id)
         flow = self.flow
-        return conditions.truth(node, flow.strings, lambda name: names.get(name),
-                                flow.call_truth)
+        return conditions.truth(node, lambda inner: self.strings(inner, names),
+                                lambda name: names.get(name), flow.call_truth)
 
 
 def joined(envs):

@@ -22,6 +22,7 @@ from fleetcheck.probe.trace.values import (CallLookup, Constant, ConstantLookup,
                                            Unknown)
 
 MAX_CALLER_DEPTH = 3
+NUMERIC_SAME = {"int", "float", "abs", "round"}
 
 
 class Capture(object):
@@ -65,6 +66,15 @@ class ValueSource(Question):
         if call.name in self.sources:
             return frozenset([Source(self.sources[call.name],
                                      flow.step(call.node, "source"))])
+        return None
+
+    def numeric_call(self, flow, call):
+        """int(w), float(w), abs(w), round(w): the same value as a number (a window
+        normalised by int() is still the window)."""
+        func = call.node.func
+        if isinstance(func, ast.Name) and func.id in NUMERIC_SAME and len(call.args) == 1 \
+                and not call.keywords and func.id not in call.env:
+            return call.args[0]
         return None
 
     def free_name(self, flow, node):
