@@ -1,4 +1,4 @@
-"""Fix verdicts follow the data (probe/dataflow.py, probe/codebase.py), on trees made here:
+"""Fix verdicts follow the data (probe/trace/, probe/codebase.py), on trees made here:
 DFlash's ids are told from DSpark's by their container, followed through helpers (same
 module, another module, an alias, a method) with evidence at each step; a flow that
 cannot be followed is a warn that names where; the SWA window and the block-drop decision

@@ -176,7 +176,14 @@ class Codebase(object):
         """(rel, class name) of the bases of a class that are defined in the tree."""
         out = []
         for base in self.base_names(rel, cls):
-            found = self.resolve(rel, base) if "." not in base else None
+            if "." in base:  # module.Class, the module imported in `rel`
+                module, _, name = base.rpartition(".")
+                head = self.resolve(rel, module.split(".")[0])
+                found = self.resolve_in_module(
+                    head[1] + module[len(module.split(".")[0]):], name) \
+                    if head and head[0] == "module" else None
+            else:
+                found = self.resolve(rel, base)
             if found and found[0] == "class":
                 out.append(found[1:])
         return out
@@ -297,15 +304,22 @@ class Codebase(object):
             return True
         return any(self.declares(r, b, name, depth + 1) for r, b in bases)
 
-    def assigns_attribute(self, rel, name):
-        """Does the file set an attribute `name` on some object (`x.name = ...`,
-        `setattr(x, "name", ...)`)?"""
+    def names_outside_reads(self, rel, name, skip=()):
+        """Does a line of the file (other than the (rel, line) pairs in `skip`) name
+        `name` other than as the string a getattr()/hasattr() call reads: a binding, a
+        def, `x.name = ...`, `setattr(x, "name", ...)`?"""
         source = self.source(rel)
         if source is None or not source.contains(name):
             return False
-        sets = re.compile(r"\.%s\s*(?::[^=]*)?=(?!=)|setattr\([^)]*[\"']%s[\"']"
-                          % (re.escape(name), re.escape(name)))
-        return any(sets.search(source.lines[line - 1]) for line in source.hit_lines(name, True))
+        reads = re.compile(r"\b(?:getattr|hasattr)\(([^()]|\([^()]*\))*?[\"']%s[\"']"
+                           % re.escape(name))
+        word = re.compile(r"\b%s\b" % re.escape(name))
+        for line in source.hit_lines(name, True):
+            if (rel, line) in skip:
+                continue
+            if word.search(reads.sub("", source.lines[line - 1])):
+                return True
+        return False
 
     def class_constant(self, rel, cls, name, depth=0):
         """(value, rel, line) of a class-level `NAME = <literal>` (enum members too) of
@@ -360,7 +374,13 @@ class Codebase(object):
             if source is None or not source.contains(cls):
                 continue
             for line in source.hit_lines(cls, True):
-                match = pattern.match(source.lines[line - 1])
+                # the class statement naming cls, its header wrapped over a few lines
+                match = None
+                for opener in range(line, max(0, line - 5), -1):
+                    match = pattern.match(source.lines[opener - 1])
+                    if match is not None or source.lines[opener - 1].rstrip().endswith(":") \
+                            and opener != line:
+                        break
                 if match is None or match.group(1) == cls or \
                         (where, match.group(1)) in out:
                     continue

@@ -108,7 +108,8 @@ def truth(node, strings, name_truth, call_truth):
         ways = [truth(n, strings, name_truth, call_truth) for n in (node.body, node.orelse)]
         return ways[0] if ways[0] is ways[1] else None
     if isinstance(node, ast.Compare):
-        return config_is_none(node) if config_is_none(node) is not None else \
+        told = config_is_none(node)
+        return told if told is not None else \
             compare(node, strings)
     if isinstance(node, ast.Name):
         return name_truth(node.id)

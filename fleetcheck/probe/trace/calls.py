@@ -71,7 +71,8 @@ class Calls(object):
 
     def getattr_call(self, call):
         node, func = call.node, call.node.func
-        if not (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2):
+        if not (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2) \
+                or len(call.args) != len(node.args):
             return None
         attribute = self.key_name(node.args[1])
         if attribute is not None:
@@ -88,23 +89,21 @@ class Calls(object):
 
     def own_attribute(self, node, name, default):
         """`getattr(self, "name", default)` resolved against the class `self` is: a
-        class-level constant of the class or its bases, else the default when neither
-        class, its bases nor its subclasses in the finder's files can have the attribute
-        and no such file sets it on an object (`runner.name = ...`); None when it may be
-        set (an instance assignment, a base outside the tree)."""
+        class-level constant of the class or its bases, else the default when the class
+        and its bases cannot have the name; either only when no other line of the finder's
+        files (or the class's) names it outside a getattr/hasattr read (a subclass
+        setting it, `runner.name = ...`, `setattr`): None when it may be set."""
         receiver = node.args[0]
         if not (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") and
                 self.self_cls):
             return None
         rel, cls = self.self_cls
         codebase = self.state.codebase
-        files = sorted(set(self.state.files) | {rel})
-        subclasses = codebase.subclasses(rel, cls, files)  # `self` may be any of them
-        if any(codebase.function(r, name, c) is not None or codebase.declares(r, c, name, inherited=False)
-               for r, c in subclasses) or \
-                any(codebase.assigns_attribute(other, name) for other in files):
-            return None
         found = codebase.class_constant(rel, cls, name)
+        skip = {(found[1], found[2])} if found is not None else set()
+        files = sorted(set(self.state.files) | {rel} | {r for r, _ in skip})
+        if any(codebase.names_outside_reads(other, name, skip) for other in files):
+            return None
         if found is not None:
             self.state.examined.add(found[1])
             return self.q.constant(self, node, found[0])
@@ -149,7 +148,8 @@ class Calls(object):
     def get_call(self, call):
         """`x.get(key, default)`: a key the question reads, or a dict of known keys."""
         node, func, args = call.node, call.node.func, call.args
-        if not (isinstance(func, ast.Attribute) and func.attr == "get" and node.args):
+        if not (isinstance(func, ast.Attribute) and func.attr == "get" and node.args) or \
+                len(args) != len(node.args):
             return None
         key = self.key_name(node.args[0])
         base = self.eval(func.value, call.env)
@@ -170,7 +170,8 @@ class Calls(object):
 
     def partial_built(self, call):
         node = call.node
-        if not (dotted_name(node.func) in PARTIAL and node.args):
+        if not (dotted_name(node.func) in PARTIAL and node.args) or \
+                isinstance(node.args[0], ast.Starred) or len(call.args) != len(node.args):
             return None
         self.state.partials.append((self, node.args[0], tuple(call.args[1:]),
                                 dict(call.keywords)))
@@ -375,13 +376,18 @@ class Calls(object):
             env[name] = self.q.unknown(self, node, "%s.%s() of keyword arguments"
                                        % (name, func.attr))
             return self.q.unknown(self, node, "%s.%s()" % (name, func.attr))
-        kwargs = [a for a in env[name] if isinstance(a, Kwargs)]
+        default = call.args[1] if len(call.args) > 1 else EMPTY
         taken = set()
-        for atom in kwargs:
-            known = dict(atom.known)
-            taken |= known[key] if key in known else frozenset([Param(atom.ref, key, None)])
+        for atom in env[name]:
+            if isinstance(atom, Kwargs):
+                known = dict(atom.known)
+                taken |= known[key] if key in known else frozenset([Param(atom.ref, key, None)])
+            elif isinstance(atom, Keyed):  # a dict bound on another path
+                taken |= dict(atom.items).get(key, default)
+            else:
+                taken |= self.q.unknown(self, node, "%s.pop(%r)" % (name, key))
         env[name] = with_key(env[name], key, self.q.constant(self, node, "not passed"))
-        return frozenset(taken) | (call.args[1] if len(call.args) > 1 else EMPTY)
+        return frozenset(taken) | default
 
     def collection_filled(self, call):
         """A local collection filled in place (`ids.append(i + 1)`); `operator.add(i, 0)`
@@ -448,11 +454,14 @@ class Calls(object):
         for expression, value in spread:
             kwargs = [a for a in value if isinstance(a, Kwargs)]
             if kwargs and len(kwargs) == len(value):
-                # a **kwargs parameter passed on: the keys set here, and the rest as the
+                # a **kwargs parameter passed on: the keys set here (on a path that did
+                # not set one, what the callers pass under it), and the rest as the
                 # callers pass them (the question reads which key it wants)
-                for atom in kwargs:
-                    for key, held in atom.known:
-                        keywords[key] = keywords.get(key, EMPTY) | held
+                for key in sorted(set(k for atom in kwargs for k, _ in atom.known)):
+                    for atom in kwargs:
+                        held = dict(atom.known).get(key)
+                        keywords[key] = keywords.get(key, EMPTY) | (
+                            held if held is not None else frozenset([Param(atom.ref, key, None)]))
                 opaque.append(frozenset(kwargs))
                 continue
             dicts = [a for a in value if isinstance(a, Keyed)]

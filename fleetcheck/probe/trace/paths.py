@@ -66,6 +66,15 @@ class Paths(object):
         ref = self.predicate_ref(node.func)
         if ref is None:
             return None
+        told = set([self.predicate_truth(ref)])
+        # `self.m()` may be an override in a subclass (the code does not say which class
+        # is built): every one of them must agree
+        for override, _ in self.names.overrides(node.func, ref, self.state.files):
+            told.add(self.predicate_truth(override))
+        return told.pop() if len(told) == 1 else None
+
+    def predicate_truth(self, ref):
+        """What one def returns for DFlash (told once per trace)."""
         if ref.key not in self.state.predicates:
             self.state.predicates[ref.key] = None  # a predicate asking itself decides nothing
             if len(self.stack) < MAX_CALL_DEPTH + 2:

@@ -1,8 +1,9 @@
 """What a predicate of the tree (`_is_dflash_run()`, `use_dflash()`) returns for DFlash,
 told from its whole body as Python runs it on DFlash's paths: each `if` told for DFlash
 (a branch DFlash never takes is no path), early `return`s and `raise`s ending their
-path, names bound to tests (tuple assignments too), `try` (its handlers run only when its
-body can raise: a `raise` or a call in it), `with`. A config whose `.method` the predicate
+path, names bound to tests (tuple assignments too), `try` (its handlers run unless its body
+only binds names to constants and the speculative config's own reads), `with`; a body
+binding a name inside an expression (`:=`) is not told. A config whose `.method` the predicate
 reads is, on DFlash's path, a config: not None and truthy. True or False when every
 return a DFlash path reaches says so; None when they differ, or when the body holds a
 construct not told (a loop, a `match`, a `finally` that returns)."""
@@ -19,6 +20,8 @@ LITERALS = "\0strings:"  # key prefix in a body's names: the string literals a n
 def told_predicate(flow, node):
     """True/False/None for the def `node`, run by `flow` (its strings, constants and the
     predicates it calls are the flow's)."""
+    if any(isinstance(inner, getattr(ast, "NamedExpr", ())) for inner in ast.walk(node)):
+        return None  # a name bound inside an expression: not told
     teller = Teller(flow, config_names(node))
     outcome = teller.block(node.body, {})
     if outcome is GIVE_UP:
@@ -117,11 +120,10 @@ class Teller(object):
         return returned, bool(falling)
 
     def attempt(self, node, names):
-        """try: the body runs; its handlers only when it can raise (a `raise` or a call in
-        it: reading a config's attributes does not), and its `else` when it falls
-        through. `finally` is run for what it binds."""
-        raises = any(isinstance(inner, (ast.Raise, ast.Call)) for s in node.body
-                     for inner in ast.walk(s))
+        """try: the body runs; its handlers only when it can raise (anything but names,
+        constants and reads of the speculative config and its method), and its `else`
+        when it falls through. `finally` is run for what it binds."""
+        raises = not all(cannot_raise(s) for s in node.body)
         before = dict(names)
         outcome = self.block(node.body, names)
         if outcome is GIVE_UP:
@@ -207,6 +209,20 @@ class Teller(object):
         flow = self.flow
         return conditions.truth(node, lambda inner: self.strings(inner, names),
                                 lambda name: names.get(name), flow.call_truth)
+
+
+def cannot_raise(statement):
+    """A statement of plain bindings of names, constants and the speculative config's
+    own reads (`self.speculative_config.method`): on DFlash's path it completes."""
+    for inner in ast.walk(statement):
+        if isinstance(inner, (ast.Assign, ast.Name, ast.Constant, ast.Tuple, ast.Pass,
+                              ast.expr_context)):
+            continue
+        if isinstance(inner, ast.Attribute) and (conditions.is_method(inner) or
+                                                 conditions.is_speculative_config(inner)):
+            continue
+        return False
+    return True
 
 
 def joined(envs):

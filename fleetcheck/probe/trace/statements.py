@@ -142,8 +142,8 @@ class Statements(object):
     exec_For = exec_AsyncFor = exec_While = exec_loop
 
     def exec_Delete(self, node, env):
-        """`del kwargs["x"]`: the key is no longer passed; any other `del` of a name
-        leaves it holding nothing."""
+        """`del kwargs["x"]`: the key is no longer passed (other `del`s change nothing the
+        questions read)."""
         for target in node.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
                     target.value.id in env:

@@ -29,10 +29,12 @@ class Capture(object):
     """Record the value of one argument wherever a call to `call` is evaluated: by
     keyword, or (for a parameter traced back to its callers) by position."""
 
-    def __init__(self, call, keyword, position=None):
+    def __init__(self, call, keyword, position=None, missing=False):
         self.call = call
         self.keyword = keyword
         self.position = position
+        # a call leaving the argument out is recorded (None: the parameter's default)
+        self.missing = missing or position is not None
         self.values = []  # (value or None, the call's step, the argument's own step)
 
 
@@ -153,7 +155,7 @@ class ValueSource(Question):
                 capture.values.append((args[capture.position], step,
                                        self.argument_step(flow, [node.args[capture.position]],
                                                           None)))
-            elif capture.position is not None:
+            elif capture.missing:
                 capture.values.append((None, step, None))
 
     def partial_of(self, flow, call, callee):
@@ -221,6 +223,8 @@ class ValueSource(Question):
     def trace_calls(self, state, ref, capture):
         Flow(state, ref, self.entry_env(state, ref), 0, (ref.key,), watching=[capture]).run()
         for value, sink, argument in capture.values:
+            if value is None:
+                continue  # the call leaves the argument out: as a call without it
             self.classify(state, self.expand(state, self.through_callers(state, value, 0), 0), sink, argument)
 
     def examine_positional(self, state, source, done):
@@ -357,14 +361,14 @@ class ValueSource(Question):
                 if init is None:
                     called.append(sub)
                     continue
-                capture = Capture("__init__", name, position)
+                capture = Capture("__init__", name, position, missing=True)
                 Flow(state, init, self.entry_env(state, init), 0, (init.key,),
                      watching=[capture]).run()
                 out.extend(value for value, _, _ in capture.values)
         for callee in called:
             lines = [line for line in source.hit_lines(callee, True) if line != def_line]
             for _, site in state.functions_around(source, lines):
-                capture = Capture(callee, name, position)
+                capture = Capture(callee, name, position, missing=True)
                 Flow(state, site, self.entry_env(state, site), 0, (site.key,),
                      watching=[capture]).run()
                 out.extend(value for value, _, _ in capture.values)

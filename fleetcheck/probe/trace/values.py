@@ -135,12 +135,12 @@ class Lambda(kind("Lambda", ["index"])):
 
 
 class Partial(kind("Partial", ["index"])):
-    """A functools.partial object, by its index in Analysis.partials."""
+    """A functools.partial object, by its index in TraceState.partials."""
     __slots__ = ()
 
 
 class Test(kind("Test", ["index"])):
-    """A test bound to a name, by its index in Analysis.tests (what the name says about
+    """A test bound to a name, by its index in TraceState.tests (what the name says about
     DFlash is told from the test only when a test reads the name)."""
     __slots__ = ()
 
