@@ -1300,6 +1300,17 @@ def evaluation_cases() -> list[Mutation]:
                               (WINDOW, "            window=sliding_window,\n"),
                               ("", chain + (outer % passed if passed else "")))},
                    kind="subclass")
+    # a subclass whose class header is wrapped over two lines (as formatters write it)
+    wrapped = ("\n\nclass _WindowedAttention(\n        Attention):\n"
+               "    def __init__(self, num_heads, head_size, scale, window=None, **kwargs):\n"
+               "        super().__init__(num_heads, head_size, scale,\n"
+               "                         per_layer_sliding_window=%s, **kwargs)\n")
+    for passed, keeps, tag in (("window", True, ""), ("None", False, "-none")):
+        window.add("subclass-wrapped-header" + tag, keeps, "a subclass of Attention whose "
+                   "header is wrapped, passing %s" % passed,
+                   {DRAFTER: ((ATTN, "        self.attn = _WindowedAttention(\n"),
+                              (WINDOW, "            window=sliding_window,\n"),
+                              ("", wrapped % passed))}, kind="subclass")
     # a subclass passing **kwargs on: each key what its callers pass, unless it changes it
     kwargs_sub = ("\n\nclass _WindowedAttention(Attention):\n"
                   "    def __init__(self, *args, **kwargs):\n%s"

@@ -659,13 +659,15 @@ class Evaluator(object):
             return value
         if isinstance(value, Instance):
             return self.instance_attribute(value, node.attr, node, frame)
-        if node.attr in VALUE_METHODS.get(type(value), ()):
-            return BoundMethod(value, node.attr)
         if isinstance(value, tuple) and len(value) == 2 and value[0] == "module":
+            # the marker of an imported stdlib module, never a tuple value of the code
             if value[1] == "functools" and node.attr == "partial":
                 return Builtin("functools.partial")
             if value[1] == "operator" and node.attr in OPERATORS:
                 return Builtin("operator." + node.attr)
+            return frame.unknown(node, construct(node))
+        if node.attr in VALUE_METHODS.get(type(value), ()):
+            return BoundMethod(value, node.attr)
         if isinstance(node.value, ast.Name):
             resolved = self.codebase.resolve(frame.ref.rel, node.value.id)
             if resolved is not None and resolved[0] == "module":

@@ -203,8 +203,8 @@ class ValueSource(Question):
         instead of it: what reaches the base is what its __init__ passes to
         `super().__init__` for the argument (by keyword or at the base's position), traced
         back from its parameters to what the module's calls of the subclass pass."""
-        if re.search(r"^[ \t]*class[ \t]+\w+[ \t]*\(.*\b%s\b" % re.escape(self.call),
-                     source.text, re.M) is None:
+        if re.search(r"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\b%s\b" % re.escape(self.call),
+                     source.text, re.M) is None:  # [^)]: a header wrapped over lines too
             return
         resolved = state.codebase.resolve(source.rel, self.call)
         if resolved is None or resolved[0] != "class":
