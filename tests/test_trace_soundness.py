@@ -159,3 +159,74 @@ def test_a_guard_whose_predicate_may_be_true_keeps_the_unshifted_path(tmp_path, 
     result, signature = verdict(tmp_path, {RUNNER: GUARDED + predicate}, "dflash-layer-offset")
     assert result.status == "fail", result.message
     assert sorted(signature.findings) == ["layer_ids:0", "layer_ids:1"]
+
+
+@pytest.mark.parametrize("subclass", [
+    "class _U(GPUModelRunner):\n    def __init__(self, **kw):\n        for k, v in kw.items():\n"
+    "            setattr(self, k, v)\n",
+    "class _U(GPUModelRunner):\n    def __getattr__(self, n):\n        return 0\n",
+    "class _U(  # a comment on the wrapped header\n        GPUModelRunner):\n"
+    "    _aux_shift = 0\n",
+])
+def test_a_getattr_default_is_not_taken_where_a_subclass_sets_names_it_computes(tmp_path,
+                                                                               subclass):
+    result, _ = verdict(tmp_path, {RUNNER: SHIFTED_BY_GETATTR + "\n\n" + subclass},
+                        "dflash-layer-offset")
+    assert result.status == "warn", result.message
+
+
+@pytest.mark.parametrize("body", [
+    # the subclass forgets to pass the window on: the base gets its default
+    """
+class _Attn(Attention):
+    def __init__(self, n, h, s, window=None):
+        super().__init__(n, h, s)
+
+
+class DFlashAttention:
+    def __init__(self, config):
+        self.attn = _Attn(1, 2, None, window=config.sliding_window)
+        self.other = Attention(1, 2, per_layer_sliding_window=config.sliding_window)
+""",
+    # a *spread may or may not reach the window's position
+    """
+class _Attn(Attention):
+    def __init__(self, *args):
+        super().__init__(*args)
+
+
+class DFlashAttention:
+    def __init__(self, config):
+        self.attn = _Attn(1, 2, None, compute_it(config))
+        self.other = Attention(1, 2, per_layer_sliding_window=config.sliding_window)
+""",
+])
+def test_a_subclass_that_may_not_pass_the_window_on_is_not_a_pass(tmp_path, body):
+    files = dict(ATTENTION)
+    files[DRAFTER] = DRAFTER_HEAD + body
+    result, _ = verdict(tmp_path, files, "dflash-swa")
+    assert result.status != "pass", result.message
+    assert "error" not in result.status
+
+
+@pytest.mark.parametrize("predicate", [
+    """
+    def _unshifted(self):
+        try:
+            flag = _LEGACY_FLAG
+        except NameError:
+            return True
+        return False
+""",
+    """
+    def _unshifted(self):
+        try:
+            kind, variant = self.speculative_config.method
+        except ValueError:
+            return True
+        return False
+""",
+])
+def test_a_try_whose_body_may_raise_keeps_its_handler(tmp_path, predicate):
+    result, signature = verdict(tmp_path, {RUNNER: GUARDED + predicate}, "dflash-layer-offset")
+    assert sorted(signature.findings) == ["layer_ids:0", "layer_ids:1"]

@@ -200,7 +200,8 @@ class Codebase(object):
             if text.rstrip().endswith(":"):
                 break
         try:
-            node = ast.parse(" ".join(header) + " pass").body[0]
+            # joined by newlines: a header wrapped with a comment on a line still parses
+            node = ast.parse("\n".join(header) + " pass").body[0]
         except (SyntaxError, ValueError, IndexError):
             return []
         names = [dotted_name(base) or "?" for base in getattr(node, "bases", [])]
@@ -376,7 +377,7 @@ class Codebase(object):
             for line in source.hit_lines(cls, True):
                 # the class statement naming cls, its header wrapped over a few lines
                 match = None
-                for opener in range(line, max(0, line - 5), -1):
+                for opener in range(line, max(0, line - 12), -1):
                     match = pattern.match(source.lines[opener - 1])
                     if match is not None or source.lines[opener - 1].rstrip().endswith(":") \
                             and opener != line:

@@ -72,7 +72,7 @@ class Calls(object):
     def getattr_call(self, call):
         node, func = call.node, call.node.func
         if not (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2) \
-                or len(call.args) != len(node.args):
+                or any(isinstance(a, ast.Starred) for a in node.args):
             return None
         attribute = self.key_name(node.args[1])
         if attribute is not None:
@@ -102,7 +102,9 @@ class Calls(object):
         found = codebase.class_constant(rel, cls, name)
         skip = {(found[1], found[2])} if found is not None else set()
         files = sorted(set(self.state.files) | {rel} | {r for r, _ in skip})
-        if any(codebase.names_outside_reads(other, name, skip) for other in files):
+        if any(codebase.names_outside_reads(other, name, skip) for other in files) or any(
+                codebase.declares(r, c, name, inherited=False)  # setattr, __getattr__, ...
+                for r, c in codebase.subclasses(rel, cls, files)):
             return None
         if found is not None:
             self.state.examined.add(found[1])
@@ -149,7 +151,7 @@ class Calls(object):
         """`x.get(key, default)`: a key the question reads, or a dict of known keys."""
         node, func, args = call.node, call.node.func, call.args
         if not (isinstance(func, ast.Attribute) and func.attr == "get" and node.args) or \
-                len(args) != len(node.args):
+                any(isinstance(a, ast.Starred) for a in node.args):
             return None
         key = self.key_name(node.args[0])
         base = self.eval(func.value, call.env)
@@ -171,7 +173,7 @@ class Calls(object):
     def partial_built(self, call):
         node = call.node
         if not (dotted_name(node.func) in PARTIAL and node.args) or \
-                isinstance(node.args[0], ast.Starred) or len(call.args) != len(node.args):
+                any(isinstance(a, ast.Starred) for a in node.args):
             return None
         self.state.partials.append((self, node.args[0], tuple(call.args[1:]),
                                 dict(call.keywords)))

@@ -212,17 +212,20 @@ class Teller(object):
 
 
 def cannot_raise(statement):
-    """A statement of plain bindings of names, constants and the speculative config's
-    own reads (`self.speculative_config.method`): on DFlash's path it completes."""
-    for inner in ast.walk(statement):
-        if isinstance(inner, (ast.Assign, ast.Name, ast.Constant, ast.Tuple, ast.Pass,
-                              ast.expr_context)):
-            continue
-        if isinstance(inner, ast.Attribute) and (conditions.is_method(inner) or
-                                                 conditions.is_speculative_config(inner)):
-            continue
+    """`name = <constant or the speculative config's own read>` (or `pass`): on DFlash's
+    path it completes. Anything else may raise (a name not bound, an unpacking, a key)."""
+    if isinstance(statement, ast.Pass):
+        return True
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and
+            isinstance(statement.targets[0], ast.Name)):
         return False
-    return True
+    value = statement.value
+    if isinstance(value, ast.Constant):
+        return True
+    while isinstance(value, ast.Attribute) and (conditions.is_method(value) or
+                                                conditions.is_speculative_config(value)):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id == "self" and value is not statement.value
 
 
 def joined(envs):

@@ -141,6 +141,8 @@ class ValueSource(Question):
                     capture.values.append((passed_on(frozenset().union(*opaque),
                                                      capture.keyword),
                                            flow.step(node, "call"), None))
+                elif capture.missing:
+                    capture.values.append((None, flow.step(node, "call"), None))
                 continue
             step = flow.step(node, "call")
             if capture.keyword not in keywords and opaque:
@@ -155,6 +157,11 @@ class ValueSource(Question):
                 capture.values.append((args[capture.position], step,
                                        self.argument_step(flow, [node.args[capture.position]],
                                                           None)))
+            elif capture.missing and any(isinstance(a, ast.Starred) for a in node.args):
+                capture.values.append((self.unknown(flow, node, "%s may be passed by a *spread "
+                                                    "at %s:%d" % (capture.keyword, flow.fn.rel,
+                                                                  flow.line(node))),
+                                       step, None))
             elif capture.missing:
                 capture.values.append((None, step, None))
 
@@ -223,8 +230,8 @@ class ValueSource(Question):
     def trace_calls(self, state, ref, capture):
         Flow(state, ref, self.entry_env(state, ref), 0, (ref.key,), watching=[capture]).run()
         for value, sink, argument in capture.values:
-            if value is None:
-                continue  # the call leaves the argument out: as a call without it
+            if value is None:  # left out: the callee's own default (Attention's is None)
+                value = frozenset([Constant("the default", sink)])
             self.classify(state, self.expand(state, self.through_callers(state, value, 0), 0), sink, argument)
 
     def examine_positional(self, state, source, done):
