@@ -18,6 +18,22 @@ from fleetcheck.facts import Facts
 from fleetcheck.facts_decoder import decode_facts
 from waits import wait_listening  # noqa: F401 (the tests import it from here)
 
+
+def judged_tree(tmp_path, files: dict, check_id: str):
+    """(facts, result) of a synthetic 0.33.0 install (the fixed release's fix sites, with
+    `files` dedented over them) probed and judged by check `check_id`."""
+    from fleetcheck.checks.fixes import judge_fix
+    from fleetcheck.lab.local_probe import probe_tree
+    from fleetcheck.lab.synthetic import FIXED, write_install
+    from fleetcheck.playbook import load_playbook
+    contents = dict(FIXED)
+    contents.update({rel: textwrap.dedent(text) for rel, text in files.items()})
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", contents)
+    facts = probe_tree(venv)
+    check = next(c for c in load_playbook().checks if c.id == check_id)
+    return facts, judge_fix(check, facts, None)
+
 # where every loopback test host sees its vLLM install (a mount namespace per host)
 ENV = "/opt/ml-env"
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin_vllm.py")

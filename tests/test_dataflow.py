@@ -12,9 +12,9 @@ import pytest
 
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
-from fleetcheck.lab.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED
 from fleetcheck.lab.local_probe import probe_tree
-from probe_helpers import edited_copy, findings
+from probe_helpers import edited_copy, findings, judged_tree
 
 pytestmark = pytest.mark.unit
 
@@ -25,13 +25,7 @@ DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 
 
-def judged(tmp_path, files: dict, check_id: str):
-    contents = dict(FIXED)
-    contents.update({rel: textwrap.dedent(text) for rel, text in files.items()})
-    venv = str(tmp_path / "env")
-    write_install(venv, "0.33.0", contents)
-    facts = probe_tree(venv)
-    return facts, judge_fix(CHECKS[check_id], facts, None)
+judged = judged_tree
 
 
 def lines_of(result) -> list[tuple[str, int]]:

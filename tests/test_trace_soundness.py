@@ -8,25 +8,18 @@ import textwrap
 
 import pytest
 
-from fleetcheck.checks.fixes import judge_fix
-from fleetcheck.lab.local_probe import probe_tree
-from fleetcheck.lab.synthetic import FIXED, write_install
-from fleetcheck.playbook import load_playbook
+from fleetcheck.lab.synthetic import FIXED
+from probe_helpers import judged_tree
 
 pytestmark = pytest.mark.unit
 
-CHECKS = {c.id: c for c in load_playbook().checks}
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
 
 
 def verdict(tmp_path, files: dict, check_id: str):
-    contents = dict(FIXED)
-    contents.update({rel: textwrap.dedent(text) for rel, text in files.items()})
-    venv = str(tmp_path / "env")
-    write_install(venv, "0.33.0", contents)
-    facts = probe_tree(venv)
-    return judge_fix(CHECKS[check_id], facts, None), facts.signatures[check_id]
+    facts, result = judged_tree(tmp_path, files, check_id)
+    return result, facts.signatures[check_id]
 
 
 # getattr(self, "_aux_shift", 1): a subclass (however its header is written) may set it

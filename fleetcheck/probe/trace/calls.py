@@ -513,18 +513,11 @@ class Calls(object):
         defaults = ref.defaults()
         env = {}
         definer = self.spawn(ref, {}, self.depth + 1, self.stack, self_cls)
-        for index, name in enumerate(params):
-            if index < len(args):
+        keyword_only = [a.arg for a in ref.node.args.kwonlyargs]  # after `*` or `*args`
+        for index, name in enumerate(params + keyword_only):
+            if index < len(params) and index < len(args):
                 env[name] = args[index]
             elif name in keywords:
-                env[name] = keywords[name]
-            elif name in defaults:
-                env[name] = self.q.default_value(definer, defaults[name])
-            else:
-                env[name] = EMPTY
-        keyword_only = [a.arg for a in ref.node.args.kwonlyargs]
-        for name in keyword_only:  # after `*` or `*args`: by keyword, else the default
-            if name in keywords:
                 env[name] = keywords[name]
             elif name in defaults:
                 env[name] = self.q.default_value(definer, defaults[name])
