@@ -18,6 +18,7 @@ import pytest
 from fleet_helpers import ROOT, clean_env
 from fleetcheck.lab.wheels import real_install
 from fleetcheck.lab.testhosts import LoopbackFleet
+from internal_errors import MARKER, internal_errors, results_documents
 from lanes import (pytest_collection_modifyitems, pytest_runtest_logreport,  # noqa: F401
                    pytest_sessionfinish, pytest_terminal_summary)
 from loopback_blocks import this_process
@@ -44,6 +45,19 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
                 spec.python = shlex.join(["unshare", "--pid", "--fork", "--mount-proc",
                                           "--kill-child", "/bin/sh", "-c", '"$@"; exit $?',
                                           "worker-init", sys.executable])
+
+
+@pytest.fixture(autouse=True)
+def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every results document a test leaves in its tmp_path holds no internal error,
+    unless the test injects faults on purpose (tests/internal_errors.py)."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if tmp is None or request.node.get_closest_marker(MARKER):
+        return
+    found = ["%s: %s" % (path, line) for path, data in results_documents(str(tmp))
+             for line in internal_errors(data)]
+    assert not found, "internal errors in the results:\n" + "\n".join(found)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The test lanes, as a pytest plugin (tests/conftest.py registers its hooks): each test
 is `unit` (needs nothing but this Python and fleetcheck's packages: `pytest -m unit`) or
 `integration`, every need it has is a marker of its own (`-m sshd`), and a run with a
-skipped test fails."""
+skipped test fails (a strict xfail, a known failure kept in CI, does not)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped:
+    """An xfail is a known failure kept in CI (strict, see pyproject.toml: it fails the
+    run the day it passes), not a skip."""
+    if report.skipped and not hasattr(report, "wasxfail"):
         SKIPPED.append(report.nodeid)
 
 

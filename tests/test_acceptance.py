@@ -52,7 +52,7 @@ def test_measure_takes_deltas():
 
 from fleetcheck.checks.acceptance import drafter_window, fleet_checks, judge_smoke  # noqa: E402
 from fleetcheck.intervals import ratio_interval  # noqa: E402
-from fleetcheck.results import HostResult  # noqa: E402
+from fleetcheck.results import HostResult, VllmInfo  # noqa: E402
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke  # noqa: E402
 
 
@@ -205,7 +205,7 @@ def test_hosts_serving_alike_with_different_fingerprints_are_warned_naming_them(
         numbers[name] = judge_smoke(load_facts(HEALTHY, spec=spec, fingerprint=fingerprint),
                                     SmokeSettings())[1]
         hosts.append(HostResult(name=name, address=name, groups=(), status="pass",
-                                vllm={"version": "0.33.0", "commit": "4ba787ec9"}))
+                                vllm=VllmInfo(version="0.33.0", commit="4ba787ec9")))
     assert numbers["a"]["fingerprints"] == ["vllm-0.33.0-1a2b3c4d"]
     verdicts = fleet_checks(hosts, numbers, SmokeSettings())
     for name in ("a", "b", "c"):
