@@ -110,3 +110,24 @@ def test_a_skipped_test_fails_the_run_and_is_named(tmp_path):
         """})
     assert proc.returncode == pytest.ExitCode.TESTS_FAILED, proc.stdout + proc.stderr
     assert "1 test(s) skipped, which fails the run: test_skips.py::test_skips" in proc.stdout
+
+
+def test_a_strict_xfail_is_a_known_failure_kept_in_the_run_and_fails_it_once_it_passes(
+        tmp_path):
+    suite = {"test_known.py": """
+        import pytest
+
+        @pytest.mark.xfail(strict=True, reason="a known false pass")
+        def test_still_fails():
+            assert False
+
+        def test_passes():
+            pass
+        """}
+    proc = pytest_in(tmp_path, suite, "-o", "xfail_strict=true")
+    assert proc.returncode == pytest.ExitCode.OK, proc.stdout + proc.stderr
+    assert "1 xfailed" in proc.stdout
+    fixed = {"test_known.py": suite["test_known.py"].replace("assert False", "pass")}
+    proc = pytest_in(tmp_path, fixed, "-o", "xfail_strict=true")
+    assert proc.returncode == pytest.ExitCode.TESTS_FAILED, proc.stdout + proc.stderr
+    assert "XPASS(strict)" in proc.stdout
