@@ -27,6 +27,7 @@ from fleetcheck.drafter_expectations import parse_drafter, resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
+from fleetcheck.node_agent import add_node_parser
 from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
@@ -273,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--expect-commit", metavar="PREFIX", help="as for run")
     judge.add_argument("--expect-same-build", action="store_true", help="as for run")
     judge.add_argument("--expect-drafter", metavar="REPO[@REV]", help="as for run")
+    add_node_parser(sub)
     return parser
 
 
@@ -643,6 +645,19 @@ def command_diff(args: argparse.Namespace) -> int:
     return 1 if result["worse"] else 0
 
 
+def command_node(args: argparse.Namespace) -> int:
+    if args.npd:  # NPD's plugin: the last round's verdict, never a probe
+        from fleetcheck.npd import verdict
+        if not args.json_path:
+            raise InputError("command line", None, "--json", "--npd reads the agent's "
+                             "last round: give the agent's --json PATH")
+        code, line = verdict(args.json_path, args.max_age)
+        print(line)
+        return code
+    from fleetcheck.node_agent import command_node as run_node
+    return run_node(args, tuned_playbook(args))
+
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
 
 
@@ -689,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(main, keep=args.keep)
         if args.command == "examples":
             return command_examples(args)
+        if args.command == "node":
+            return command_node(args)
     except InputError as exc:
         for error in getattr(exc, "errors", [exc]):
             print("fleetcheck: error: %s" % error, file=sys.stderr)

@@ -1,0 +1,421 @@
+"""`fleetcheck node`: the probe and the judge on one node, for a DaemonSet container with
+`hostPID: true` (or a root process on the node itself).
+
+Each round finds every vLLM server process in the node's PID namespace and judges each
+server's install as that server's container sees it: the probe runs in fleetcheck's own
+interpreter, chrooted into the server's root (`/proc/PID/root`, in its working directory
+`/proc/PID/cwd`), so it reads the container's files and /proc as `podman exec` would,
+with the same check plan, trust rules and playbook as `run` (runner.check_host). One
+target per mount namespace: the servers of one container are judged together. `--venv`
+adds the node's own install, read through the root of the node's PID 1.
+
+The container's own code never runs from here: its interpreter and libraries are another
+user's, and the agent holds privileges over the whole node, so the checks that execute
+the install (install-import, drafter-loaded) are not run on containers' installs.
+
+A round's results go out as the results JSON, as Prometheus text for node_exporter's
+textfile collector, and a line on stdout; `--every` repeats rounds until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import shlex
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fleetcheck import __version__
+from fleetcheck.checks.plan import finish_run
+from fleetcheck.connection_settings import ConnectionSettings
+from fleetcheck.connectors import Registry
+from fleetcheck.connectors.base import Connector, Deadline, Session
+from fleetcheck.connectors.local import LocalSession
+from fleetcheck.input_error import InputError
+from fleetcheck.inventory import Host
+from fleetcheck.playbook import Playbook
+from fleetcheck.probe.servers import server_script
+from fleetcheck.results import HostResult, ResultsWriter, RunResult, now_iso
+from fleetcheck.runner import DEFAULT_TIMEOUT, RunOptions, check_host
+from fleetcheck.shared_analysis import SharedAnalysis
+from fleetcheck.text import is_clean_name
+from fleetcheck.wire_protocol import BOOTSTRAP
+
+PROC = "/proc"
+MAX_CMDLINE_BYTES = 64 * 1024
+MAX_ENVIRON_BYTES = 1024 * 1024
+MAX_LABEL = 63  # a DNS label: what a pod's hostname is
+# what the probe may import once chrooted (its own modules travel on stdin): loaded first
+PRELOAD = ("ast", "binascii", "bisect", "collections", "copy", "hashlib", "http.client",
+           "itertools", "json", "marshal", "re", "select", "shutil", "signal", "socket",
+           "stat", "subprocess", "tempfile", "threading", "time", "types", "urllib.parse",
+           "zlib", "fnmatch", "glob", "encodings.idna", "email.parser", "_json")
+NODE_INSTALL = "node"  # the label of the node's own install (--venv)
+
+
+@dataclass(frozen=True)
+class ServerRoot:
+    """The servers of one container (one mount namespace), seen from the node."""
+
+    pid: int  # the first server's pid, whose root and cwd the probe enters
+    pids: tuple[int, ...]
+    label: str  # the pod's hostname (its HOSTNAME), else pid-N
+    cwd: str  # the first server's working directory, as its container names it
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(limit)
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """One variable of a process's environment (hostile input: bounded, and only a clean
+    DNS-label-like value is kept)."""
+    try:
+        data = read_bounded("%s/%d/environ" % (PROC, pid), MAX_ENVIRON_BYTES)
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            value = item[len(prefix):].decode("ascii", "replace")
+            if 0 < len(value) <= MAX_LABEL and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*",
+                                                            value):
+                return value
+    return None
+
+
+def server_pids(proc: str = PROC) -> list[int]:
+    """Every process of the PID namespace whose command line is a vLLM server's."""
+    found = []
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = read_bounded("%s/%s/cmdline" % (proc, name), MAX_CMDLINE_BYTES)
+        except OSError:
+            continue
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        if argv and server_script(argv) is not None:
+            found.append(int(name))
+    return sorted(found)
+
+
+def server_roots(proc: str = PROC) -> list[ServerRoot]:
+    """The node's servers grouped by mount namespace (a container), in pid order; a
+    process that is gone, or whose namespace cannot be read, is passed over."""
+    groups: dict[str, list[int]] = {}
+    for pid in server_pids(proc):
+        try:
+            namespace = os.readlink("%s/%d/ns/mnt" % (proc, pid))
+        except OSError:
+            continue
+        groups.setdefault(namespace, []).append(pid)
+    roots = []
+    labels: dict[str, int] = {}
+    for pids in groups.values():
+        first = pids[0]
+        try:
+            cwd = os.readlink("%s/%d/cwd" % (proc, first))
+        except OSError:
+            cwd = "/"
+        label = environ_value(first, "HOSTNAME") or "pid-%d" % first
+        labels[label] = labels.get(label, 0) + 1
+        roots.append(ServerRoot(first, tuple(pids), label, cwd if cwd.startswith("/") else "/"))
+    # two containers of one pod share its hostname: each named by its pid too
+    return [replace(r, label="%s-pid-%d" % (r.label, r.pid)) if labels[r.label] > 1 else r
+            for r in roots]
+
+
+class ChrootSession(Session):
+    """Runs the probe's bootstrap in this interpreter, chrooted into a server's root (see
+    node_chroot.py), with the local session's pipes, dialogue, deadline and cancel."""
+
+    def __init__(self, deadline: Deadline, root: str, cwd: str, where: dict[str, str]):
+        self.local = LocalSession(deadline)
+        self.root, self.cwd, self.where = root, cwd, where
+
+    def command(self) -> str:
+        from fleetcheck import node_chroot
+        with open(node_chroot.__file__, encoding="utf-8") as handle:
+            prelude = handle.read()
+        code = prelude + "\n" + BOOTSTRAP
+        modules = ",".join(PRELOAD)
+        return "exec %s -S -I -B -c %s %s %s %s" % (
+            shlex.quote(sys.executable), shlex.quote(code), shlex.quote(self.root),
+            shlex.quote(self.cwd), shlex.quote(modules))
+
+    def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
+            answer: Any = None) -> Any:
+        """`command` is the probe's usual one (for an interpreter on the host); this
+        session runs the same bootstrap in its own trusted interpreter instead."""
+        return self.local.run(self.command(), payload, cancel, answer)
+
+    def close(self) -> None:
+        self.local.close()
+
+    def placement(self) -> dict[str, str] | None:
+        return dict(self.where)
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """One thing a round judges: a container's servers, or the node's own install."""
+
+    name: str
+    root: str
+    cwd: str
+    where: dict[str, str]
+    venv: str | None = None
+    runs_install_code: bool = False  # only the node's own install: root's files
+
+
+class NodeConnector(Connector):
+    """Opens a ChrootSession for each target of the round, by its name."""
+
+    connection = "local"
+
+    def __init__(self, targets: dict[str, NodeTarget]):
+        super().__init__(None)
+        self.by_name = targets
+
+    def open(self, host: ConnectionSettings, deadline: Deadline,
+             cancel: threading.Event | None = None) -> Session:
+        deadline.left()
+        target = self.by_name[host.name]
+        return ChrootSession(deadline, target.root, target.cwd, target.where)
+
+
+class NodeRegistry(Registry):
+    def __init__(self, connector: NodeConnector):
+        super().__init__(None)
+        self.connector = connector
+
+    def for_host(self, host: ConnectionSettings) -> Connector:
+        return self.connector
+
+
+@dataclass
+class NodeOptions:
+    node: str
+    venv: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    analysis_cache: str | None = None
+    proc: str = PROC
+
+
+def round_targets(options: NodeOptions) -> list[NodeTarget]:
+    targets = []
+    for found in server_roots(options.proc):
+        targets.append(NodeTarget(
+            name="%s/%s" % (options.node, found.label),
+            root="%s/%d/root" % (options.proc, found.pid), cwd=found.cwd,
+            where={"engine": "node", "pid": str(found.pid),
+                   "pids": ",".join(str(p) for p in found.pids), "name": found.label}))
+    if options.venv:
+        targets.append(NodeTarget(name="%s/%s" % (options.node, NODE_INSTALL),
+                                  root="%s/1/root" % options.proc, cwd="/",
+                                  where={"engine": "node", "pid": "1", "name": NODE_INSTALL},
+                                  venv=options.venv, runs_install_code=True))
+    return targets
+
+
+def without_install_code(playbook: Playbook) -> Playbook:
+    """The playbook for a container's install: its compiled modules are not loaded."""
+    changed = copy.deepcopy(playbook)
+    changed.integrity.import_check = False
+    return changed
+
+
+def node_round(playbook: Playbook, options: NodeOptions,
+               cancel: threading.Event | None = None) -> RunResult:
+    """One round: every target judged in turn (a node has a few), then the checks that
+    compare them; the results are a run like `run`'s, one host per target."""
+    started_at, started = now_iso(), time.monotonic()
+    targets = round_targets(options)
+    registry = NodeRegistry(NodeConnector({t.name: t for t in targets}))
+    signatures = playbook.probe_signatures()
+    cache = None
+    if options.analysis_cache is not None:
+        from fleetcheck.analysis_cache import AnalysisCache
+        cache = AnalysisCache(options.analysis_cache, signatures)
+    shared = SharedAnalysis(signatures, cache)
+    sealed = without_install_code(playbook)
+    run_options = RunOptions(settings=None, parallel=1, timeout=options.timeout, smoke=False,
+                             analysis_cache=options.analysis_cache)
+    results: list[HostResult] = []
+    complete = True
+    for target in targets:
+        if cancel is not None and cancel.is_set():
+            complete = False
+            break
+        host = Host(name=target.name, address=options.node, connection="local",
+                    venv=target.venv, groups=[options.node])
+        chosen = playbook if target.runs_install_code else sealed
+        judged = check_host(host, chosen, signatures, replace(
+            run_options, load_config=target.runs_install_code), cancel, shared, registry)
+        results.extend(alone(judged, playbook, started_at))
+    return RunResult(started_at=started_at, inventory="node %s" % options.node,
+                     playbook=playbook.source, fleetcheck_version=__version__,
+                     hosts=results, complete=complete, finished_at=now_iso(),
+                     duration_s=round(time.monotonic() - started, 3),
+                     not_finished=[t.name for t in targets[len(results):]] if not complete
+                     else [])
+
+
+def alone(judged: list[HostResult], playbook: Playbook, started_at: str) -> list[HostResult]:
+    """A target's results with the checks that compare hosts run on it alone: the
+    containers of one node may serve different models, builds and drafters on purpose;
+    drift across the fleet is Prometheus' to see (docs/kubernetes.md's alerting rules)."""
+    run = RunResult(started_at=started_at, inventory="", playbook=playbook.source,
+                    hosts=judged, complete=True)
+    return list(finish_run(run, playbook, {}).hosts)
+
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+
+
+def duration(text: str) -> float:
+    """`30`, `30s`, `5m` or `1h`, in seconds (at least one)."""
+    match = DURATION.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError("%r is not a duration (30s, 5m, 1h)" % text)
+    seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
+    if seconds < 1:
+        raise argparse.ArgumentTypeError("must be at least 1s, got %s" % text)
+    return seconds
+
+
+def add_node_parser(sub: Any) -> None:
+    node = sub.add_parser(
+        "node", help="check this node's vLLM servers from a DaemonSet (hostPID)",
+        description="Check every vLLM server running on this node, each install as its "
+                    "container sees it (/proc/PID/root), with the checks of `run`: for a "
+                    "DaemonSet with hostPID. Writes the results JSON, Prometheus text for "
+                    "node_exporter's textfile collector, or answers node-problem-detector "
+                    "(--npd) from the last round's JSON.",
+        epilog="exit codes (--once): as `run`: 0 pass, 1 a check failed, 2 bad input, 3 a "
+               "target errored. --every: 0 when stopped by SIGTERM or SIGINT. --npd: 0 "
+               "every check passes or warns, 1 a check fails, 3 unknown (no recent round, "
+               "or a target not judged).")
+    when = node.add_mutually_exclusive_group(required=True)
+    when.add_argument("--once", action="store_true", help="one round, then exit")
+    when.add_argument("--every", type=duration, metavar="DURATION",
+                      help="a round, then another after DURATION (30s, 5m, 1h) until SIGTERM")
+    when.add_argument("--npd", action="store_true",
+                      help="node-problem-detector's custom plugin: one line (80 characters "
+                           "at most) from the last round's --json file, never a probe")
+    node.add_argument("--json", dest="json_path", metavar="PATH",
+                      help="the round's results JSON (replaced atomically each round); "
+                           "--npd reads it")
+    node.add_argument("--textfile", metavar="PATH",
+                      help="the round's Prometheus metrics, for node_exporter's textfile "
+                           "collector (a *.prom file, replaced atomically)")
+    node.add_argument("--venv", help="also check the node's own install at this path (read "
+                                     "through the root of the node's PID 1)")
+    node.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    node.add_argument("--node-name", help="the node's name in the results (default: "
+                                          "$NODE_NAME, else the hostname)")
+    node.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                      help="deadline per target (default %.0fs)" % DEFAULT_TIMEOUT)
+    node.add_argument("--max-age", type=duration, default=900.0, metavar="DURATION",
+                      help="--npd: a round older than this is no verdict (default 15m)")
+    node.add_argument("--no-cache", action="store_true",
+                      help="neither use nor keep the cache of fix analyses")
+    node.add_argument("--no-integrity", action="store_true", help="skip the install-* checks")
+    node.add_argument("--no-import-check", action="store_true",
+                      help="do not load the compiled modules of the --venv install (a "
+                           "container's are never loaded)")
+
+
+def node_name(given: str | None) -> str:
+    name = given or os.environ.get("NODE_NAME") or socket.gethostname()
+    if not name or not is_clean_name(name) or "/" in name:
+        raise InputError("command line", None, "--node-name", "must be a printable name "
+                         "without '/'")
+    return name
+
+
+class Stop:
+    """SIGTERM and SIGINT set an event: the round in flight is cancelled (its probe is
+    killed) and the sleep between rounds ends at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.previous = {}
+        for number in (signal.SIGTERM, signal.SIGINT):
+            self.previous[number] = signal.signal(number, self.handle)
+
+    def handle(self, number: int, frame: Any) -> None:
+        self.event.set()
+
+    def restore(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+
+def write_round(run: RunResult, json_path: str | None, textfile: str | None) -> list[str]:
+    """Each output of the round; a failure is said on stderr, and the next round tries
+    again."""
+    failed = []
+    if json_path:
+        try:
+            ResultsWriter(json_path).write(run)
+        except OSError as exc:
+            failed.append(json_path)
+            print("fleetcheck: error: %s: the results could not be written: %s"
+                  % (json_path, exc), file=sys.stderr)
+    if textfile:
+        from fleetcheck.report.metrics import write_metrics
+        try:
+            write_metrics(run, textfile)
+        except OSError as exc:
+            failed.append(textfile)
+            print("fleetcheck: error: %s: the metrics could not be written: %s"
+                  % (textfile, exc), file=sys.stderr)
+    return failed
+
+
+def round_line(run: RunResult) -> str:
+    counts: dict[str, int] = {}
+    for host in run.hosts:
+        counts[host.status] = counts.get(host.status, 0) + 1
+    told = ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())) or "no vLLM server"
+    return "%s fleetcheck node: %s in %.1fs" % (run.finished_at, told, run.duration_s)
+
+
+def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
+    if args.venv is not None and (not args.venv.startswith("/") or
+                                  not is_clean_name(args.venv)):
+        raise InputError("command line", None, "--venv", "must be an absolute path")
+    if args.timeout <= 0:
+        raise InputError("command line", None, "--timeout", "must be a positive number")
+    options = NodeOptions(node=node_name(args.node_name), venv=args.venv, timeout=args.timeout)
+    if not args.no_cache:
+        from fleetcheck.analysis_cache import default_directory
+        options.analysis_cache = default_directory()
+    stop = Stop()
+    try:
+        while True:
+            run = node_round(playbook, options, stop.event)
+            if stop.event.is_set() and not args.once:
+                return 0  # a round cut short never replaces the last whole one
+            failed = write_round(run, args.json_path, args.textfile)
+            print(round_line(run), flush=True)
+            if args.once:
+                code = run.exit_code()
+                return 3 if failed and code == 0 else code
+            if stop.event.wait(args.every):
+                return 0
+    finally:
+        stop.restore()
