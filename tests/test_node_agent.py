@@ -1,0 +1,202 @@
+"""`fleetcheck node` on real parts: two Podman containers, each running a vLLM-server-shaped
+process over a real vLLM wheel install that lives only in its own filesystem (/opt/venv:
+0.33.0 in one, 0.20.1 in the other, the same path), and the agent in a third container
+started with `--pid=host` (Podman honours it for `podman run`), which judges each
+server's install through /proc/PID/root. Its textfile is scraped by a real
+prometheus-node-exporter over loopback; node-problem-detector's plugin mode is run on
+its rounds; SIGTERM ends `--every`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleetcheck.lab.testhosts import free_loopback_port
+from podman_installs import ROOTFS, RUN_FLAGS, podman, private_storage, release_storage
+from waits import wait_answering, wait_for
+
+pytestmark = [pytest.mark.containers, pytest.mark.root]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODE = "node-a"
+FIXES = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
+
+
+@pytest.fixture(scope="module")
+def pods(tmp_path_factory, real_venvs):
+    """Two vLLM 'pods' whose installs are at /opt/venv in their own filesystems only."""
+    work = tmp_path_factory.mktemp("node")
+    env, _ = private_storage(work)
+    # the installs are in the containers alone
+    assert not os.path.exists("/opt/venv/lib/python3.11/site-packages/vllm")
+    server = work / "srv" / "bin" / "vllm"
+    server.parent.mkdir(parents=True)
+    server.write_text("import time\ntime.sleep(100000)\n")  # `vllm serve`'s command line
+    for name, version in (("vllm-new", "0.33.0"), ("vllm-old", "0.20.1")):
+        podman(env, "run", "-d", *RUN_FLAGS[:-1], "--name", name, "--hostname", name,
+               "-v", "%s:/opt/venv:ro" % real_venvs[version],
+               "-v", "%s:/srv:ro" % server.parent.parent, "--workdir", "/srv",
+               "--rootfs", ROOTFS, "/opt/venv/bin/python3", "/srv/bin/vllm", "serve",
+               "/models/qwen", "--port", "8000")
+    try:
+        yield work, env
+    finally:
+        podman(env, "rm", "-f", "-t", "0", "vllm-new", "vllm-old", check=False)
+        release_storage(work / "graph")
+
+
+def agent(env: dict, out, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`fleetcheck node` in a container of its own that shares the node's PID namespace
+    (this test worker's), with this checkout's fleetcheck and its output directory."""
+    return subprocess.run(
+        ["podman", "run", "--rm", "--pid=host", *RUN_FLAGS[:-1], "-v", "%s:/out" % out,
+         "-e", "PYTHONPATH=%s" % ROOT, "-e", "XDG_CACHE_HOME=/out/cache",
+         "--rootfs", ROOTFS, sys.executable, "-m", "fleetcheck", "node", "--node-name", NODE,
+         *args], env=env, capture_output=True, text=True, timeout=600, check=check)
+
+
+def samples(text: str) -> dict[tuple, float]:
+    """{(name, sorted labels): value} of the fleetcheck_* series."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    matching = [v for (n, l), v in found.items()
+                if n == name and all(dict(l).get(k) == want for k, want in labels.items())]
+    assert len(matching) == 1, (name, labels, matching)
+    return matching[0]
+
+
+def scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return samples(response.read().decode("utf-8"))
+
+
+def npd(json_path: str, *extra: str) -> tuple[int, str, float]:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "fleetcheck", "node", "--npd", "--json",
+                           json_path, *extra], capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    return proc.returncode, proc.stdout, time.monotonic() - started
+
+
+@pytest.fixture
+def node_exporter(tmp_path, loopback_address):
+    textfiles = tmp_path / "out" / "textfile"
+    textfiles.mkdir(parents=True)
+    port = free_loopback_port(loopback_address)
+    proc = subprocess.Popen(["/usr/bin/prometheus-node-exporter",
+                             "--web.listen-address=%s:%d" % (loopback_address, port),
+                             "--collector.disable-defaults", "--collector.textfile",
+                             "--collector.textfile.directory=%s" % textfiles],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = "http://%s:%d/metrics" % (loopback_address, port)
+    try:
+        wait_answering(url)
+        yield url, textfiles
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_exporter):
+    work, env = pods
+    url, textfiles = node_exporter
+    out = tmp_path / "out"
+    first = agent(env, out, "--once", "--json", "/out/node.json",
+                  "--textfile", "/out/textfile/fleetcheck.prom", check=False)
+    assert first.returncode == 1, first.stderr[-3000:]  # the 0.20.1 pod misses the fixes
+    results = json.loads((out / "node.json").read_text())
+    hosts = {h["name"]: h for h in results["hosts"]}
+    assert set(hosts) == {NODE + "/vllm-new", NODE + "/vllm-old"}, first.stdout
+    new, old = hosts[NODE + "/vllm-new"], hosts[NODE + "/vllm-old"]
+    for host, version, commit in ((new, "0.33.0", "4ba787ec9"), (old, "0.20.1", "132765e35")):
+        assert host["error"] is None, host["error"]
+        info = host["vllm"]
+        assert (info["version"], info["commit"]) == (version, commit), info
+        assert info["site_packages"] == "/opt/venv/lib/python3.11/site-packages", info
+        assert info["found_by"].startswith("running server pid "), info
+        assert host["container"]["engine"] == "node"
+    checks = {(h["name"], c["id"]): c for h in results["hosts"] for c in h["checks"]}
+    for fix in FIXES:
+        assert checks[(new["name"], fix)]["status"] == "pass", checks[(new["name"], fix)]
+        assert checks[(old["name"], fix)]["status"] == "fail", checks[(old["name"], fix)]
+    for check in ("install-record", "install-metadata", "install-leftovers"):
+        assert checks[(new["name"], check)]["status"] == "pass", checks[(new["name"], check)]
+    # the container's own code is never executed by the agent
+    assert checks[(new["name"], "install-import")]["status"] == "skip"
+    served = {s["pid"] for s in new["served"]}
+    assert len(served) == 1 and new["container"]["pid"] not in {str(p) for p in served}
+
+    # node_exporter serves the round as fleetcheck_* series
+    found = scrape(url)
+    assert value(found, "node_textfile_scrape_error") == 0
+    assert value(found, "fleetcheck_check_status", host=new["name"], check="dflash-swa",
+                 status="pass") == 1
+    assert value(found, "fleetcheck_check_status", host=old["name"], check="dflash-swa",
+                 status="fail") == 1
+    assert value(found, "fleetcheck_check_status", host=old["name"], check="dflash-swa",
+                 status="pass") == 0
+    assert value(found, "fleetcheck_vllm_build_info", host=old["name"], version="0.20.1",
+                 commit="132765e35",
+                 install="/opt/venv/lib/python3.11/site-packages") == 1
+    assert value(found, "fleetcheck_served_info", host=new["name"], model="/models/qwen",
+                 method="", drafter="") == 1
+    assert value(found, "fleetcheck_run_duration_seconds") == results["duration_s"]
+
+    # NPD's plugin on the round: a fix fails
+    code, line, took = npd(str(out / "node.json"))
+    assert code == 1 and line.startswith("fleetcheck: FAIL dflash-"), line
+    assert len(line.rstrip("\n")) <= 80 and line.count("\n") == 1 and took < 5, (line, took)
+
+    # the stale pod goes; the next round replaces the first whole
+    podman(env, "rm", "-f", "-t", "0", "vllm-old")
+    second = agent(env, out, "--once", "--json", "/out/node.json",
+                   "--textfile", "/out/textfile/fleetcheck.prom", check=False)
+    assert second.returncode == 0, second.stdout + second.stderr[-3000:]
+    found = scrape(url)
+    assert value(found, "node_textfile_scrape_error") == 0
+    assert not [k for k in found if dict(k[1]).get("host") == old["name"]]
+    assert value(found, "fleetcheck_check_status", host=new["name"], check="dflash-swa",
+                 status="pass") == 1
+    assert os.listdir(textfiles) == ["fleetcheck.prom"]  # the temp file was renamed away
+    code, line, took = npd(str(out / "node.json"))
+    assert (code, line) == (0, "fleetcheck: ok: every check passes on 1 install\n"), line
+    assert took < 5
+
+def test_npd_without_a_round_is_unknown(tmp_path):
+    code, line, took = npd(str(tmp_path / "none.json"))
+    assert code == 3 and line.startswith("fleetcheck: unknown: no round yet"), line
+    assert len(line.rstrip("\n")) <= 80 and took < 5
+
+
+def test_sigterm_ends_every_within_a_second(tmp_path):
+    out = tmp_path / "node.json"
+    proc = subprocess.Popen([sys.executable, "-m", "fleetcheck", "node", "--every", "1h",
+                             "--json", str(out), "--no-integrity", "--node-name", NODE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT,
+                                     XDG_CACHE_HOME=str(tmp_path / "cache")))
+    try:
+        wait_for(out.exists, 120, "the first round written")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=10)
+        assert time.monotonic() - started < 1.0
+        assert code == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

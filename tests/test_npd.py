@@ -1,0 +1,80 @@
+"""node-problem-detector's plugin answer (npd.py) and `fleetcheck node`'s own inputs, on
+results files made here: exit 0/1/other and one line of at most 80 characters."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import pytest
+
+from fleetcheck.node_agent import duration
+from fleetcheck.node_chroot import Database
+from fleetcheck.npd import MAX_LINE, OK, PROBLEM, UNKNOWN, verdict
+from fleetcheck.report.metrics import finished_timestamp
+from fleetcheck.results import HostError, dump_json
+from results_factory import make_run
+
+pytestmark = pytest.mark.unit
+
+
+def written(tmp_path, run) -> str:
+    path = str(tmp_path / "node.json")
+    dump_json(run, path)
+    return path
+
+
+def test_a_failing_check_is_a_problem_in_one_short_line(tmp_path):
+    run = make_run(10, hostile=False)
+    long = replace(run.hosts[4], name="node-with-a-rather-long-name/" + "p" * 60)
+    path = written(tmp_path, replace(run, hosts=[long] + list(run.hosts[5:7]),
+                                     complete=True))
+    now = finished_timestamp(run) + 10
+    code, line = verdict(path, 900, now)
+    assert code == PROBLEM and line.startswith("fleetcheck: FAIL dflash-layer-offset on ")
+    assert len(line) == MAX_LINE and line.endswith("...")
+
+
+def test_passing_and_warning_installs_are_ok(tmp_path):
+    run = make_run(3, hostile=False)
+    hosts = [run.hosts[0], replace(run.hosts[1], status="warn")]
+    path = written(tmp_path, replace(run, hosts=hosts, complete=True))
+    code, line = verdict(path, 900, finished_timestamp(run) + 1)
+    assert (code, line) == (OK, "fleetcheck: ok: every check passes on 2 installs "
+                                "(1 with warnings)")
+    empty = written(tmp_path, replace(run, hosts=[], complete=True))
+    assert verdict(empty, 900, finished_timestamp(run))[0] == OK
+
+
+def test_stale_errored_or_missing_rounds_are_unknown(tmp_path):
+    run = replace(make_run(3, hostile=False), complete=True)
+    path = written(tmp_path, run)
+    code, line = verdict(path, 900, finished_timestamp(run) + 901)
+    assert code == UNKNOWN and line == "fleetcheck: unknown: last round 901s old"
+    errored = replace(run.hosts[0], status="error", error=HostError("timeout", "slow"),
+                      checks=[])
+    path = written(tmp_path, replace(run, hosts=[errored]))
+    code, line = verdict(path, 900, finished_timestamp(run))
+    assert code == UNKNOWN and "not judged" in line
+    (tmp_path / "junk.json").write_text("{}")
+    assert verdict(str(tmp_path / "junk.json"), 900)[0] == UNKNOWN
+    assert verdict(str(tmp_path / "nothing.json"), 900)[0] == UNKNOWN
+
+
+def test_durations():
+    assert duration("30") == 30 and duration("5m") == 300 and duration("1.5h") == 5400
+    for bad in ("", "5 minutes", "0s", "-1", "0.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration(bad)
+
+
+def test_the_containers_user_database_is_read_as_text(tmp_path):
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\nbroken line\nvllm:x:1000:1000::"
+                      ":/bin/sh\n")
+    users = Database(str(passwd), "pw")
+    assert users.by_id(1000).pw_name == "vllm" and users.by_id(1000).pw_dir == "/"
+    assert users.by_name("root").pw_uid == 0
+    with pytest.raises(KeyError):
+        users.by_id(7)
+    assert Database(str(tmp_path / "none"), "gr").load() == []
