@@ -65,6 +65,7 @@ class ServerRoot:
 
     pid: int  # the first server's pid, whose root and cwd the probe enters
     pids: tuple[int, ...]
+    namespace: str  # its mount namespace (`mnt:[4026532...]`), checked again on entering
     label: str  # the pod's hostname (its HOSTNAME), else pid-N
     cwd: str  # the first server's working directory, as its container names it
 
@@ -115,12 +116,14 @@ def server_roots(proc: str = PROC) -> list[ServerRoot]:
     """The node's servers grouped by mount namespace (a container), in pid order; a
     process that is gone, or whose namespace cannot be read, is passed over."""
     groups: dict[str, list[int]] = {}
+    namespaces: dict[int, str] = {}
     for pid in server_pids(proc):
         try:
             namespace = os.readlink("%s/%d/ns/mnt" % (proc, pid))
         except OSError:
             continue
         groups.setdefault(namespace, []).append(pid)
+        namespaces[pid] = namespace
     roots = []
     labels: dict[str, int] = {}
     for pids in groups.values():
@@ -131,7 +134,8 @@ def server_roots(proc: str = PROC) -> list[ServerRoot]:
             cwd = "/"
         label = environ_value(first, "HOSTNAME") or "pid-%d" % first
         labels[label] = labels.get(label, 0) + 1
-        roots.append(ServerRoot(first, tuple(pids), label, cwd if cwd.startswith("/") else "/"))
+        roots.append(ServerRoot(first, tuple(pids), namespaces[first], label,
+                                cwd if cwd.startswith("/") else "/"))
     # two containers of one pod share its hostname: each named by its pid too
     return [replace(r, label="%s-pid-%d" % (r.label, r.pid)) if labels[r.label] > 1 else r
             for r in roots]
@@ -141,19 +145,19 @@ class ChrootSession(Session):
     """Runs the probe's bootstrap in this interpreter, chrooted into a server's root (see
     node_chroot.py), with the local session's pipes, dialogue, deadline and cancel."""
 
-    def __init__(self, deadline: Deadline, root: str, cwd: str, where: dict[str, str]):
+    def __init__(self, deadline: Deadline, target: "NodeTarget"):
         self.local = LocalSession(deadline)
-        self.root, self.cwd, self.where = root, cwd, where
+        self.target = target
 
     def command(self) -> str:
         from fleetcheck import node_chroot
         with open(node_chroot.__file__, encoding="utf-8") as handle:
             prelude = handle.read()
         code = prelude + "\n" + BOOTSTRAP
-        modules = ",".join(PRELOAD)
-        return "exec %s -S -I -B -c %s %s %s %s" % (
-            shlex.quote(sys.executable), shlex.quote(code), shlex.quote(self.root),
-            shlex.quote(self.cwd), shlex.quote(modules))
+        target = self.target
+        return "exec %s -S -I -B -c %s" % (shlex.quote(sys.executable), " ".join(
+            shlex.quote(part) for part in (code, target.root, target.cwd, ",".join(PRELOAD),
+                                           target.namespace)))
 
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
             answer: Any = None) -> Any:
@@ -165,7 +169,7 @@ class ChrootSession(Session):
         self.local.close()
 
     def placement(self) -> dict[str, str] | None:
-        return dict(self.where)
+        return dict(self.target.where)
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class NodeTarget:
     name: str
     root: str
     cwd: str
+    namespace: str
     where: dict[str, str]
     venv: str | None = None
     runs_install_code: bool = False  # only the node's own install: root's files
@@ -193,7 +198,7 @@ class NodeConnector(Connector):
              cancel: threading.Event | None = None) -> Session:
         deadline.left()
         target = self.by_name[host.name]
-        return ChrootSession(deadline, target.root, target.cwd, target.where)
+        return ChrootSession(deadline, target)
 
 
 class NodeRegistry(Registry):
@@ -220,11 +225,16 @@ def round_targets(options: NodeOptions) -> list[NodeTarget]:
         targets.append(NodeTarget(
             name="%s/%s" % (options.node, found.label),
             root="%s/%d/root" % (options.proc, found.pid), cwd=found.cwd,
-            where={"engine": "node", "pid": str(found.pid),
+            namespace=found.namespace, where={"engine": "node", "pid": str(found.pid),
                    "pids": ",".join(str(p) for p in found.pids), "name": found.label}))
     if options.venv:
+        try:
+            namespace = os.readlink("%s/1/ns/mnt" % options.proc)
+        except OSError as exc:  # the probe's own start then says why
+            namespace = "(%s)" % (exc.strerror or exc)
         targets.append(NodeTarget(name="%s/%s" % (options.node, NODE_INSTALL),
                                   root="%s/1/root" % options.proc, cwd="/",
+                                  namespace=namespace,
                                   where={"engine": "node", "pid": "1", "name": NODE_INSTALL},
                                   venv=options.venv, runs_install_code=True))
     return targets

@@ -9,8 +9,8 @@ files under the same paths are another user's. The user and group databases are 
 from the container's /etc as text (no NSS module is loaded from it), and PATH is
 emptied so no program of the container is found by name.
 
-Its text is sent as the start of `python -c` (argv: ROOT CWD MODULES); importing it as a
-module does nothing."""
+Its text is sent as the start of `python -c` (argv: ROOT CWD MODULES NAMESPACE); importing
+it as a module does nothing."""
 
 import os
 import sys
@@ -79,7 +79,25 @@ def text_databases():
     sys.modules["pwd"], sys.modules["grp"] = pwd, grp
 
 
-def enter(root, cwd, modules):
+def open_root(root, namespace):
+    """The root directory, opened only while its process is still in the mount namespace
+    the agent found (`/proc/PID/ns/mnt` read before and after): a pid reused since the
+    scan is refused rather than entered."""
+    link = os.path.join(os.path.dirname(root), "ns", "mnt")
+    gone = "fleetcheck: %s: the server is gone (its pid is no longer in %s)" % (root, namespace)
+    try:
+        if os.readlink(link) != namespace:
+            raise SystemExit(gone)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        if os.readlink(link) != namespace:
+            os.close(fd)
+            raise SystemExit(gone)
+    except OSError as exc:
+        raise SystemExit("fleetcheck: %s: cannot enter: %s" % (root, exc.strerror or exc))
+    return fd
+
+
+def enter(root, cwd, modules, namespace):
     """Load `modules`, then chroot into `root` and go to `cwd` there (the server's own
     working directory, when it is one), loading nothing from disk from then on."""
     for name in modules:
@@ -87,7 +105,10 @@ def enter(root, cwd, modules):
             __import__(name)
         except ImportError:
             pass
-    os.chroot(root)
+    fd = open_root(root, namespace)
+    os.fchdir(fd)
+    os.close(fd)
+    os.chroot(".")
     os.chdir("/")
     try:
         os.chdir(cwd)
@@ -103,4 +124,4 @@ def enter(root, cwd, modules):
 
 
 if __name__ == "__main__":
-    enter(sys.argv[1], sys.argv[2], [n for n in sys.argv[3].split(",") if n])
+    enter(sys.argv[1], sys.argv[2], [n for n in sys.argv[3].split(",") if n], sys.argv[4])

@@ -78,3 +78,17 @@ def test_the_containers_user_database_is_read_as_text(tmp_path):
     with pytest.raises(KeyError):
         users.by_id(7)
     assert Database(str(tmp_path / "none"), "gr").load() == []
+
+
+def test_a_root_whose_pid_left_its_namespace_is_not_entered(tmp_path):
+    """node_chroot refuses a /proc/PID/root whose process is no longer in the mount
+    namespace the agent found (a pid reused since the scan)."""
+    import os
+    from fleetcheck.node_chroot import open_root
+    here = "/proc/%d" % os.getpid()
+    namespace = os.readlink(here + "/ns/mnt")
+    os.close(open_root(here + "/root", namespace))
+    with pytest.raises(SystemExit, match="the server is gone"):
+        open_root(here + "/root", "mnt:[1]")
+    with pytest.raises(SystemExit, match="cannot enter"):
+        open_root(str(tmp_path / "nope" / "root"), namespace)
