@@ -408,6 +408,10 @@ def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
     if args.venv is not None and (not args.venv.startswith("/") or
                                   not is_clean_name(args.venv)):
         raise InputError("command line", None, "--venv", "must be an absolute path")
+    for name, value in (("--json", args.json_path), ("--textfile", args.textfile)):
+        if value == "-":
+            raise InputError("command line", None, name, "a file is needed: rounds replace "
+                             "it (see `fleetcheck report FILE` to read one)")
     if args.timeout <= 0:
         raise InputError("command line", None, "--timeout", "must be a positive number")
     options = NodeOptions(node=node_name(args.node_name), venv=args.venv, timeout=args.timeout)
@@ -423,6 +427,8 @@ def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
             failed = write_round(run, args.json_path, args.textfile)
             print(round_line(run), flush=True)
             if args.once:
+                from fleetcheck.report.terminal import render_summary
+                render_summary(run, sys.stdout)
                 code = run.exit_code()
                 return 3 if failed and code == 0 else code
             if stop.event.wait(args.every):

@@ -130,3 +130,20 @@ def test_metrics_cannot_go_to_stdout(tmp_path):
     from fleetcheck.cli import main
     assert main(["judge", "--metrics", "-", "--json", str(tmp_path / "r.json"),
                  str(tmp_path / "none.json")]) == 2
+
+
+def test_judge_metrics_hold_every_host_even_unreachable(tmp_path):
+    """`judge --metrics`: an Ansible --tree result for an unreachable host is that host's
+    result, and its metrics say so."""
+    from fleetcheck.cli import main
+    tree = tmp_path / "gpu-7.json"
+    tree.write_text('{"unreachable": true, "msg": "ssh: connect to host gpu-7: refused"}')
+    metrics = tmp_path / "judged.prom"
+    code = main(["judge", str(tree), "--json", str(tmp_path / "r.json"), "--no-html",
+                 "--metrics", str(metrics)])
+    assert code == 3
+    found = samples(metrics.read_text())
+    assert value(found, "fleetcheck_host_status", host="gpu-7", status="unreachable") == 1
+    assert value(found, "fleetcheck_check_status", host="gpu-7", check="dflash-swa",
+                 status="skip") == 1
+    assert "fleetcheck_vllm_build_info" not in found

@@ -142,6 +142,9 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     assert set(hosts) == {NODE + "/vllm-new", NODE + "/vllm-old", NODE + "/vllm-sys"}, \
         "other servers share this PID namespace (run with -n): %s" % first.stdout
     new, old = hosts[NODE + "/vllm-new"], hosts[NODE + "/vllm-old"]
+    # --once shows the round as `run` does: the table, then the failures' evidence
+    assert "fleetcheck node: 1 fail, 2 pass in " in first.stdout, first.stdout
+    assert "%s dflash-layer-offset fail" % old["name"] in first.stdout, first.stdout
     venv_site = "/opt/venv/lib/python3.11/site-packages"
     for host, version, commit, site in (
             (new, "0.33.0", "4ba787ec9", venv_site), (old, "0.20.1", "132765e35", venv_site),
