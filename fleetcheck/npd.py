@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 
-from fleetcheck.report.metrics import finished_timestamp
-from fleetcheck.results import RunResult, load_json
+from fleetcheck.results import RunResult, epoch_seconds, load_json
 from fleetcheck.status import Status
 
 MAX_LINE = 80
@@ -39,7 +38,10 @@ def verdict(path: str, max_age_s: float, now: float | None = None) -> tuple[int,
     run, problem = read_round(path)
     if run is None:
         return UNKNOWN, one_line("fleetcheck: unknown: " + problem)
-    age = (time.time() if now is None else now) - finished_timestamp(run)
+    finished = epoch_seconds(run.finished_at)
+    if finished is None:
+        return UNKNOWN, one_line("fleetcheck: unknown: the round in %s never finished" % path)
+    age = (time.time() if now is None else now) - finished
     if age > max_age_s:
         return UNKNOWN, one_line("fleetcheck: unknown: last round %.0fs old" % age)
     failing = [(host.name, check.id) for host in run.hosts for check in host.checks

@@ -8,9 +8,7 @@ The series follow the ecosystem's conventions: one series per status valued 0 or
 
 from __future__ import annotations
 
-import calendar
 import time
-from datetime import datetime
 from typing import Any, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from fleetcheck.atomic_file import write_atomically
-from fleetcheck.results import HostResult, RunResult
+from fleetcheck.results import HostResult, RunResult, epoch_seconds
 from fleetcheck.status import CHECK_STATUSES, HOST_STATUSES
 
 PREFIX = "fleetcheck_"
@@ -32,14 +30,8 @@ def install_of(host: HostResult) -> str:
 
 def finished_timestamp(run: RunResult) -> float:
     """When the run ended, as Unix seconds (its start when it has no end)."""
-    stamp = run.finished_at or run.started_at
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except (TypeError, ValueError):
-        return time.time()
-    if moment.tzinfo is None:
-        return float(calendar.timegm(moment.timetuple()))
-    return moment.timestamp()
+    found = epoch_seconds(run.finished_at or run.started_at)
+    return time.time() if found is None else found
 
 
 def text_label(value: Any) -> str:
