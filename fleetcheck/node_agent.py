@@ -35,7 +35,7 @@ from fleetcheck import __version__
 from fleetcheck.checks.plan import finish_run
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors import Registry
-from fleetcheck.connectors.base import Connector, Deadline, Session
+from fleetcheck.connectors.base import Answerer, CommandResult, Connector, Deadline, Session
 from fleetcheck.connectors.local import LocalSession
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
@@ -160,7 +160,7 @@ class ChrootSession(Session):
                                            target.namespace)))
 
     def run(self, command: str, payload: bytes, cancel: threading.Event | None = None,
-            answer: Any = None) -> Any:
+            answer: Answerer | None = None) -> CommandResult:
         """`command` is the probe's usual one (for an interpreter on the host); this
         session runs the same bootstrap in its own trusted interpreter instead."""
         return self.local.run(self.command(), payload, cancel, answer)
@@ -362,7 +362,7 @@ class Stop:
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self.previous = {}
+        self.previous: dict[int, Any] = {}
         for number in (signal.SIGTERM, signal.SIGINT):
             self.previous[number] = signal.signal(number, self.handle)
 

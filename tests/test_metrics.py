@@ -68,7 +68,9 @@ def test_label_values_with_quotes_backslashes_and_newlines():
     odd = 'a"b\\c\nd'
     from dataclasses import replace
     run = replace(run, hosts=[replace(host, served=[{"pid": 3, "target": {"spec": odd},
-                                                     "drafter": None, "method": None}],
+                                                     "drafter": None, "method": None},
+                                                    {"pid": 4, "judged": False,
+                                                     "target": {"spec": "other-install"}}],
                                       smoke=dict(host.smoke, intervals={
                                           "acceptance_rate": {"low": 0.2, "high": 0.4}}))])
     text = metrics_text(run)
@@ -76,6 +78,8 @@ def test_label_values_with_quotes_backslashes_and_newlines():
     found = samples(text)
     assert value(found, "fleetcheck_served_info", pid="3", model=odd, drafter="",
                  method="") == 1
+    # a server of another install on the host is named in the results, not judged here
+    assert [s.labels["pid"] for s in found["fleetcheck_served_info"]] == ["3"]
     assert value(found, "fleetcheck_smoke_acceptance_rate_lower", host=host.name) == 0.2
     assert value(found, "fleetcheck_smoke_acceptance_rate_upper", host=host.name) == 0.4
 

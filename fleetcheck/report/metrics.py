@@ -110,11 +110,12 @@ class ResultsCollector(Collector):
 
 
 def served_servers(host: HostResult) -> list[list[str]]:
-    """[pid, model, drafter, method] of each running server (not the drafters only an
-    expectation names), once per pid."""
+    """[pid, model, drafter, method] of each server judged (not the servers of other
+    installs, nor the drafters only an expectation names), once per pid."""
     rows: dict[str, list[str]] = {}
     for entry in host.served or []:
-        if not isinstance(entry, dict) or entry.get("pid") is None:
+        if not isinstance(entry, dict) or entry.get("pid") is None or \
+                entry.get("judged") is False:
             continue
         target = entry.get("target") if isinstance(entry.get("target"), dict) else {}
         drafter = entry.get("drafter") if isinstance(entry.get("drafter"), dict) else {}
