@@ -25,6 +25,7 @@ import re
 import shlex
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -35,7 +36,9 @@ from fleetcheck import __version__
 from fleetcheck.checks.plan import finish_run
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.connectors import Registry
-from fleetcheck.connectors.base import Answerer, CommandResult, Connector, Deadline, Session
+from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Deadline, EngineLog,
+                                        Session)
+from fleetcheck.connectors.container import cri_text
 from fleetcheck.connectors.local import LocalSession
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
@@ -44,10 +47,11 @@ from fleetcheck.probe.servers import server_script
 from fleetcheck.results import HostResult, ResultsWriter, RunResult, now_iso
 from fleetcheck.runner import DEFAULT_TIMEOUT, RunOptions, check_host
 from fleetcheck.shared_analysis import SharedAnalysis
-from fleetcheck.text import is_clean_name
+from fleetcheck.text import is_clean_name, printable
 from fleetcheck.wire_protocol import BOOTSTRAP
 
 PROC = "/proc"
+POD_LOGS = "/var/log/containers"  # kubelet's links to each container's current log
 MAX_CMDLINE_BYTES = 64 * 1024
 MAX_ENVIRON_BYTES = 1024 * 1024
 MAX_LABEL = 63  # a DNS label: what a pod's hostname is
@@ -68,6 +72,7 @@ class ServerRoot:
     namespace: str  # its mount namespace (`mnt:[4026532...]`), checked again on entering
     label: str  # the pod's hostname (its HOSTNAME), else pid-N
     cwd: str  # the first server's working directory, as its container names it
+    container_id: str | None = None  # the runtime's id, from the server's cgroup
 
 
 def read_bounded(path: str, limit: int) -> bytes:
@@ -90,6 +95,56 @@ def environ_value(pid: int, name: str) -> str | None:
                                                             value):
                 return value
     return None
+
+
+CONTAINER_ID = re.compile(rb"(?<![0-9a-f])([0-9a-f]{64})(?![0-9a-f])")
+MAX_CGROUP_BYTES = 64 * 1024
+
+
+def container_id(pid: int, proc: str = PROC) -> str | None:
+    """The container's id as its runtime names it (containerd, CRI-O, Podman all put the
+    64-hex id in the container's cgroup path), or None."""
+    try:
+        data = read_bounded("%s/%d/cgroup" % (proc, pid), MAX_CGROUP_BYTES)
+    except OSError:
+        return None
+    found = CONTAINER_ID.findall(data)
+    return found[-1].decode("ascii") if found else None
+
+
+def pod_log(pod_logs: str, cid: str) -> str | None:
+    """kubelet's symlink to a container's current log: `POD_NAMESPACE_CONTAINER-ID.log`
+    under /var/log/containers."""
+    suffix = "-%s.log" % cid
+    try:
+        names = os.listdir(pod_logs)
+    except OSError:
+        return None
+    found = [name for name in names if name.endswith(suffix)]
+    return os.path.join(pod_logs, found[0]) if len(found) == 1 else None
+
+
+def read_pod_log(path: str, head_bytes: int, tail_bytes: int) -> EngineLog:
+    """A CRI log's head and, when longer, its tail, as the lines the server wrote."""
+    source = "kubelet's log %s" % printable(os.path.realpath(path).encode("utf-8", "replace"),
+                                            300)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return EngineLog(source, b"", None, "not a regular file")
+            head = handle.read(head_bytes + 1)
+            tail = None
+            if len(head) > head_bytes:
+                handle.seek(max(0, os.fstat(fd).st_size - tail_bytes))
+                tail = handle.read(tail_bytes)
+    except OSError as exc:
+        return EngineLog(source, b"", None, "cannot read: %s" % (exc.strerror or exc))
+    if tail is None:
+        return EngineLog(source, cri_text(head), None)
+    head = head[:head_bytes]
+    head = head[:head.rfind(b"\n") + 1]  # a CRI line cut inside its text is no whole one
+    return EngineLog(source, cri_text(head), cri_text(tail))
 
 
 def server_pids(proc: str = PROC) -> list[int]:
@@ -135,7 +190,7 @@ def server_roots(proc: str = PROC) -> list[ServerRoot]:
         label = environ_value(first, "HOSTNAME") or "pid-%d" % first
         labels[label] = labels.get(label, 0) + 1
         roots.append(ServerRoot(first, tuple(pids), namespaces[first], label,
-                                cwd if cwd.startswith("/") else "/"))
+                                cwd if cwd.startswith("/") else "/", container_id(first, proc)))
     # two containers of one pod share its hostname: each named by its pid too
     return [replace(r, label="%s-pid-%d" % (r.label, r.pid)) if labels[r.label] > 1 else r
             for r in roots]
@@ -143,7 +198,10 @@ def server_roots(proc: str = PROC) -> list[ServerRoot]:
 
 class ChrootSession(Session):
     """Runs the probe's bootstrap in this interpreter, chrooted into a server's root (see
-    node_chroot.py), with the local session's pipes, dialogue, deadline and cancel."""
+    node_chroot.py), with the local session's pipes, dialogue, deadline and cancel. A
+    container's own stream is kubelet's log of it (served-log reads it)."""
+
+    reads_engine_log = True
 
     def __init__(self, deadline: Deadline, target: "NodeTarget"):
         self.local = LocalSession(deadline)
@@ -165,6 +223,17 @@ class ChrootSession(Session):
         session runs the same bootstrap in its own trusted interpreter instead."""
         return self.local.run(self.command(), payload, cancel, answer)
 
+    def engine_log(self, head_bytes: int, tail_bytes: int,
+                   cancel: threading.Event | None = None) -> EngineLog | None:
+        target = self.target
+        if target.container_id is None or target.pod_logs is None:
+            return None
+        path = pod_log(target.pod_logs, target.container_id)
+        if path is None:
+            return EngineLog("kubelet's log of container %s" % target.container_id[:12], b"",
+                             None, "no log of it under %s" % target.pod_logs)
+        return read_pod_log(path, head_bytes, tail_bytes)
+
     def close(self) -> None:
         self.local.close()
 
@@ -183,6 +252,8 @@ class NodeTarget:
     where: dict[str, str]
     venv: str | None = None
     runs_install_code: bool = False  # only the node's own install: root's files
+    container_id: str | None = None
+    pod_logs: str | None = None  # kubelet's /var/log/containers
 
 
 class NodeConnector(Connector):
@@ -217,6 +288,7 @@ class NodeOptions:
     timeout: float = DEFAULT_TIMEOUT
     analysis_cache: str | None = None
     proc: str = PROC
+    pod_logs: str = POD_LOGS
 
 
 def round_targets(options: NodeOptions) -> list[NodeTarget]:
@@ -226,7 +298,8 @@ def round_targets(options: NodeOptions) -> list[NodeTarget]:
             name="%s/%s" % (options.node, found.label),
             root="%s/%d/root" % (options.proc, found.pid), cwd=found.cwd,
             namespace=found.namespace, where={"engine": "node", "pid": str(found.pid),
-                   "pids": ",".join(str(p) for p in found.pids), "name": found.label}))
+                   "pids": ",".join(str(p) for p in found.pids), "name": found.label},
+            container_id=found.container_id, pod_logs=options.pod_logs))
     if options.venv:
         try:
             namespace = os.readlink("%s/1/ns/mnt" % options.proc)
@@ -334,6 +407,9 @@ def add_node_parser(sub: Any) -> None:
     node.add_argument("--venv", help="also check the node's own install at this path (read "
                                      "through the root of the node's PID 1)")
     node.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    node.add_argument("--pod-logs", default=POD_LOGS, metavar="DIR",
+                      help="kubelet's links to each container's log, which served-log reads "
+                           "(default %s)" % POD_LOGS)
     node.add_argument("--node-name", help="the node's name in the results (default: "
                                           "$NODE_NAME, else the hostname)")
     node.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
@@ -414,7 +490,8 @@ def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
                              "it (see `fleetcheck report FILE` to read one)")
     if args.timeout <= 0:
         raise InputError("command line", None, "--timeout", "must be a positive number")
-    options = NodeOptions(node=node_name(args.node_name), venv=args.venv, timeout=args.timeout)
+    options = NodeOptions(node=node_name(args.node_name), venv=args.venv, timeout=args.timeout,
+                          pod_logs=args.pod_logs)
     if not args.no_cache:
         from fleetcheck.analysis_cache import default_directory
         options.analysis_cache = default_directory()

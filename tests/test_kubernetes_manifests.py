@@ -72,6 +72,10 @@ def test_the_daemonset_runs_fleetcheck_node_with_least_privilege():
     assert volumes[mounts[os.path.dirname(args.textfile)]]["hostPath"]["path"] == \
         "/var/lib/node-exporter/textfile"
     assert volumes[mounts["/etc/fleetcheck"]]["configMap"]["name"] == "fleetcheck-playbook"
+    readonly = {m["mountPath"] for m in container["volumeMounts"] if m.get("readOnly")}
+    assert {"/etc/fleetcheck", args.pod_logs, "/var/log/pods"} <= readonly
+    for path in (args.pod_logs, "/var/log/pods"):  # kubelet's links point into /var/log/pods
+        assert volumes[mounts[path]]["hostPath"]["path"] == path
     namespace = found["Namespace/fleetcheck"]["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 

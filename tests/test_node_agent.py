@@ -41,9 +41,12 @@ def pods(tmp_path_factory, real_venvs):
     assert not os.path.exists("/opt/venv/lib/python3.11/site-packages/vllm")
     server = work / "srv" / "bin" / "vllm"
     server.parent.mkdir(parents=True)
-    server.write_text("import time\ntime.sleep(100000)\n")  # `vllm serve`'s command line
+    # `vllm serve`'s command line, and a line on its stream
+    server.write_text("import time\nprint('INFO fleetcheck-test: serving', flush=True)\n"
+                      "time.sleep(100000)\n")
     for name, version in (("vllm-new", "0.33.0"), ("vllm-old", "0.20.1")):
         podman(env, "run", "-d", *RUN_FLAGS[:-1], "--name", name, "--hostname", name,
+               "--log-driver", "k8s-file",
                "-v", "%s:/opt/venv:ro" % real_venvs[version],
                "-v", "%s:/srv:ro" % server.parent.parent, "--workdir", "/srv",
                "--rootfs", ROOTFS, "/opt/venv/bin/python3", "/srv/bin/vllm", "serve",
@@ -68,17 +71,34 @@ def agent(env: dict, out, *args: str, check: bool = True) -> subprocess.Complete
         ["podman", "run", "--rm", "--pid=host", "--cap-drop=all",
          "--cap-add=SYS_PTRACE,SYS_CHROOT,DAC_READ_SEARCH", "--security-opt=no-new-privileges",
          "--read-only", "--read-only-tmpfs=false", *RUN_FLAGS[:-1], "-v", "%s:/out" % out,
-         "-v", "%s:/tmp" % scratch(out),
+         "-e", "TMPDIR=%s" % scratch(out), *log_links(out),
          "-e", "PYTHONPATH=%s" % ROOT, "-e", "XDG_CACHE_HOME=/out/cache",
          "--rootfs", ROOTFS, sys.executable, "-m", "fleetcheck", "node", "--node-name", NODE,
          *args], env=env, capture_output=True, text=True, timeout=600, check=check)
 
 
 def scratch(out) -> str:
-    """The agent's /tmp (the DaemonSet's emptyDir): its root is read-only."""
-    path = os.path.join(str(out), "tmp")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """The agent's temporary directory (the DaemonSet's emptyDir): its root is read-only."""
+    os.makedirs(os.path.join(str(out), "tmp"), exist_ok=True)
+    return "/out/tmp"
+
+
+def log_links(out) -> list[str]:
+    """kubelet's /var/log/containers, when the test made one: `POD_NS_CONTAINER-ID.log`
+    links to each container's CRI-format log (here, Podman's k8s-file log)."""
+    links = os.path.join(str(out), "containers")
+    return ["-v", "%s:/var/log/containers:ro" % links] if os.path.isdir(links) else []
+
+
+def link_logs(env: dict, out, names: list[str]) -> None:
+    """The stand-in for kubelet's links (no Kubernetes here): named as kubelet names them,
+    to the container engine's real log of each container."""
+    links = out / "containers"
+    links.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        cid, path = podman(env, "inspect", "--format", "{{.Id}} {{.HostConfig.LogConfig.Path}}",
+                           name).stdout.split()
+        os.symlink(path, links / ("%s_default_vllm-%s.log" % (name, cid)))
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -133,6 +153,9 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     work, env = pods
     url, textfiles = node_exporter
     out = tmp_path / "out"
+    link_logs(env, out, ["vllm-new"])
+    wait_for(lambda: b"fleetcheck-test" in open(os.path.realpath(next(
+        (out / "containers").iterdir())), "rb").read(), 60, "the server's line in its log")
     first = agent(env, out, "--once", "--json", "/out/node.json",
                   "--textfile", "/out/textfile/fleetcheck.prom", check=False)
     assert first.returncode == 1, first.stderr[-3000:]  # the 0.20.1 pod misses the fixes
@@ -156,6 +179,11 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
         assert info["found_by"].startswith("running server pid "), info
         assert host["container"]["engine"] == "node"
         assert host["status"] == ("fail" if host is old else "pass"), host["checks"]
+    # the pod's own stream, read from kubelet's log of it (here for vllm-new only)
+    log = new["served"][0]["log"]
+    assert log["source"].startswith("kubelet's log /"), log
+    assert log["lines_read"] >= 1, log
+    assert old["served"][0]["log"]["source"] is None, old["served"][0]["log"]
     checks = {(h["name"], c["id"]): c for h in results["hosts"] for c in h["checks"]}
     for fix in FIXES:
         assert checks[(new["name"], fix)]["status"] == "pass", checks[(new["name"], fix)]

@@ -4,6 +4,7 @@ results files made here: exit 0/1/other and one line of at most 80 characters.""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
 
 import pytest
@@ -92,3 +93,35 @@ def test_a_root_whose_pid_left_its_namespace_is_not_entered(tmp_path):
         open_root(here + "/root", "mnt:[1]")
     with pytest.raises(SystemExit, match="cannot enter"):
         open_root(str(tmp_path / "nope" / "root"), namespace)
+
+
+CID = "1c9e369bc85cfc8a9a1e6438552b44942800b43755d24d29d33158f20ab8d5de"
+
+
+def test_a_containers_id_from_its_cgroup_and_its_log_from_kubelets_links(tmp_path):
+    from fleetcheck.node_agent import container_id, pod_log, read_pod_log
+    proc = tmp_path / "proc" / "42"
+    proc.mkdir(parents=True)
+    (proc / "cgroup").write_text(
+        "0::/kubepods.slice/kubepods-pod0a1b.slice/cri-containerd-%s.scope\n" % CID)
+    assert container_id(42, str(tmp_path / "proc")) == CID
+    (proc / "cgroup").write_text("0::/user.slice\n")
+    assert container_id(42, str(tmp_path / "proc")) is None
+
+    pods = tmp_path / "pods" / "inference_vllm-0_uid" / "vllm"
+    pods.mkdir(parents=True)
+    lines = [b"2026-12-04T10:00:00.%06dZ stdout F line %d" % (i, i) for i in range(2000)]
+    lines.insert(1, b"2026-12-04T10:00:00.5Z stdout P half a ")
+    (pods / "0.log").write_bytes(b"\n".join(lines) + b"\n")
+    links = tmp_path / "containers"
+    links.mkdir()
+    os.symlink(pods / "0.log", links / ("vllm-0_inference_vllm-%s.log" % CID))
+    path = pod_log(str(links), CID)
+    assert path is not None and pod_log(str(links), "f" * 64) is None
+    whole = read_pod_log(path, 1 << 20, 1 << 10)
+    assert whole.tail is None and whole.error is None
+    assert whole.head.startswith(b"line 0\nhalf a line 1\nline 2\n")
+    assert whole.source == "kubelet's log %s" % (pods / "0.log")
+    cut = read_pod_log(path, 200, 120)
+    assert cut.head.startswith(b"line 0\n") and cut.head.endswith(b"\n")
+    assert cut.tail.endswith(b"line 1999\n") and len(cut.head) < 200
