@@ -294,12 +294,16 @@ class NodeOptions:
 def round_targets(options: NodeOptions) -> list[NodeTarget]:
     targets = []
     for found in server_roots(options.proc):
+        # for the results, as the container connector's: how the probe got in, and where
+        where = {"engine": "node", "name": found.label, "pid": str(found.pid),
+                 "pids": ",".join(str(p) for p in found.pids)}
+        if found.container_id:
+            where["id"] = found.container_id
         targets.append(NodeTarget(
             name="%s/%s" % (options.node, found.label),
             root="%s/%d/root" % (options.proc, found.pid), cwd=found.cwd,
-            namespace=found.namespace, where={"engine": "node", "pid": str(found.pid),
-                   "pids": ",".join(str(p) for p in found.pids), "name": found.label},
-            container_id=found.container_id, pod_logs=options.pod_logs))
+            namespace=found.namespace, where=where, container_id=found.container_id,
+            pod_logs=options.pod_logs))
     if options.venv:
         try:
             namespace = os.readlink("%s/1/ns/mnt" % options.proc)

@@ -178,6 +178,7 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
         assert info["site_packages"] == site, info
         assert info["found_by"].startswith("running server pid "), info
         assert host["container"]["engine"] == "node"
+        assert len(host["container"]["id"]) == 64, host["container"]
         assert host["status"] == ("fail" if host is old else "pass"), host["checks"]
     # the pod's own stream, read from kubelet's log of it (here for vllm-new only)
     log = new["served"][0]["log"]
