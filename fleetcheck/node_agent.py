@@ -40,6 +40,7 @@ from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Dead
                                         Session)
 from fleetcheck.connectors.container import cri_text
 from fleetcheck.connectors.local import LocalSession
+from fleetcheck.faults import describe
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
@@ -502,7 +503,16 @@ def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
     stop = Stop()
     try:
         while True:
-            run = node_round(playbook, options, stop.event)
+            try:
+                run = node_round(playbook, options, stop.event)
+            except Exception as exc:  # a bug costs this round, never the agent
+                if args.once:
+                    raise
+                print("fleetcheck: error: %s" % describe(exc, "running a round"),
+                      file=sys.stderr, flush=True)
+                if stop.event.wait(args.every):
+                    return 0
+                continue
             if stop.event.is_set() and not args.once:
                 return 0  # a round cut short never replaces the last whole one
             failed = write_round(run, args.json_path, args.textfile)

@@ -125,3 +125,26 @@ def test_a_containers_id_from_its_cgroup_and_its_log_from_kubelets_links(tmp_pat
     cut = read_pod_log(path, 200, 120)
     assert cut.head.startswith(b"line 0\n") and cut.head.endswith(b"\n")
     assert cut.tail.endswith(b"line 1999\n") and len(cut.head) < 200
+
+
+def test_a_bug_in_a_round_costs_that_round_not_the_agent(monkeypatch, capsys):
+    from fleetcheck import node_agent
+    from fleetcheck.cli import build_parser
+    from fleetcheck.playbook import load_playbook
+    from fleetcheck.results import RunResult
+    calls = []
+
+    def round_(playbook, options, cancel):
+        calls.append(options.node)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        cancel.set()  # as SIGTERM does
+        return RunResult(started_at="2026-12-04T10:00:00+00:00", inventory="", playbook="")
+
+    monkeypatch.setattr(node_agent, "node_round", round_)
+    args = build_parser().parse_args(["node", "--every", "1s", "--no-cache", "--node-name",
+                                      "n1"])
+    assert node_agent.command_node(args, load_playbook(None)) == 0
+    assert calls == ["n1", "n1"]
+    assert "internal error while running a round: RuntimeError: a bug" in \
+        capsys.readouterr().err
