@@ -29,7 +29,7 @@ import stat
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetcheck import __version__
@@ -40,6 +40,7 @@ from fleetcheck.connectors.base import (Answerer, CommandResult, Connector, Dead
                                         Session)
 from fleetcheck.connectors.container import cri_text
 from fleetcheck.connectors.local import LocalSession
+from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.faults import describe
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
@@ -290,6 +291,7 @@ class NodeOptions:
     analysis_cache: str | None = None
     proc: str = PROC
     pod_logs: str = POD_LOGS
+    expect: CommandLine = field(default_factory=CommandLine)  # --expect-version, -commit
 
 
 def round_targets(options: NodeOptions) -> list[NodeTarget]:
@@ -339,16 +341,17 @@ def node_round(playbook: Playbook, options: NodeOptions,
         cache = AnalysisCache(options.analysis_cache, signatures)
     shared = SharedAnalysis(signatures, cache)
     sealed = without_install_code(playbook)
+    hosts = [Host(name=t.name, address=options.node, connection="local", venv=t.venv,
+                  groups=[options.node]) for t in targets]
     run_options = RunOptions(settings=None, parallel=1, timeout=options.timeout, smoke=False,
-                             analysis_cache=options.analysis_cache)
+                             analysis_cache=options.analysis_cache,
+                             expected=resolve(hosts, playbook.expect, options.expect, "node"))
     results: list[HostResult] = []
     complete = True
-    for target in targets:
+    for target, host in zip(targets, hosts):
         if cancel is not None and cancel.is_set():
             complete = False
             break
-        host = Host(name=target.name, address=options.node, connection="local",
-                    venv=target.venv, groups=[options.node])
         chosen = playbook if target.runs_install_code else sealed
         judged = check_host(host, chosen, signatures, replace(
             run_options, load_config=target.runs_install_code), cancel, shared, registry)
@@ -419,6 +422,11 @@ def add_node_parser(sub: Any) -> None:
                                           "$NODE_NAME, else the hostname)")
     node.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                       help="deadline per target (default %.0fs)" % DEFAULT_TIMEOUT)
+    node.add_argument("--expect-version", metavar="SPEC",
+                      help="PEP 440 specifier every server's install must match (as for run; "
+                           "overrides the playbook's expect:)")
+    node.add_argument("--expect-commit", metavar="PREFIX",
+                      help="commit prefix every server's install must record (as for run)")
     node.add_argument("--max-age", type=duration, default=900.0, metavar="DURATION",
                       help="--npd: a round older than this is no verdict (default 15m)")
     node.add_argument("--no-cache", action="store_true",
@@ -495,8 +503,10 @@ def command_node(args: argparse.Namespace, playbook: Playbook) -> int:
                              "it (see `fleetcheck report FILE` to read one)")
     if args.timeout <= 0:
         raise InputError("command line", None, "--timeout", "must be a positive number")
+    expect = CommandLine(args.expect_version, args.expect_commit)
+    resolve([], playbook.expect, expect, "node")  # a bad value is exit 2 before any round
     options = NodeOptions(node=node_name(args.node_name), venv=args.venv, timeout=args.timeout,
-                          pod_logs=args.pod_logs)
+                          pod_logs=args.pod_logs, expect=expect)
     if not args.no_cache:
         from fleetcheck.analysis_cache import default_directory
         options.analysis_cache = default_directory()

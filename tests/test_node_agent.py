@@ -156,8 +156,8 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     link_logs(env, out, ["vllm-new"])
     wait_for(lambda: b"fleetcheck-test" in open(os.path.realpath(next(
         (out / "containers").iterdir())), "rb").read(), 60, "the server's line in its log")
-    first = agent(env, out, "--once", "--json", "/out/node.json",
-                  "--textfile", "/out/textfile/fleetcheck.prom", check=False)
+    first = agent(env, out, "--once", "--json", "/out/node.json", "--expect-version",
+                  "==0.33.0", "--textfile", "/out/textfile/fleetcheck.prom", check=False)
     assert first.returncode == 1, first.stderr[-3000:]  # the 0.20.1 pod misses the fixes
     results = json.loads((out / "node.json").read_text())
     hosts = {h["name"]: h for h in results["hosts"]}
@@ -189,6 +189,9 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     for fix in FIXES:
         assert checks[(new["name"], fix)]["status"] == "pass", checks[(new["name"], fix)]
         assert checks[(old["name"], fix)]["status"] == "fail", checks[(old["name"], fix)]
+    # the expected build, per pod (each judged alone: no pod is compared with another)
+    assert checks[(new["name"], "build-expected")]["status"] == "pass"
+    assert checks[(old["name"], "build-expected")]["status"] == "fail"
     for check in ("install-record", "install-metadata", "install-leftovers"):
         assert checks[(new["name"], check)]["status"] == "pass", checks[(new["name"], check)]
     # the container's own code is never executed by the agent
@@ -219,8 +222,8 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
 
     # the stale pod goes; the next round replaces the first whole
     podman(env, "rm", "-f", "-t", "0", "vllm-old")
-    second = agent(env, out, "--once", "--json", "/out/node.json",
-                   "--textfile", "/out/textfile/fleetcheck.prom", check=False)
+    second = agent(env, out, "--once", "--json", "/out/node.json", "--expect-version",
+                   "==0.33.0", "--textfile", "/out/textfile/fleetcheck.prom", check=False)
     assert second.returncode == 0, second.stdout + second.stderr[-3000:]
     found = scrape(url)
     assert value(found, "node_textfile_scrape_error") == 0
