@@ -104,3 +104,25 @@ def test_the_npd_plugin_config_runs_the_plugin_mode_on_the_agents_json():
     daemonset = resources()["DaemonSet/fleetcheck-node"]["spec"]["template"]["spec"]
     assert build_parser().parse_args(daemonset["containers"][0]["args"]).json_path == \
         args.json_path
+
+
+def test_the_alerting_rules_use_the_series_fleetcheck_writes():
+    """docs/kubernetes.md's rule examples: Prometheus' rule-file shape, and every
+    fleetcheck_* name in their expressions is one the metrics writer emits."""
+    import re
+
+    from fleetcheck.report.metrics import metrics_text
+    from results_factory import make_run
+    with open(os.path.join(ROOT, "docs", "kubernetes.md"), encoding="utf-8") as handle:
+        page = handle.read()
+    block = re.search(r"### Alerting rules\n+```yaml\n(.*?)\n```", page, re.S)
+    assert block, "no rules block"
+    rules = [rule for group in yaml.safe_load(block.group(1))["groups"]
+             for rule in group["rules"]]
+    assert {"FleetcheckCheckFails", "FleetcheckBuildsDiffer", "FleetcheckStale"} <= \
+        {rule["alert"] for rule in rules}
+    written = set(re.findall(r"^(fleetcheck_\w+)[{ ]", metrics_text(make_run(12)), re.M))
+    for rule in rules:
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule
+        used = set(re.findall(r"fleetcheck_\w+", rule["expr"]))
+        assert used and used <= written, (rule["alert"], used - written)
