@@ -27,6 +27,7 @@ from fleetcheck.drafter_expectations import parse_drafter, resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
+from fleetcheck.node_agent import add_node_parser
 from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="retries of transient connection failures (default 1)")
 
     run.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
+    run.add_argument("--metrics", dest="metrics_path", metavar="PATH",
+                     help="also write the verdicts as Prometheus metrics here (text format, "
+                          "replaced atomically: a node_exporter textfile *.prom)")
     run.add_argument("--expect-version", metavar="SPEC",
                      help="PEP 440 specifier every host must match, e.g. '==0.33.0' "
                           "(overrides playbook expect: and fleetcheck_expect_version)")
@@ -259,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     judge_html.add_argument("--html", dest="html_path", help="HTML report (as for run)")
     judge_html.add_argument("--no-html", action="store_true", help="write no HTML report")
     judge.add_argument("--junit", dest="junit_path", help="also write JUnit XML here")
+    judge.add_argument("--metrics", dest="metrics_path", metavar="PATH",
+                       help="also write Prometheus metrics here (as for run)")
     judge.add_argument("-v", "--verbose", action="store_true",
                        help="show evidence for passing checks too")
     judge.add_argument("--no-import-check", action="store_true",
@@ -268,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--expect-commit", metavar="PREFIX", help="as for run")
     judge.add_argument("--expect-same-build", action="store_true", help="as for run")
     judge.add_argument("--expect-drafter", metavar="REPO[@REV]", help="as for run")
+    add_node_parser(sub)
     return parser
 
 
@@ -359,7 +366,8 @@ class Outputs:
 
 def refuse_stdout_but_json(args: argparse.Namespace) -> None:
     """One stdout: only the results may go there."""
-    for name, value in (("--html", args.html_path), ("--junit", args.junit_path)):
+    for name, value in (("--html", args.html_path), ("--junit", args.junit_path),
+                        ("--metrics", getattr(args, "metrics_path", None))):
         if value == STDOUT:
             raise InputError("command line", None, name, "only --json can be - (stdout)")
 
@@ -440,6 +448,7 @@ def command_run(args: argparse.Namespace) -> int:
                         checkpoint=None if outputs.piped else Checkpoints(writer))
     failed = write_outputs(run, writer, outputs, verbose=args.verbose)
     said_where(outputs)
+    failed += write_metrics_output(run, args.metrics_path, outputs)
     if not run.complete:
         print("fleetcheck: interrupted: %s not finished; outputs marked incomplete"
               % counted(len(run.not_finished), "host"), file=sys.stderr)
@@ -516,6 +525,22 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     attempt("terminal summary", "stderr" if outputs.piped else "stdout",
             lambda: render_summary(run, summary_to, verbose=verbose))
     return failed
+
+
+def write_metrics_output(run: RunResult, path: str | None, outputs: Outputs) -> list[str]:
+    """--metrics: the Prometheus text, after the other outputs; a failure is named on
+    stderr and makes a passing run 3, as any output's."""
+    if not path:
+        return []
+    from fleetcheck.report.metrics import write_metrics  # only --metrics needs it
+    try:
+        write_metrics(run, path)
+    except OSError as exc:
+        print("fleetcheck: error: %s: the metrics could not be written: %s: %s"
+              % (path, type(exc).__name__, exc), file=sys.stderr)
+        return ["metrics"]
+    print("%-8s %s" % ("metrics:", path), file=sys.stderr if outputs.piped else sys.stdout)
+    return []
 
 
 def exit_code(run: RunResult, failed_outputs: list[str]) -> int:
@@ -606,6 +631,7 @@ def command_judge(args: argparse.Namespace) -> int:
     outputs = outputs_for(args)
     failed = write_outputs(run, ResultsWriter(outputs.json), outputs, verbose=args.verbose)
     said_where(outputs)
+    failed += write_metrics_output(run, args.metrics_path, outputs)
     return exit_code(run, failed)
 
 
@@ -617,6 +643,19 @@ def command_diff(args: argparse.Namespace) -> int:
     else:
         print("\n".join(neutral(line) for line in diff_text(result)))
     return 1 if result["worse"] else 0
+
+
+def command_node(args: argparse.Namespace) -> int:
+    if args.npd:  # NPD's plugin: the last round's verdict, never a probe
+        from fleetcheck.npd import verdict
+        if not args.json_path:
+            raise InputError("command line", None, "--json", "--npd reads the agent's "
+                             "last round: give the agent's --json PATH")
+        code, line = verdict(args.json_path, args.max_age)
+        print(line)
+        return code
+    from fleetcheck.node_agent import command_node as run_node
+    return run_node(args, tuned_playbook(args))
 
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
@@ -665,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(main, keep=args.keep)
         if args.command == "examples":
             return command_examples(args)
+        if args.command == "node":
+            return command_node(args)
     except InputError as exc:
         for error in getattr(exc, "errors", [exc]):
             print("fleetcheck: error: %s" % error, file=sys.stderr)

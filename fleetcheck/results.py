@@ -24,6 +24,16 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def epoch_seconds(stamp: str | None) -> float | None:
+    """A run's timestamp as Unix seconds (UTC when it names no zone); None when it is not
+    one."""
+    try:
+        moment = datetime.fromisoformat(stamp or "")
+    except (TypeError, ValueError):
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
 @dataclass(frozen=True)
 class Evidence:
     file: str | None
