@@ -46,6 +46,8 @@ def probe(plan, ask=None):
     examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
     if code_root:
         examined = analyse(plan, install, code_root, facts, ask)
+    if plan.get("patches"):
+        facts["patches"] = gather_patches(plan["patches"], code_root, dists)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
     options = plan.get("integrity")
     if options:
@@ -123,6 +125,15 @@ def analyse(plan, install, code_root, facts, ask):
     # (entries that could not be read are ProbeFileErrors, never examined)
     return dict((entry.rel, entry.sha256) for entry in cache.values()
                 if getattr(entry, "examined", False))
+
+
+def gather_patches(patches, code_root, dists):
+    """Which hunks of each pull request's diff the install has (patch_presence.py); no
+    verdicts where no code was found (the check says why)."""
+    if not code_root:
+        return {}
+    from fleetcheck.probe.patch_presence import check_patches
+    return check_patches(code_root, dists[0]["path"] if dists else None, patches)
 
 
 def gather_served(plan, install, code_root, deadline, owner):
