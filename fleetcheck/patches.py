@@ -84,15 +84,22 @@ class PatchCheck:
         """What the probe needs, as plain JSON data."""
         return {"id": self.id, "files": [file_signature(f) for f in self.files]}
 
-    def hunk_count(self) -> int:
-        return sum(len(f.hunks) for f in self.files)
+    def cosmetic_hunks(self) -> list[str]:
+        """`path#n` of the hunks that change only comments or layout (not looked for)."""
+        return ["%s#%d" % (f.path, index + 1) for f in self.files
+                for index, hunk in enumerate(f.hunks) if cosmetic(hunk)]
+
+
+def cosmetic(hunk: Hunk) -> bool:
+    """Only comments, blank lines or layout change: nothing the code could show."""
+    return tokens(hunk.old_side) == tokens(hunk.new_side)
 
 
 def file_signature(patched: PatchedFile) -> dict[str, Any]:
     return {"path": patched.path, "pre": patched.pre, "post": patched.post,
             "new_file": patched.new_file, "deleted": patched.deleted,
             "hunks": [hunk_signature(index + 1, hunk)
-                      for index, hunk in enumerate(patched.hunks)]}
+                      for index, hunk in enumerate(patched.hunks) if not cosmetic(hunk)]}
 
 
 def tokens(lines: list[str]) -> list[str]:
@@ -135,11 +142,13 @@ def hunk_signature(number: int, hunk: Hunk) -> dict[str, Any]:
             if match and match.group(1) not in names:
                 names.insert(0, match.group(1))
         index = end
+    first = next((i for i, (kind, _) in enumerate(lines) if kind != " "), len(lines))
+    lead = len(tokens([text for _, text in lines[:first]]))  # tokens before the change
     section = DEF_NAME.match(hunk.section)
     if section and section.group(1) not in names:
         names.append(section.group(1))
     return {"n": number, "header": hunk.header, "defs": names, "groups": groups,
-            "old": tokens(hunk.old_side), "new": tokens(hunk.new_side)}
+            "old": tokens(hunk.old_side), "new": tokens(hunk.new_side), "lead": lead}
 
 
 def read_patch(path: str, check_id: str | None = None, title: str | None = None,

@@ -64,6 +64,7 @@ def judge_patch(patch: PatchCheck, facts: Facts, info: VllmInfo) -> CheckResult:
     details["hunks"] = [hunk_dict(h) for h in hunks]
     details["not_checkable"] = [f.path for f in presence.files if not f.shipped]
     details["blob_matches"] = {f.path: f.blob_match for f in presence.files if f.blob_match}
+    details["cosmetic"] = patch.cosmetic_hunks()
     unshipped = ("not checkable from the install (not shipped by the wheel): %s"
                  % ", ".join(details["not_checkable"][:MAX_NAMED])
                  if details["not_checkable"] else None)

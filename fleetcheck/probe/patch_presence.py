@@ -267,6 +267,16 @@ def def_regions(source, names):
     return []
 
 
+def needle(hunk):
+    """The longest name the hunk's changed lines hold: what a file must contain to hold
+    the hunk's code when it has moved (searched as bytes before any file is lexed)."""
+    words = [t for g in hunk["groups"] for t in g["added"] + g["removed"]
+             if t[:1].isalpha() or t[:1] == "_"]
+    words = [w for w in words if w not in KEYWORDS]
+    best = max(words, key=len) if words else ""
+    return best if len(best) >= 6 else None
+
+
 def combine(states):
     kinds = set(states)
     if len(kinds) == 1:
@@ -277,25 +287,26 @@ def combine(states):
 
 
 def judge_hunk(source, hunk, moved):
-    """A hunk's state over its change groups, with the evidence; `moved(names)`: the
-    package's other files defining one of those names (for a def that has moved)."""
+    """A hunk's state over its change groups, with the evidence; `moved(names, word)`:
+    the package's other files defining one of those names or holding that word (where
+    the hunk's code may have moved)."""
     names = hunk.get("defs") or []
     results = []
     if source is not None:
         whole = whole_hunk(source, hunk)
         if whole is not None:
             state, start, length = whole
+            start += min(hunk.get("lead") or 0, max(0, length - 1))  # from the change on
             return {"state": state, "how": "the whole hunk",
                     "evidence": source.evidence(start, start + length)}
         regions = def_regions(source, names)
         results = [judge_group(source, group, regions) for group in hunk["groups"]]
     how = "in place"
-    if (source is None or all(r[0] == SUPERSEDED for r in results)) and names and \
-            (source is None or not def_regions(source, names)):
-        for other in moved(names):
+    if source is None or all(r[0] == SUPERSEDED for r in results):
+        for other in moved(names, needle(hunk)):
             regions = def_regions(other, names)
             tried = [judge_group(other, group, regions) for group in hunk["groups"]]
-            if any(r[0] != SUPERSEDED for r in tried):
+            if any(r[0] != SUPERSEDED and r[1] in (1, 2) for r in tried):  # anchored there
                 results, how = tried, "moved to %s" % other.rel
                 break
     if not results:
@@ -339,17 +350,20 @@ class Package(object):
             self.sources[rel] = SourceFile(rel, data) if data is not None else None
         return self.sources[rel]
 
-    def defining(self, names, skip):
+    def defining(self, names, word, skip):
+        """Other files of the package that define one of `names` or hold `word`."""
         needles = [b"def " + n.encode() + b"(" for n in names] + \
-            [b"class " + n.encode() for n in names]
+            [b"class " + n.encode() for n in names] + ([word.encode()] if word else [])
+        if not needles:
+            return []
         found = []
         for rel in self.files():
             if rel == skip:
                 continue
             data = self.read(rel)
-            if data is not None and any(needle in data for needle in needles):
+            if data is not None and any(n in data for n in needles):
                 source = self.source(rel)
-                if source is not None and def_regions(source, names):
+                if source is not None:
                     found.append(source)
                     if len(found) >= MAX_MOVED_CANDIDATES:
                         break
@@ -446,7 +460,8 @@ def check_patch(patch, record, top_level, read, package):
                     "evidence": [{"file": rel, "line": None, "text": "git blob %s"
                                   % info["blob"]}] if info["blob"] else []}
             else:
-                judged = judge_hunk(source, hunk, lambda names: package.defining(names, rel))
+                judged = judge_hunk(source, hunk,
+                                    lambda names, word: package.defining(names, word, rel))
             judged.update({"file": entry["path"], "hunk": hunk["n"], "header": hunk["header"]})
             hunks.append(judged)
     return {"files": files, "hunks": hunks}
