@@ -5,9 +5,11 @@ linked copies of them edited the way a fork or a backport edits them."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -326,3 +328,19 @@ def test_pull_request_diffs_on_real_releases(tmp_path, patch_fleet):
     cases = re.findall(r'<testcase [^>]*name="([^"]+)"', junit.read_text())
     assert sum(1 for c in cases if "dflash-plus-one" in c) == 5
 
+
+    # `fleetcheck diff`: the same host, rolled back to a build without the PR, is worse
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    lines = (tmp_path / "out" / "results.json").read_text()
+    rolled = json.loads(lines)
+    old_build = next(h for h in rolled["hosts"] if h["name"] == "gpu-0201")
+    rolled["hosts"] = [dict(old_build, name="gpu-0221") if h["name"] == "gpu-0221" else h
+                       for h in rolled["hosts"] if h["name"] != "gpu-0201"]
+    results["hosts"] = [h for h in results["hosts"] if h["name"] != "gpu-0201"]
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps(results))
+    after.write_text(json.dumps(rolled))
+    diff = subprocess.run([sys.executable, "-m", "fleetcheck", "diff", str(before), str(after)],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert diff.returncode == 1, diff.stderr
+    assert "dflash-plus-one" in diff.stdout and "not applied" in diff.stdout
