@@ -7,7 +7,8 @@ gives one diff (its first MAX_HUNKS hunks), in two forms: git's (with the index 
 blob ids can decide) and plain (without it, so every hunk is matched by its tokens).
 OLD lacks each change: a pass there is a false pass. NEW has it unchanged: a fail there
 is a false fail. Decided: fail on OLD, pass on NEW (a warn is undecided). Diffs that
-change only comments or layout are left out (nothing the code could show).
+change only comments or layout, or add an empty file, are left out (nothing the code
+could show).
 
     python3 benchmarks/patch_presence.py [--write] [OLD:NEW ...]
 
@@ -53,8 +54,7 @@ def cut(old: str, new: str, work: str, index_line: bool) -> list:
         with open(name, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(text)
         patch = read_patch(name)
-        if patch.files and (patch.signature()["files"][0]["hunks"] or patch.files[0].new_file or
-                            patch.files[0].deleted):
+        if patch.files and patch.signature()["files"][0]["hunks"]:  # an empty new file: none
             patches.append(patch)
     return patches
 
