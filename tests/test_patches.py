@@ -344,3 +344,42 @@ def test_pull_request_diffs_on_real_releases(tmp_path, patch_fleet):
                           capture_output=True, text=True, cwd=str(tmp_path))
     assert diff.returncode == 1, diff.stderr
     assert "dflash-plus-one" in diff.stdout and "not applied" in diff.stdout
+
+
+def test_probe_bundle_and_judge_carry_patches(tmp_path, real_venvs):
+    """Another engine carries the probe: the bundle's plan holds the diff, and judge
+    judges the facts it brings back with the same check."""
+    diff = tmp_path / "dflash-plus-one.diff"
+    diff.write_text(DFLASH_PR)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    facts = []
+    for version in ("0.20.1", "0.33.0"):
+        bundle = subprocess.run([sys.executable, "-m", "fleetcheck", "probe-bundle", "--venv",
+                                 real_venvs[version], "--host", "gpu-" + version,
+                                 "--no-integrity", "--patch", str(diff)],
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert bundle.returncode == 0, bundle.stderr
+        script = tmp_path / ("probe-%s.py" % version)
+        script.write_text(bundle.stdout)
+        proc = subprocess.run(["python3", str(script)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        facts.append(proc.stdout)
+    (tmp_path / "facts.jsonl").write_text("\n".join(f.strip() for f in facts) + "\n")
+    out = tmp_path / "judged.json"
+    judged = subprocess.run([sys.executable, "-m", "fleetcheck", "judge",
+                             str(tmp_path / "facts.jsonl"), "--no-integrity", "--patch",
+                             str(diff), "--json", str(out), "--no-html"],
+                            capture_output=True, text=True, timeout=120, env=env,
+                            cwd=str(tmp_path))
+    assert judged.returncode == 1, judged.stderr
+    results = json.loads(out.read_text())
+    status = {h["name"]: next(c["status"] for c in h["checks"] if c["id"] == "dflash-plus-one")
+              for h in results["hosts"]}
+    assert status == {"gpu-0.20.1": "fail", "gpu-0.33.0": "pass"}
+    # without --patch, judge refuses nothing but has no such check
+    plain = subprocess.run([sys.executable, "-m", "fleetcheck", "judge",
+                            str(tmp_path / "facts.jsonl"), "--no-integrity", "--json", "-"],
+                           capture_output=True, text=True, timeout=120, env=env,
+                           cwd=str(tmp_path))
+    assert "dflash-plus-one" not in plain.stdout
