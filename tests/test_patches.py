@@ -18,7 +18,7 @@ from fleetcheck.cli import main
 from fleetcheck.lab.release_diffs import hunk_lines, keep_hunks, release_diff, sections, site_of
 from fleetcheck.patches import parse_diff, read_patch
 from fleetcheck.playbook import load_playbook
-from fleetcheck.probe.patch_presence import significant_tokens
+from fleetcheck.probe.patch_presence import installed_path, significant_tokens
 from fleetcheck.lab.wheels import real_install
 from probe_helpers import ENV, edited_copy, rewrite, site_packages
 
@@ -94,6 +94,15 @@ def test_tokens_ignore_layout_comments_quotes_and_trailing_commas():
         [t for t, _ in significant_tokens(joined)]
     assert [t for t, _ in significant_tokens(["y = 1 + 2"])] != \
         [t for t, _ in significant_tokens(["y = 1 + 3"])]
+
+
+def test_repository_paths_map_into_the_install_only_through_its_packages():
+    packages = ["vllm"]
+    assert installed_path("vllm/v1/x.py", packages) == "vllm/v1/x.py"
+    assert installed_path("src/vllm/x.py", packages) == "vllm/x.py"
+    for unshipped in ("tests/vllm/x.py", "tests/v1/test_x.py", "docs/x.md",
+                      ".github/workflows/ci.yml", "csrc/attention/x.cu", "setup.py"):
+        assert installed_path(unshipped, packages) is None, unshipped
 
 
 def test_plain_diff_u_has_no_blob_ids(tmp_path):

@@ -383,12 +383,17 @@ def top_level_packages(dist_info, record_paths):
                    not p.split("/")[0].endswith((".dist-info", ".data")) and p[:2] != ".."})
 
 
+# the directories a repository keeps its importable packages under (`src/pkg/...`), and
+# an installed tree's own (a diff between two site-packages)
+SOURCE_ROOTS = ("src", "python", "lib", "site-packages", "dist-packages")
+
+
 def installed_path(repo_path, top_level):
     """The repository path relative to site-packages (`src/pkg/a.py` -> `pkg/a.py`), or
     None when no part of it is a package the dist installs (tests/, docs/, csrc/)."""
     parts = repo_path.split("/")
     for index, part in enumerate(parts[:-1]):
-        if part in top_level:
+        if part in top_level and (index == 0 or parts[index - 1] in SOURCE_ROOTS):
             return "/".join(parts[index:])
     return None
 
