@@ -47,6 +47,7 @@ PAIRS = ("0.23.0<0.24.0:0.25.0>0.26.0", "0.26.0<0.27.0:0.28.0>0.29.0",
          "0.29.0<0.30.0:0.31.0>0.32.0")
 MAX_HUNKS = 3
 TARGET = 0.95
+TIME_BUDGET_S = 3600.0  # a whole release step in one probe run: no host deadline
 
 
 def touched(old: str, new: str, side: str) -> dict[str, list[tuple[int, int]]]:
@@ -110,7 +111,8 @@ def judged(lacking: str, having: str, patches: list, failures: list) -> tuple[in
 
 def verdicts(version: str, patches: list) -> dict[str, tuple[str, str]]:
     host = Host(name="local", address="local", connection="local", venv=unpacked(version))
-    answer = probe_answer(host, signatures=[], patches=[p.signature() for p in patches])
+    answer = probe_answer(host, signatures=[], patches=[p.signature() for p in patches],
+                          time_budget_s=TIME_BUDGET_S)
     facts = decode_answer(answer, host.connection_settings())
     info = vllm_info(facts)
     out = {}

@@ -392,3 +392,18 @@ def test_probe_bundle_and_judge_carry_patches(tmp_path, real_venvs):
                            capture_output=True, text=True, timeout=120, env=env,
                            cwd=str(tmp_path))
     assert "dflash-plus-one" not in plain.stdout
+
+
+def test_a_diff_not_finished_in_the_time_budget_says_so(tmp_path):
+    from fleetcheck.probe.patch_presence import check_patches
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    diff = tmp_path / "late.diff"
+    diff.write_text("--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n@@ -1,2 +1,2 @@\n"
+                    " def f():\n-    return 1\n+    return 2\n")
+    patch = read_patch(str(diff))
+    (done,) = check_patches(str(site), None, [patch.signature()]).values()
+    assert [h["state"] for h in done["hunks"]] == ["not applied"]
+    (late,) = check_patches(str(site), None, [patch.signature()], deadline=0.0).values()
+    assert late["hunks"] == [] and "time budget ran out after 0 of" in late["error"]

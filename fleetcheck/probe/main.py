@@ -46,9 +46,9 @@ def probe(plan, ask=None):
     examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
     if code_root:
         examined = analyse(plan, install, code_root, facts, ask)
-    if plan.get("patches"):
-        facts["patches"] = gather_patches(plan["patches"], code_root, dists)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
+    if plan.get("patches"):
+        facts["patches"] = gather_patches(plan["patches"], code_root, dists, deadline)
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline,
@@ -127,13 +127,13 @@ def analyse(plan, install, code_root, facts, ask):
                 if getattr(entry, "examined", False))
 
 
-def gather_patches(patches, code_root, dists):
+def gather_patches(patches, code_root, dists, deadline):
     """Which hunks of each pull request's diff the install has (patch_presence.py); no
     verdicts where no code was found (the check says why)."""
     if not code_root:
         return {}
     from fleetcheck.probe.patch_presence import check_patches
-    return check_patches(code_root, dists[0]["path"] if dists else None, patches)
+    return check_patches(code_root, dists[0]["path"] if dists else None, patches, deadline)
 
 
 def gather_served(plan, install, code_root, deadline, owner):

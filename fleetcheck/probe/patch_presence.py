@@ -17,6 +17,7 @@ import bisect
 import hashlib
 import os
 import re
+import time
 
 from fleetcheck.probe.files import ProbeFileError, read_bytes
 
@@ -36,6 +37,7 @@ DISTINCTIVE_TOKENS = 4
 MAX_EVIDENCE_LINES = 3
 MAX_PACKAGE_FILES = 20000  # a package walked for a moved def: bounded
 MAX_MOVED_CANDIDATES = 30  # files holding the def's name, searched in full
+MAX_EVIDENCE_PER_PATCH = 400  # evidence lines one diff's answer carries (states: all)
 
 
 def significant_tokens(lines):
@@ -398,8 +400,9 @@ def installed_path(repo_path, top_level):
     return None
 
 
-def check_patches(code_root, dist_info, patches):
-    """{check id: {files: [...], hunks: [...]}} for every patch of the plan."""
+def check_patches(code_root, dist_info, patches, deadline=None):
+    """{check id: {files: [...], hunks: [...]}} for every patch of the plan; a diff not
+    finished by `deadline` (time.monotonic()) says so as its error."""
     from fleetcheck.probe.integrity import record_rows
     try:
         record = set(row[0] for row in record_rows(dist_info)) if dist_info else set()
@@ -422,15 +425,23 @@ def check_patches(code_root, dist_info, patches):
     out = {}
     for patch in patches:
         try:
-            out[patch["id"]] = check_patch(patch, record, top_level, read, package)
+            out[patch["id"]] = check_patch(patch, record, top_level, read, package, deadline)
+        except OutOfTime as exc:
+            out[patch["id"]] = {"files": [], "hunks": [], "error": str(exc)}
         except Exception as exc:  # a bug here costs this patch's verdict, not the host's facts
             out[patch["id"]] = {"files": [], "hunks": [],
                                 "error": "%s: %s" % (type(exc).__name__, exc)}
     return out
 
 
-def check_patch(patch, record, top_level, read, package):
+class OutOfTime(Exception):
+    pass
+
+
+def check_patch(patch, record, top_level, read, package, deadline=None):
     files, hunks = [], []
+    total = sum(len(entry["hunks"]) for entry in patch["files"])
+    evidence_left = MAX_EVIDENCE_PER_PATCH
     for entry in patch["files"]:
         rel = installed_path(entry["path"], top_level)
         data = read(rel) if rel else None
@@ -458,6 +469,10 @@ def check_patch(patch, record, top_level, read, package):
             states = NOT_APPLIED
         source = package.source(rel) if data is not None else None
         for hunk in entry["hunks"]:
+            if deadline is not None and time.monotonic() > deadline:
+                raise OutOfTime("the probe's time budget ran out after %d of this diff's %d "
+                                "hunks (a smaller diff, or a longer --timeout)"
+                                % (len(hunks), total))
             if states is not None:
                 judged = {"state": states, "how": "blob %s == %s id" % (
                     (info["blob"] or "")[:12], info["blob_match"]) if info["blob_match"] else
@@ -468,5 +483,7 @@ def check_patch(patch, record, top_level, read, package):
                 judged = judge_hunk(source, hunk,
                                     lambda names, word: package.defining(names, word, rel))
             judged.update({"file": entry["path"], "hunk": hunk["n"], "header": hunk["header"]})
+            judged["evidence"] = judged["evidence"][:max(0, evidence_left)]
+            evidence_left -= len(judged["evidence"])
             hunks.append(judged)
     return {"files": files, "hunks": hunks}
