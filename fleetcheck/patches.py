@@ -143,12 +143,15 @@ def hunk_signature(number: int, hunk: Hunk) -> dict[str, Any]:
                 names.insert(0, match.group(1))
         index = end
     first = next((i for i, (kind, _) in enumerate(lines) if kind != " "), len(lines))
+    last = max((i for i, (kind, _) in enumerate(lines) if kind != " "), default=-1)
     lead = len(tokens([text for _, text in lines[:first]]))  # tokens before the change
+    trail = len(tokens([text for _, text in lines[last + 1:]]))  # and after it
     section = DEF_NAME.match(hunk.section)
     if section and section.group(1) not in names:
         names.append(section.group(1))
     return {"n": number, "header": hunk.header, "defs": names, "groups": groups,
-            "old": tokens(hunk.old_side), "new": tokens(hunk.new_side), "lead": lead}
+            "old": tokens(hunk.old_side), "new": tokens(hunk.new_side), "lead": lead,
+            "trail": trail}
 
 
 def read_patch(path: str, check_id: str | None = None, title: str | None = None,

@@ -96,7 +96,7 @@ def judge_patch(patch: PatchCheck, facts: Facts, info: VllmInfo) -> CheckResult:
     if status == Status.FAIL and unsure_words:
         said += "; not decided: " + unsure_words
     evidence = [Evidence(file=e.file, line=e.line, text=e.text or "",
-                         step="%s %s" % (hunk_name(h), h.state))
+                         step="#%s %s" % (h.hunk, h.state))
                 for h in shown for e in h.evidence[:2]]
     if not evidence:
         evidence = [Evidence(file=h.file, line=None, text="%s: %s (%s)" % (

@@ -298,9 +298,12 @@ def judge_hunk(source, hunk, moved):
         whole = whole_hunk(source, hunk)
         if whole is not None:
             state, start, length = whole
-            start += min(hunk.get("lead") or 0, max(0, length - 1))  # from the change on
+            end = start + length
+            # the changed lines only (a pure addition's not applied: where it would go)
+            first = min(start + (hunk.get("lead") or 0), end - 1)
+            last = max(end - (hunk.get("trail") or 0), first + 1)
             return {"state": state, "how": "the whole hunk",
-                    "evidence": source.evidence(start, start + length)}
+                    "evidence": source.evidence(first, last)}
         regions = def_regions(source, names)
         results = [judge_group(source, group, regions) for group in hunk["groups"]]
     how = "in place"
