@@ -103,6 +103,8 @@ def bundle_plan(playbook: Playbook, venv: str | None, python: str | None,
     plan = host_plan(host, playbook.probe_signatures(), playbook.integrity.plan(),
                      time_budget_s=budget_s)
     plan["share_analysis"] = False
+    if playbook.patches:
+        plan["patches"] = playbook.patch_signatures()
     drafter = drafter or playbook.expect_drafter
     if drafter is not None:  # resolved on nodes where no server runs too
         plan["served"]["drafters"] = [drafter.repo]

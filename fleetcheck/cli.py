@@ -28,6 +28,7 @@ from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.node_agent import add_node_parser
+from fleetcheck.patches import read_patch
 from fleetcheck.playbook import Playbook, load_playbook
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
@@ -134,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="deadline for a dynamic inventory script (default %.0fs)"
                           % DEFAULT_SCRIPT_TIMEOUT)
     run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    run.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
+                     help="a pull request's diff (git diff, format-patch series or diff -u) "
+                     "checked as one more check; repeatable")
     run.add_argument("--json", dest="json_path", help="results JSON; - for stdout (the "
                                                       "summary then goes to stderr); default: "
                                                       "beside --html, else reports/<time>/")
@@ -236,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "
                                                  "script for another engine to run")
     bundle.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    bundle.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
+                        help="a pull request's diff (git diff, format-patch series or diff -u) "
+                        "checked as one more check; repeatable")
     bundle.add_argument("--host", help="host name the facts carry (default: the node's "
                                        "hostname, or the script's own --host)")
     bundle.add_argument("--venv", help="the Python environment holding vLLM (as the "
@@ -258,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
                                                 "`ansible --tree` output); none or - : stdin")
     judge.add_argument("--playbook", help="the playbook the bundle was written from")
+    judge.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
+                       help="as given to probe-bundle")
     judge.add_argument("--json", dest="json_path", help="results JSON, - for stdout (as for run)")
     judge_html = judge.add_mutually_exclusive_group()
     judge_html.add_argument("--html", dest="html_path", help="HTML report (as for run)")
@@ -599,6 +608,8 @@ def command_report(args: argparse.Namespace) -> int:
 def tuned_playbook(args: argparse.Namespace) -> Playbook:
     """The playbook with the command line's integrity switches applied."""
     playbook = load_playbook(args.playbook)
+    for path in getattr(args, "patches", None) or []:
+        playbook.add_patch(read_patch(path), path)
     if getattr(args, "deep", False):
         playbook.integrity.deep = True
     if args.no_import_check:

@@ -632,6 +632,42 @@ class Bundle:
 
 
 @facts_class
+class PatchLine:
+    """An installed line a hunk's state rests on (line None: the file's blob id)."""
+    file: str | None
+    line: int | None
+    text: str | None
+
+
+@facts_class
+class PatchFile:
+    path: str = fact(required=True)  # the diff's repository path
+    installed: str | None  # relative to the code root; None: the wheel does not ship it
+    shipped: bool | None
+    present: bool | None
+    blob: str | None  # the installed file's git blob id
+    blob_match: str | None  # "post" or "pre": the diff's index line names this blob
+
+
+@facts_class
+class PatchHunk:
+    file: str = fact(required=True)
+    hunk: int | None
+    header: str | None
+    state: str = fact(required=True)  # applied, not applied, ambiguous, superseded
+    how: str | None
+    evidence: list[PatchLine]
+
+
+@facts_class
+class PatchPresence:
+    """One pull request's diff against the install (probe/patch_presence.py)."""
+    files: list[PatchFile]
+    hunks: list[PatchHunk]
+    error: str | None
+
+
+@facts_class
 class Facts:
     """The probe's whole answer."""
     probe_version: int = fact(required=True)
@@ -651,6 +687,7 @@ class Facts:
     record_sha256: str | None
     host: str | None
     bundle: Bundle | None
+    patches: dict[str, PatchPresence] | None  # sent when the plan has diffs (--patch)
 
 
 Signatures = dict[str, Signature]

@@ -15,6 +15,7 @@ from typing import Any
 from fleetcheck.input_error import InputError
 from fleetcheck.drafter_expectations import DrafterExpectation, parse_drafter
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
+from fleetcheck.patches import PatchCheck, patch_from_entry
 from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
@@ -84,9 +85,21 @@ class Playbook:
     smoke: SmokeSettings = field(default_factory=SmokeSettings)
     expect: BuildExpectation = field(default_factory=BuildExpectation)
     expect_drafter: DrafterExpectation | None = None  # expect: drafter:
+    patches: list[PatchCheck] = field(default_factory=list)  # patches: and --patch
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
+
+    def patch_signatures(self) -> list[dict[str, Any]]:
+        return [patch.signature() for patch in self.patches]
+
+    def add_patch(self, patch: PatchCheck, source: str) -> None:
+        """A diff as one more check; its id must be new (fix checks' and other diffs')."""
+        taken = {check.id for check in self.checks} | {p.id for p in self.patches}
+        if patch.id in taken:
+            raise InputError(source, None, "id", "the check id %r is taken already: give the "
+                             "diff another file name, or an id (patches: [{file, id}])" % patch.id)
+        self.patches.append(patch)
 
 
 def _str_list(source: str, where: str, name: str, value: Any) -> tuple[str, ...]:
@@ -262,23 +275,32 @@ def load_playbook(path: str | None = None) -> Playbook:
                              "YAML comment; quote the whole value (%s: \"%s %s\")"
                              % (value, comment, key, value, comment))
     for key in data:
-        if key not in {"name", "description", "checks", "integrity", "smoke", "expect"}:
+        if key not in {"name", "description", "checks", "integrity", "smoke", "expect",
+                       "patches"}:
             raise InputError(source, None, str(key), "unknown key")
+    patches_raw = data.get("patches") or []
+    if not isinstance(patches_raw, list):
+        raise InputError(source, None, "patches", "must be a list of diffs (paths or "
+                         "{file, id, title, reference})")
     checks_raw = data.get("checks")
-    if not isinstance(checks_raw, list) or not checks_raw:
+    if not (isinstance(checks_raw, list) and checks_raw) and \
+            not (patches_raw and checks_raw is None):
         raise InputError(source, None, "checks", "must be a non-empty list")
-    checks = [_check(source, i, c) for i, c in enumerate(checks_raw)]
+    checks = [_check(source, i, c) for i, c in enumerate(checks_raw or [])]
     seen = set()
     for check in checks:
         if check.id in seen:
             raise InputError(source, "check '%s'" % check.id, "id", "defined twice")
         seen.add(check.id)
-    return Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
-                    checks=checks, description=str(data.get("description") or ""),
-                    integrity=_integrity(source, data.get("integrity")),
-                    smoke=validate_smoke(source, None, data.get("smoke"), SmokeSettings()),
-                    expect=playbook_expectation(data.get("expect"), source),
-                    expect_drafter=_expected_drafter(source, data.get("expect")))
+    playbook = Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
+                        checks=checks, description=str(data.get("description") or ""),
+                        integrity=_integrity(source, data.get("integrity")),
+                        smoke=validate_smoke(source, None, data.get("smoke"), SmokeSettings()),
+                        expect=playbook_expectation(data.get("expect"), source),
+                        expect_drafter=_expected_drafter(source, data.get("expect")))
+    for index, entry in enumerate(patches_raw):
+        playbook.add_patch(patch_from_entry(entry, source, "patches[%d]" % index), source)
+    return playbook
 
 
 def _expected_drafter(source: str, raw: Any) -> DrafterExpectation | None:

@@ -149,6 +149,8 @@ def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook
         plan = host_plan(host, signatures, playbook.integrity.plan(),
                          time_budget_s=deadline.seconds)
         plan["share_analysis"] = shared is not None
+        if playbook.patches:
+            plan["patches"] = playbook.patch_signatures()
         if host.name in options.drafters:  # resolved on the host even where no server runs
             plan["served"]["drafters"] = [options.drafters[host.name].repo]
         if not options.load_config:

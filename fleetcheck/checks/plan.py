@@ -19,6 +19,7 @@ from fleetcheck.checks.acceptance import fleet_checks, judge_smoke
 from fleetcheck.checks.build import apply_same_build, expectation_warnings, judge_build
 from fleetcheck.checks.build import skipped as build_skipped
 from fleetcheck.checks.fixes import judge_fix
+from fleetcheck.checks.patches import judge_patch
 from fleetcheck.checks.integrity import TITLES as INTEGRITY_TITLES
 from fleetcheck.checks.integrity import judge_integrity_check
 from fleetcheck.checks.drafter import drafter_checks
@@ -31,6 +32,7 @@ from fleetcheck.build_details import CHECK_ID as BUILD_CHECK_ID
 from fleetcheck.build_details import TITLE as BUILD_TITLE
 from fleetcheck.expectations import BuildExpectation
 from fleetcheck.faults import inject, internal_error
+from fleetcheck.patches import PatchCheck
 from fleetcheck.playbook import FixCheck, Playbook
 from fleetcheck.checks.verdict import check_result, skipped
 from fleetcheck.results import NOT_RUN, CheckResult, HostResult, RunResult, VllmInfo, status_with
@@ -88,6 +90,11 @@ def fix_check(check: FixCheck) -> PlannedCheck:
                         lambda j: judge_fix(check, j.facts, j.info.version))
 
 
+def patch_check(patch: PatchCheck) -> PlannedCheck:
+    return PlannedCheck(patch.id, patch.title, ("install", "version_file", "patches"),
+                        lambda j: judge_patch(patch, j.facts, j.info))
+
+
 def integrity_check(check_id: str, import_enabled: bool) -> PlannedCheck:
     return PlannedCheck(check_id, INTEGRITY_TITLES[check_id],
                         ("install", "version_file", "integrity", "servers"),
@@ -101,11 +108,12 @@ def judge_build_check(judging: Judging) -> CheckResult:
 
 
 class CheckPlan:
-    """The checks of one run, in the order every report lists them: fixes, install
-    integrity, the expected build, the smoke load and its fleet comparison."""
+    """The checks of one run, in the order every report lists them: fixes, pull-request
+    diffs, install integrity, the expected build, the smoke load and its fleet comparison."""
 
     def __init__(self, playbook: Playbook, smoke: bool = False, build: bool = False):
         checks = [fix_check(check) for check in playbook.checks]
+        checks += [patch_check(patch) for patch in playbook.patches]
         if playbook.integrity.enabled:
             checks += [integrity_check(cid, playbook.integrity.import_check)
                        for cid in INTEGRITY_TITLES]

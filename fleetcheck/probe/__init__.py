@@ -7,4 +7,4 @@ MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
            "child", "config_loader",
-           "integrity", "shared_bytes", "smoke_load", "main")
+           "integrity", "patch_presence", "shared_bytes", "smoke_load", "main")

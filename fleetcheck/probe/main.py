@@ -47,6 +47,8 @@ def probe(plan, ask=None):
     if code_root:
         examined = analyse(plan, install, code_root, facts, ask)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
+    if plan.get("patches"):
+        facts["patches"] = gather_patches(plan["patches"], code_root, dists, deadline)
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline,
@@ -123,6 +125,15 @@ def analyse(plan, install, code_root, facts, ask):
     # (entries that could not be read are ProbeFileErrors, never examined)
     return dict((entry.rel, entry.sha256) for entry in cache.values()
                 if getattr(entry, "examined", False))
+
+
+def gather_patches(patches, code_root, dists, deadline):
+    """Which hunks of each pull request's diff the install has (patch_presence.py); no
+    verdicts where no code was found (the check says why)."""
+    if not code_root:
+        return {}
+    from fleetcheck.probe.patch_presence import check_patches
+    return check_patches(code_root, dists[0]["path"] if dists else None, patches, deadline)
 
 
 def gather_served(plan, install, code_root, deadline, owner):
