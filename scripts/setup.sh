@@ -24,6 +24,7 @@ need podman-docker test -e /usr/bin/docker
 need containerd command -v ctr  # Kubernetes-node tests (a private containerd)
 need systemd test -x /lib/systemd/systemd-journald  # served-log's journal test (journald, journalctl, systemd-cat)
 need strace command -v strace  # kills a real uv install at a chosen write (test_installs.py)
+need gcc command -v gcc  # compiles the shared objects of test_isa_builds.py (an ISA build that dies of SIGILL)
 if [ "$check_only" = 1 ]; then
   if [ ${#need_apt[@]} -gt 0 ]; then
     echo "fleetcheck setup: missing: ${need_apt[*]}"

