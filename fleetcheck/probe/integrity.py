@@ -5,15 +5,12 @@ for everything in deep mode), an editable install's source tree, installs still 
 
 import binascii
 import os
-import signal
 import sys
 import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 from fleetcheck.probe.install import temp_kind
 from fleetcheck.probe.servers import process_table, shown_cmdline
-
-SIGILL = int(signal.SIGILL)
 
 MAX_LISTED = 20
 INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
@@ -383,10 +380,10 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
             return facts
         if timed_out:
             facts["timed_out"] = True
-        if code and not (group[0] in variants and code == -SIGILL):
+        if code and not (group[0] in variants and killed_by_sigill(code)):
             facts["returncode"] = code
         loading = read_import_lines(out, facts)
-        if loading is not None and group[0] in variants and code == -SIGILL:
+        if loading is not None and group[0] in variants and killed_by_sigill(code):
             facts.setdefault("cpu_cannot_run", []).append(loading)
             if len(facts["cpu_cannot_run"]) < len(variants):
                 errors.append(err)
@@ -401,6 +398,15 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
     facts["elapsed_s"] = round(time.monotonic() - started, 3)
     facts["stderr_tail"] = b"".join(errors).decode("utf-8", "replace")[-500:]
     return facts
+
+
+def killed_by_sigill(code):
+    """A child's status said it died of an illegal instruction (signal loads enum: only
+    imported when a child died of a signal)."""
+    if code is None or code >= 0:
+        return False
+    import signal
+    return code == -signal.SIGILL
 
 
 def is_isa_variant(name, names):
