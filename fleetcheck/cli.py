@@ -434,6 +434,7 @@ def command_run(args: argparse.Namespace) -> int:
         raise InputError("command line", None, "-j", short)
     outputs = outputs_for(args)  # last: the default one claims its directory
     writer = ResultsWriter(outputs.json)
+    interrupt_on_sigterm()
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
                         on_start=progress.started, on_done=progress.finished,
@@ -447,6 +448,17 @@ def command_run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
     return exit_code(run, failed)
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, a supervisor stopping) stops a run as Ctrl-C does:
+    the hosts' probes are told to stop and the outputs are written, marked incomplete."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def cache_directory() -> str:
