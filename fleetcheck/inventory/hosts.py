@@ -136,9 +136,17 @@ class Host:
 HOST_FIELDS = frozenset(f.name for f in fields(Host)) - {"origins"}
 
 
-def python_interpreter(value: Any) -> str:
-    """An absolute path, or a bare command found on the host's PATH (`python3.11`)."""
+# Ansible's interpreter discovery words: the interpreter is found, not named
+DISCOVERY = frozenset({"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"})
+
+
+def python_interpreter(value: Any) -> str | None:
+    """An absolute path, or a bare command found on the host's PATH (`python3.11`).
+    Ansible's discovery words (`auto`, `auto_silent`, ...) name none: None, so fleetcheck
+    finds it as for a host that sets nothing (the venv's, else python3)."""
     value = text(value)
+    if value in DISCOVERY:
+        return None
     return value if "/" not in value else path(value)
 
 
