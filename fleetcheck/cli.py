@@ -398,7 +398,9 @@ def command_run(args: argparse.Namespace) -> int:
         raise InputError("command line", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
     from fleetcheck.connectors import declarations
-    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override},
+    from fleetcheck.expectations import inventory_checks
+    inventory = read_inventory(sources, args.inventory_timeout,
+                               {"smoke": check_override, **inventory_checks()},
                                declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)

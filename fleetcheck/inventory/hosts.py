@@ -398,7 +398,7 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
                 [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
                 features, declarations=declarations))
         except InputError as exc:
-            errors.append(exc)
+            errors.extend(getattr(exc, "errors", [exc]))
     raise_all(errors)
     notes = ["password auth is not supported: %s ignored (set in %s%s); fleetcheck logs in "
              "with keys and the agent, and become runs sudo -n" % (
@@ -433,14 +433,19 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
     values: dict[str, Any] = {}
     sites: dict[str, Any] = {}
     context: dict[str, Any] | None = None
+    errors: list[InputError] = []  # every bad value of the host is said, in one run
     for key, (_, var, setting) in chosen.items():
         site, value = setting.site, setting.value
-        if is_template(value):
-            if context is None:
-                context = host_context(name, {k: s.value for k, s in merged.items()},
-                                       groups or ["ungrouped"])
-            value = render(value, context, site, var)
-        _, value = table.check_var(site.source, site.where, var, value, features)
+        try:
+            if is_template(value):
+                if context is None:
+                    context = host_context(name, {k: s.value for k, s in merged.items()},
+                                           groups or ["ungrouped"])
+                value = render(value, context, site, var)
+            _, value = table.check_var(site.source, site.where, var, value, features)
+        except InputError as exc:
+            errors.append(exc)
+            continue
         fills = table.by_name[var].fills
         if fills is not None:
             if fills in chosen or value is None:
@@ -448,6 +453,7 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
             key = fills
         values[key] = value
         sites[key] = (site, var)
+    raise_all(errors)
     method = values.pop("become_method", "sudo")
     if values.get("become") and method != "sudo":
         site, var = sites["become_method"]
