@@ -27,7 +27,7 @@ from fleetcheck.drafter_expectations import parse_drafter, resolve_drafters
 from fleetcheck.expectations import CommandLine, resolve
 from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
-from fleetcheck.playbook import Playbook, load_playbook
+from fleetcheck.playbook import Playbook, load_playbook, load_playbooks
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
 from fleetcheck.faults import describe
@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inventory-timeout", type=positive_float, default=DEFAULT_SCRIPT_TIMEOUT,
                      help="deadline for a dynamic inventory script (default %.0fs)"
                           % DEFAULT_SCRIPT_TIMEOUT)
-    run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    run.add_argument("--playbook", action="append",
+                     help="fix signatures (default: the packaged dflash.yaml); repeat it to "
+                          "add another playbook's checks")
     run.add_argument("--json", dest="json_path", help="results JSON; - for stdout (the "
                                                       "summary then goes to stderr); default: "
                                                       "beside --html, else reports/<time>/")
@@ -231,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "never overwritten)")
     bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "
                                                  "script for another engine to run")
-    bundle.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    bundle.add_argument("--playbook", action="append",
+                        help="fix signatures (default: the packaged dflash.yaml); repeatable")
     bundle.add_argument("--host", help="host name the facts carry (default: the node's "
                                        "hostname, or the script's own --host)")
     bundle.add_argument("--venv", help="the Python environment holding vLLM (as the "
@@ -253,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     judge = sub.add_parser("judge", help="turn facts from probe-bundle scripts into results")
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
                                                 "`ansible --tree` output); none or - : stdin")
-    judge.add_argument("--playbook", help="the playbook the bundle was written from")
+    judge.add_argument("--playbook", action="append",
+                       help="the playbook the bundle was written from; repeatable")
     judge.add_argument("--json", dest="json_path", help="results JSON, - for stdout (as for run)")
     judge_html = judge.add_mutually_exclusive_group()
     judge_html.add_argument("--html", dest="html_path", help="HTML report (as for run)")
@@ -585,9 +589,24 @@ def command_report(args: argparse.Namespace) -> int:
     return exit_code(run, failed)
 
 
+def say_replaced_checks(playbook: Playbook) -> None:
+    """A playbook of one's own without `extends:` runs instead of the packaged checks:
+    said, since the DFlash checks are then not run."""
+    packaged = load_playbook()
+    if any(playbook.check_sources.get(c.id) == packaged.source for c in packaged.checks) or \
+            playbook.source == packaged.source:
+        return
+    missing = [c.id for c in packaged.checks if c.id not in playbook.check_sources]
+    if missing:
+        print("fleetcheck: note: %s replaces the packaged checks (%s are not run); "
+              "`extends: dflash` in it adds its checks to them instead"
+              % (playbook.source, ", ".join(missing)), file=sys.stderr)
+
+
 def tuned_playbook(args: argparse.Namespace) -> Playbook:
     """The playbook with the command line's integrity switches applied."""
-    playbook = load_playbook(args.playbook)
+    playbook = load_playbooks(args.playbook)
+    say_replaced_checks(playbook)
     if getattr(args, "deep", False):
         playbook.integrity.deep = True
     if args.no_import_check:
