@@ -403,8 +403,10 @@ def command_run(args: argparse.Namespace) -> int:
                          "or -i SOURCE)")
     from fleetcheck.connectors import declarations
     from fleetcheck.expectations import inventory_checks
+    from fleetcheck.waivers import check_inventory_waivers, host_waivers
     inventory = read_inventory(sources, args.inventory_timeout,
-                               {"smoke": check_override, **inventory_checks()},
+                               {"smoke": check_override, **inventory_checks(),
+                                "waive": check_inventory_waivers},
                                declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
@@ -432,7 +434,8 @@ def command_run(args: argparse.Namespace) -> int:
                          expected=expected,
                          drafters=resolve_drafters(hosts, playbook.expect_drafter,
                                                    args.expect_drafter, args.inventory),
-                         load_config=not args.no_config_load)
+                         load_config=not args.no_config_load,
+                         waivers=host_waivers(hosts, inventory_name))
     refuse_stdout_but_json(args)
     prove_smoke_templates(hosts, playbook, options)
     short = shortfall(args.parallel, len(hosts))

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from fleetcheck.input_error import InputError
 from fleetcheck.drafter_expectations import DrafterExpectation, parse_drafter
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
+from fleetcheck.waivers import Waiver, playbook_waivers
 from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
@@ -85,6 +86,7 @@ class Playbook:
     expect: BuildExpectation = field(default_factory=BuildExpectation)
     expect_drafter: DrafterExpectation | None = None  # expect: drafter:
     check_sources: dict[str, str] = field(default_factory=dict)  # check id -> its file
+    waive: tuple[tuple[str, Waiver], ...] = ()  # (build, waiver): waivers.playbook_waivers
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -254,7 +256,7 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
 
 # `extends:` names a packaged playbook by its name
 PACKAGED_PLAYBOOKS = {"dflash": PACKAGED_PLAYBOOK}
-OWN_KEYS = {"name", "description", "checks", "integrity", "smoke", "expect"}
+OWN_KEYS = {"name", "description", "checks", "integrity", "smoke", "expect", "waive"}
 COMPOSE_KEYS = {"extends", "drop"}
 
 
@@ -330,7 +332,9 @@ def load_playbook(path: str | None = None) -> Playbook:
                    base and base.expect),
         expect_drafter=own("expect", lambda: _expected_drafter(source, data.get("expect")),
                            base and base.expect_drafter),
-        check_sources=sources)
+        check_sources=sources,
+        waive=own("waive", lambda: playbook_waivers(data.get("waive"), source),
+                  base and base.waive))
 
 
 def _extended(source: str, data: dict[str, Any]) -> Playbook | None:

@@ -4,6 +4,7 @@ that stops the fleet."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -14,6 +15,7 @@ from fleetcheck import __version__
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served_entries import served_summary
+from fleetcheck.checks.waived import apply_waivers
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.engine_logs import fill_engine_logs
 from fleetcheck.expectations import BuildExpectation
@@ -27,6 +29,7 @@ from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan
 from fleetcheck.results import HostError, HostResult, RunResult, host_status, now_iso
 from fleetcheck.shared_analysis import ALONE, QUESTION, SharedAnalysis
 from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.waivers import Waiver
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
 from fleetcheck.connectors.dialogue import CANCEL_GRACE_S
@@ -51,6 +54,8 @@ class RunOptions:
     # host name -> the drafter it must serve (drafter_expectations.resolve_drafters)
     drafters: dict[str, DrafterExpectation] = field(default_factory=dict)
     load_config: bool = True  # --no-config-load: drafter-loaded skips the loader child
+    # host name -> its inventory waivers (waivers.host_waivers); the playbook's per build
+    waivers: dict[str, tuple[Waiver, ...]] = field(default_factory=dict)
 
 
 def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
@@ -380,4 +385,5 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
     report(unreported)
     run = assemble(replace(run, complete=complete), hosts, done, playbook, options, started,
                    "run interrupted (Ctrl-C) before this host finished")
-    return finish_run(run, playbook, options.drafters)
+    return apply_waivers(finish_run(run, playbook, options.drafters), options.waivers,
+                         playbook.waive, datetime.datetime.now(datetime.timezone.utc).date())

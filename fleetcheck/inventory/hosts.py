@@ -92,6 +92,7 @@ class Host:
     expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     expect_drafter: str | None = None  # REPO[@REV], checked by drafter_expectations.py
+    waive: dict[str, Any] | None = None  # check id -> {reason, until}, checked by waivers.py
     groups: list[str] = field(default_factory=list)
     container: str | None = None  # a name or id on the box, [NAMESPACE/]POD/CONTAINER, "auto"
     container_engine: str | None = None  # docker | podman | nerdctl | ctr; None: any present
@@ -181,6 +182,7 @@ CORE_VARIABLES = (
     Variable("expect_version", ("expect_version",)),
     Variable("expect_commit", ("expect_commit",)),
     Variable("expect_drafter", ("expect_drafter",)),
+    Variable("waive", ("waive",), mapping),
 )
 
 

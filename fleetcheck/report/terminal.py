@@ -20,7 +20,7 @@ from fleetcheck.status import READY, SYMBOLS, Status
 from fleetcheck.text import counted, neutral
 
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
-         "skip": "dim", "unreachable": "magenta"}
+         "skip": "dim", "unreachable": "magenta", "waived": "cyan"}
 
 
 def heading(title: str, style: str = "bold") -> Text:
@@ -121,7 +121,7 @@ def failure_kind(host: HostResult) -> str:
     every = [c.id for c in host.checks]
     by_status: dict[str, list[str]] = {}
     for check in host.checks:
-        if check.status in (Status.FAIL, Status.ERROR, Status.WARN):
+        if check.status in (Status.FAIL, Status.ERROR, Status.WARN, Status.WAIVED):
             by_status.setdefault(check.status, []).append(check.id)
     if not by_status:
         return host.status
@@ -147,14 +147,15 @@ EVIDENCE_SHOWN = 6  # lines of evidence per finding (a dataflow path has a few s
 
 def render_evidence(console: Console, run: RunResult, verbose: bool,
                     width: int | None = None) -> None:
-    """Evidence under the table: for checks that did not pass, or for all with -v. Hosts
+    """Evidence under the table: for checks that did not pass, or for all with -v (skips
+    too: their reasons). Hosts
     whose finding is the same (check, status, message, evidence) share one entry that names
     them: 250 hosts of one bad build are one finding to read, not 250 copies of it.
     Printed as one Text (one console.print per line costs ~0.2 ms each)."""
     groups: dict[tuple, list[str]] = {}
     for host in run.hosts:
         for check in host.checks:
-            if check.status in (Status.SKIP,) or (check.status == Status.PASS and not verbose):
+            if check.status in (Status.SKIP, Status.PASS) and not verbose:
                 continue
             key = (check.id, check.status, check.message,
                    tuple((item.file, item.line, item.text, item.step)
