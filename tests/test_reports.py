@@ -393,7 +393,8 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     progress.finished(run.hosts[0])
     progress.finished(run.hosts[7])
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "[1/2] %s %s" % (run.hosts[0].name, run.hosts[0].status)
+    # a checked host's status can still change (fleet checks, waivers): only the table says it
+    assert lines[0] == "[1/2] %s checked" % run.hosts[0].name
     assert lines[1].startswith("[2/2] %s unreachable: " % run.hosts[7].name)
     assert "unreachable: unreachable" not in lines[1]
     # and once more at the end of the summary, for a judge run that prints no progress
@@ -488,3 +489,39 @@ def test_a_terminal_shows_a_progress_bar_with_elapsed_and_left():
     drawn = stream.getvalue()
     assert "━" in drawn and "1/3" in drawn and "running 0" in drawn
     assert "0:00:0" in drawn and " left " in drawn  # elapsed, and the estimate of what is left
+
+
+def test_a_wide_matrix_names_the_failing_checks_first_and_keeps_the_host_column_in_view(
+        tmp_path, browser):
+    """A --smoke run's matrix at 1400 px: the checks that fail are named above it, host
+    names never wrap, and scrolled all the way right the host column is still in view."""
+    results = tmp_path / "results.json"
+    run = make_run(30, hostile=False, broken_every=3)
+    long_name = "gpu-%s.dc1.example.com" % ("x" * 60)  # wider than 1400 px with the checks
+    first_failing = next(i for i, h in enumerate(run.hosts) if h.status == "fail")
+    hosts = list(run.hosts)
+    hosts[first_failing] = replace(hosts[first_failing], name=long_name)
+    run = replace(run, hosts=hosts)
+    dump_json(run, str(results))
+    fleetcheck("report", str(results), "--html", str(tmp_path / "report.html"),
+               cwd=str(tmp_path))
+    failing = sorted({c.id for h in run.hosts for c in h.checks if c.status in ("fail",
+                                                                               "error")})
+    assert failing
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto("file://" + str(tmp_path / "report.html"))
+    said = page.inner_text("#failing")
+    assert said.startswith("Failing: ") and all(cid in said for cid in failing), said
+    assert page.eval_on_selector("#failing", "e => e.getBoundingClientRect().bottom") < 900
+    scrolled = page.eval_on_selector(".matrix-wrap", "w => { w.scrollLeft = w.scrollWidth; "
+                                     "return w.scrollLeft; }")
+    assert scrolled > 0  # the matrix is wider than the screen: it scrolls, not the page
+    page.screenshot(path=str(tmp_path / "matrix-1400.png"), full_page=False)
+    cell = page.eval_on_selector_all(
+        "#matrix tbody tr", "(rs, name) => { const c = rs.find(r => r.cells[0].textContent"
+        " === name).cells[0]; const b = c.getBoundingClientRect(); const s = getComputedStyle(c);"
+        " return [b.left, b.height, parseFloat(s.lineHeight) || 16]; }", long_name)
+    left, height, line = cell
+    assert 0 <= left < 40, cell  # still at the left edge after scrolling right
+    assert 0 < height < 2 * line + 8, cell  # shown, on one line: the name does not wrap
+    page.close()

@@ -98,7 +98,10 @@ class Progress:
             if self._bar is not None:
                 self._show()
             else:  # not a terminal: a plain line, written directly (rich costs ~0.2 ms)
-                line = "[%d/%d] %s %s" % (self.done, self.total, neutral(host.name), host.status)
+                # a checked host's status is said once every check is in (the fleet checks
+                # and waivers may still change it): the table's, never another
+                line = "[%d/%d] %s %s" % (self.done, self.total, neutral(host.name),
+                                          host.status if host.error else "checked")
                 if host.error:
                     line += ": %s" % neutral(error_text(host))
                 self.stream.write(line + "\n")
@@ -269,8 +272,10 @@ def ci(interval: dict | None, percent: bool) -> str:
     return "(95%% CI %s-%s)" % (form(interval["low"]), form(interval["high"]))
 
 
-def smoke_line(smoke: dict) -> str | None:
-    """One host's acceptance, each figure with its 95% interval, and its verdict."""
+def smoke_line(smoke: dict, status: str | None = None) -> str | None:
+    """One host's acceptance, each figure with its 95% interval, and its verdict: the
+    smoke-acceptance check's status (`status`), the word the table has, then the load's
+    own verdict word."""
     if smoke.get("mean_acceptance_length") is None:
         return None
     intervals = smoke.get("intervals") or {}
@@ -285,13 +290,18 @@ def smoke_line(smoke: dict) -> str | None:
     requests = (smoke.get("requests") or {}).get("measured")
     line = ", ".join(parts) + (" over %s" % counted(requests, "request")
                                if requests is not None else "")
-    return line + (": %s" % smoke["verdict"] if smoke.get("verdict") else "")
+    words = [w for w in (status, smoke.get("verdict")) if w]
+    if status and smoke.get("verdict") and smoke["verdict"] != status:
+        return line + ": %s (%s)" % tuple(words)
+    return line + (": %s" % words[0] if words else "")
 
 
 def render_smoke(console: Console, run: RunResult) -> None:
     """Acceptance per host with its intervals (a passing check's message is shown only
     with -v; these figures always are)."""
-    lines = [(host.name, smoke_line(host.smoke)) for host in run.hosts if host.smoke]
+    lines = [(host.name, smoke_line(host.smoke, next(
+        (c.status for c in host.checks if c.id == "smoke-acceptance"), None)))
+        for host in run.hosts if host.smoke]
     lines = [(name, line) for name, line in lines if line]
     if not lines:
         return
