@@ -525,3 +525,19 @@ def test_a_wide_matrix_names_the_failing_checks_first_and_keeps_the_host_column_
     assert 0 <= left < 40, cell  # still at the left edge after scrolling right
     assert 0 < height < 2 * line + 8, cell  # shown, on one line: the name does not wrap
     page.close()
+
+
+def test_verbose_prints_every_skips_reason():
+    import io
+    from fleetcheck.report.terminal import render_summary
+    from fleetcheck.status import Status
+    run = make_run(3, hostile=False)
+    first = run.hosts[0]
+    skipped = replace(first.checks[0], status=Status.SKIP, message="no DFlash path in this build")
+    run = replace(run, hosts=[replace(first, checks=(skipped, *first.checks[1:]))]
+                  + list(run.hosts[1:]))
+    quiet, loud = io.StringIO(), io.StringIO()
+    render_summary(run, stream=quiet)
+    render_summary(run, stream=loud, verbose=True)
+    assert "no DFlash path in this build" not in quiet.getvalue()
+    assert "no DFlash path in this build" in " ".join(loud.getvalue().split())
