@@ -209,8 +209,8 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
         % DEV in run.html
     assert "expected build (version ==0.33.0, commit 4ba787e) for 1: prod-1" in run.html
     # JUnit: one build-expected testcase per host, a failure where it is off
-    cases = {c.get("classname"): c for c in ET.parse(tmp_path / "junit.xml").iter("testcase")
-             if c.get("name") == CHECK}
+    cases = {suite.get("name"): c for suite in ET.parse(tmp_path / "junit.xml").iter("testsuite")
+             for c in suite.iter("testcase") if c.get("name") == CHECK}
     assert set(cases) == set(statuses(run))
     assert cases["canary-2"].find("failure") is not None
     assert cases["canary-1"].find("failure") is None

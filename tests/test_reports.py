@@ -16,6 +16,7 @@ import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import Evidence, dump_json, load_json
+from fleetcheck.text import xml_safe
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
@@ -222,7 +223,7 @@ def test_screenshot_of_a_real_demo_report_is_readable(tmp_path, browser):
     page.close()
 
 
-def test_junit_has_one_testcase_per_host_and_check(tmp_path):
+def test_junit_has_one_testsuite_per_host_and_one_testcase_per_check(tmp_path):
     results = tmp_path / "results.json"
     run = make_run(30)
     dump_json(run, str(results))
@@ -232,8 +233,10 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert len(suites) == 1
-    cases = suites[0].findall("testcase")
+    assert [s.get("name") for s in suites] == [xml_safe(h.name) for h in run.hosts]
+    for suite, host in zip(suites, run.hosts):
+        assert len(suite.findall("testcase")) == len(host.checks) + len(host.internal_errors)
+    cases = [case for suite in suites for case in suite.findall("testcase")]
     assert len(cases) == sum(len(h.checks) for h in run.hosts)
     for case in cases:
         assert set(case.attrib) >= {"classname", "name", "time"}
@@ -242,13 +245,15 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
         assert len([t for t in children if t in ("failure", "error", "skipped")]) <= 1
     counted = {tag: sum(1 for c in cases if c.find(tag) is not None)
                for tag in ("failure", "error", "skipped")}
-    suite = suites[0]
-    assert int(suite.get("tests")) == len(cases)
-    assert int(suite.get("failures")) == counted["failure"] == sum(
+    assert int(root.get("tests")) == len(cases)
+    assert int(root.get("failures")) == counted["failure"] == sum(
         c.status == "fail" for h in run.hosts if not h.error for c in h.checks)
-    assert int(suite.get("errors")) == counted["error"] == sum(
+    assert int(root.get("errors")) == counted["error"] == sum(
         len(h.checks) for h in run.hosts if h.error)
-    assert int(suite.get("skipped")) == counted["skipped"]
+    assert int(root.get("skipped")) == counted["skipped"]
+    for suite in suites:
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
     failure = next(c for c in cases if c.find("failure") is not None)
     assert failure.find("failure").get("message")
     assert "gpu_model_runner.py:" in failure.find("failure").text
@@ -541,3 +546,34 @@ def test_verbose_prints_every_skips_reason():
     render_summary(run, stream=loud, verbose=True)
     assert "no DFlash path in this build" not in quiet.getvalue()
     assert "no DFlash path in this build" in " ".join(loud.getvalue().split())
+
+
+def jenkins_class(classname: str) -> tuple[str, str]:
+    """(package, class) as Jenkins' JUnit plugin files a testcase: split at the last dot."""
+    package, _, name = classname.rpartition(".")
+    return package, name
+
+
+def test_junit_read_back_as_jenkins_reads_it_names_each_host_whole(tmp_path):
+    """junitparser reads the file as CI reporters do; Jenkins' split of each classname at
+    its last dot leaves a class that names the host whole, so hosts of one domain are not
+    filed together under `com`."""
+    from junitparser import JUnitXml
+    results = tmp_path / "results.json"
+    run = make_run(6, hostile=False)
+    names = ["gpu01.dc1.example.com", "gpu02.dc1.example.com", "gpu01.dc2.example.com"]
+    run = replace(run, hosts=[replace(h, name=n) for h, n in zip(run.hosts, names)])
+    dump_json(run, str(results))
+    junit = tmp_path / "junit.xml"
+    fleetcheck("report", str(results), "--junit", str(junit), cwd=str(tmp_path))
+    xml = JUnitXml.fromfile(str(junit))
+    suites = list(xml)
+    assert [suite.name for suite in suites] == names  # one testsuite per host
+    classes = {}
+    for suite in suites:
+        for case in suite:
+            package, name = jenkins_class(case.classname)
+            classes.setdefault(suite.name, set()).add((package, name))
+    assert classes == {host: {("fleetcheck", host.replace(".", "_"))} for host in names}
+    assert len({name for found in classes.values() for _, name in found}) == len(names)
+    assert xml.tests == sum(len(h.checks) for h in run.hosts)
