@@ -49,6 +49,7 @@ DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or i
                "code gates a CI job.")
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a program its pipe closed on
 
 
 def positive_int(text: str) -> int:
@@ -509,10 +510,14 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     Returns the outputs that failed."""
     html_path, junit_path = outputs.html, outputs.junit
     failed = []
+    closed: list[str] = []
 
     def attempt(label: str, where: str, write: Callable[[], None]) -> None:
         try:
             write()
+        except BrokenPipeError:  # stdout's reader went away: the other outputs still go out
+            closed.append(label)
+            closed_stdout()
         except OSError as exc:  # the machine's doing (a missing directory, a full disk)
             failed.append(label)
             print("fleetcheck: error: %s: the %s could not be written: %s: %s"
@@ -536,6 +541,8 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     summary_to = sys.stderr if outputs.piped else sys.stdout
     attempt("terminal summary", "stderr" if outputs.piped else "stdout",
             lambda: render_summary(run, summary_to, verbose=verbose))
+    if closed:  # every file is written: now the quiet exit of a closed stdout
+        raise BrokenPipeError("stdout closed while writing the %s" % closed[0])
     return failed
 
 
@@ -707,4 +714,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return closed_stdout()
     return EXIT_INPUT
+
+
+def closed_stdout() -> int:
+    """The reader of stdout went away (`fleetcheck diff --json a b | head`): a quiet exit
+    as a program killed by SIGPIPE, with stdout pointed at /dev/null so the interpreter's
+    last flush says nothing either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT

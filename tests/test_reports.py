@@ -577,3 +577,25 @@ def test_junit_read_back_as_jenkins_reads_it_names_each_host_whole(tmp_path):
     assert classes == {host: {("fleetcheck", host.replace(".", "_"))} for host in names}
     assert len({name for found in classes.values() for _, name in found}) == len(names)
     assert xml.tests == sum(len(h.checks) for h in run.hosts)
+
+
+@pytest.mark.parametrize("command", [["diff", "--json"], ["diff"], ["report", "--json", "-"]])
+def test_a_closed_stdout_is_a_quiet_exit(tmp_path, command):
+    """`fleetcheck diff --json a b | head`: the reader is gone before fleetcheck writes."""
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    dump_json(make_run(40, hostile=False), str(old))
+    dump_json(make_run(40, hostile=False, broken_every=2), str(new))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        files = [str(old), str(new)] if command[0] == "diff" else [str(new)]
+        proc = subprocess.run([sys.executable, "-m", "fleetcheck", command[0], *files,
+                               *command[1:]], stdout=write, stderr=subprocess.PIPE, text=True,
+                              cwd=str(tmp_path), timeout=60,
+                              env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                                  os.path.dirname(os.path.abspath(__file__)))))
+    finally:
+        os.close(write)
+    # nothing said of it (`report --json -` puts its summary on stderr, as always)
+    assert "Traceback" not in proc.stderr and "fleetcheck: error" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141  # as a program killed by SIGPIPE
