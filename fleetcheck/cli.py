@@ -389,6 +389,20 @@ def outputs_for(args: argparse.Namespace) -> Outputs:
     return Outputs(json_path, html_path, junit_path)
 
 
+def lock_given_outputs(args: argparse.Namespace, outputs: Outputs) -> list[int]:
+    """Every output path given or derived from one given, locked for this run (a default
+    reports/<timestamp>/ directory is this run's own already)."""
+    from fleetcheck.output_lock import lock_outputs
+    if args.json_path is None and args.html_path is None and args.junit_path is None:
+        return []
+    paths = [("--json", outputs.json)] if not outputs.piped else []
+    paths += [("--html", outputs.html)] if outputs.html else []
+    paths += [("--junit", outputs.junit)] if outputs.junit else []
+    if args.json_path is None and args.html_path is None:
+        paths = [p for p in paths if p[0] == "--junit"]
+    return lock_outputs(paths)
+
+
 def said_where(outputs: Outputs) -> None:
     """Where each output went (stderr when the results themselves are on stdout)."""
     lines = [("results", outputs.json if not outputs.piped else "stdout"),
@@ -443,6 +457,7 @@ def command_run(args: argparse.Namespace) -> int:
     if short:
         raise InputError("command line", None, "-j", short)
     outputs = outputs_for(args)  # last: the default one claims its directory
+    held = lock_given_outputs(args, outputs)  # until every output is written
     writer = ResultsWriter(outputs.json)
     interrupt_on_sigterm()
     with Progress(len(hosts)) as progress:
@@ -450,6 +465,8 @@ def command_run(args: argparse.Namespace) -> int:
                         on_start=progress.started, on_done=progress.finished,
                         checkpoint=None if outputs.piped else Checkpoints(writer))
     failed = write_outputs(run, writer, outputs, verbose=args.verbose)
+    for fd in held:
+        os.close(fd)
     said_where(outputs)
     if not run.complete:
         print("fleetcheck: interrupted: %s not finished; outputs marked incomplete"
