@@ -66,6 +66,8 @@ class DirInfo:
 class VcsInfo:
     OPEN = True
     commit_id: Any
+    vcs: Any
+    requested_revision: Any  # what was asked for: a branch, a tag, refs/pull/N/head
 
 
 @facts_class

@@ -228,6 +228,35 @@ def render_internal_errors(console: Console, run: RunResult) -> None:
     console.print(out)
 
 
+def source_words(source: dict[str, str]) -> str:
+    """A VCS install's origin: `git https://github.com/vllm-project/vllm @ refs/pull/40898/head
+    (commit 3cfc8f8b7e2d...)`."""
+    words = " ".join(w for w in (source.get("vcs"), source.get("url")) if w) or "?"
+    if source.get("requested_revision"):
+        words += " @ %s" % source["requested_revision"]
+    if source.get("commit"):
+        words += " (commit %s)" % source["commit"]
+    return words
+
+
+def render_sources(console: Console, run: RunResult) -> None:
+    """-v: where each VCS install (a PR build) came from, hosts with the same on one line."""
+    groups: dict[str, list[str]] = {}
+    for host in run.hosts:
+        if host.vllm and host.vllm.source:
+            groups.setdefault(source_words(host.vllm.source), []).append(host.name)
+    if not groups:
+        return
+    out = heading("Built from (direct_url.json):")
+    for words, names in groups.items():
+        shown = ", ".join(neutral(n) for n in names[:EVIDENCE_HOSTS_NAMED])
+        if len(names) > EVIDENCE_HOSTS_NAMED:
+            shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
+        out.append("  %s: %s\n" % (shown, neutral(words)))
+    out.rstrip()
+    console.print(out)
+
+
 def render_found_by(console: Console, run: RunResult) -> None:
     """Where each install was found and how, hosts with the same answer on one line;
     other installs seen on a host are named (they were not checked)."""
@@ -371,6 +400,8 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
                                                SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
+    if verbose:
+        render_sources(console, run)
     render_served(console, run)
     render_smoke(console, run)
     render_evidence(console, run, verbose, width)
