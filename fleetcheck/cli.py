@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     judge = sub.add_parser("judge", help="turn facts from probe-bundle scripts into results")
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
                                                 "`ansible --tree` output); none or - : stdin")
+    judge.add_argument("-i", "--inventory", dest="inventory", action="append", default=[],
+                       metavar="SOURCE", help="the inventory of the hosts the facts are from: "
+                       "their groups, variables, expectations and waivers (as for run)")
     judge.add_argument("--playbook", action="append",
                        help="the playbook the bundle was written from; repeatable")
     judge.add_argument("--json", dest="json_path", help="results JSON, - for stdout (as for run)")
@@ -661,8 +664,18 @@ def command_probe_bundle(args: argparse.Namespace) -> int:
 def command_judge(args: argparse.Namespace) -> int:
     from fleetcheck.judge import judge_facts
     playbook = tuned_playbook(args)
+    inventory = None
+    if args.inventory:
+        from fleetcheck.connectors import declarations
+        from fleetcheck.expectations import inventory_checks
+        from fleetcheck.waivers import check_inventory_waivers
+        read = read_inventory(args.inventory, DEFAULT_SCRIPT_TIMEOUT,
+                              {"smoke": check_override, **inventory_checks(),
+                               "waive": check_inventory_waivers}, declarations=declarations())
+        inventory = (" + ".join(args.inventory), read.hosts)
     run = judge_facts(args.facts, playbook, CommandLine(
-        args.expect_version, args.expect_commit, args.expect_same_build, args.expect_drafter))
+        args.expect_version, args.expect_commit, args.expect_same_build, args.expect_drafter),
+        inventory)
     outputs = outputs_for(args)
     failed = write_outputs(run, ResultsWriter(outputs.json), outputs, verbose=args.verbose)
     said_where(outputs)
