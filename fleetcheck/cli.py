@@ -149,10 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "intersects, ~regex, @file")
     run.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                      help="deadline per host, whole host (default %.0fs)" % DEFAULT_TIMEOUT)
-    run.add_argument("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts); "
-                                           "a file given must exist unless --host-key-policy "
-                                           "accept-new, which starts it")
-    run.add_argument("--ssh-config", help="ssh config file (default ~/.ssh/config if present)")
+    run.add_argument("--known-hosts", default=os.environ.get("FLEETCHECK_KNOWN_HOSTS"),
+                     help="known_hosts file (default $FLEETCHECK_KNOWN_HOSTS, else "
+                          "~/.ssh/known_hosts); a file given must exist unless "
+                          "--host-key-policy accept-new, which starts it")
+    run.add_argument("--ssh-config", default=os.environ.get("FLEETCHECK_SSH_CONFIG"),
+                     help="ssh config file (default $FLEETCHECK_SSH_CONFIG, else "
+                          "~/.ssh/config if present)")
     run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
                      help="strict: unknown hosts refused; accept-new: trust on first use "
                           "(a changed key is always refused)")
