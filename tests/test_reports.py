@@ -599,3 +599,12 @@ def test_a_closed_stdout_is_a_quiet_exit(tmp_path, command):
     # nothing said of it (`report --json -` puts its summary on stderr, as always)
     assert "Traceback" not in proc.stderr and "fleetcheck: error" not in proc.stderr, proc.stderr
     assert proc.returncode == 141  # as a program killed by SIGPIPE
+
+
+def test_the_acceptance_line_says_the_checks_status_the_table_has():
+    from fleetcheck.report.terminal import smoke_line
+    smoke = {"acceptance_rate": 0.31, "mean_acceptance_length": 4.2, "per_position": [0.8],
+             "requests": {"measured": 6}, "verdict": "inconclusive", "intervals": {}}
+    line = smoke_line(smoke, "warn")
+    assert line.endswith("over 6 requests: warn (inconclusive)"), line
+    assert smoke_line(dict(smoke, verdict="pass"), "pass").endswith(": pass")
