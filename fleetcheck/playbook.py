@@ -270,7 +270,7 @@ def load_playbooks(paths: list[str] | None) -> Playbook:
     for path in paths[1:]:
         more = load_playbook(path)
         data, _ = read_yaml_and_text(path)
-        for key in ("integrity", "smoke", "expect", "extends"):
+        for key in ("integrity", "smoke", "expect", "extends", "waive", "drop"):
             if key in data:
                 raise InputError(path, None, key, "only the first --playbook (%s) sets %s; a "
                                  "later one adds checks" % (paths[0], key))
