@@ -29,7 +29,7 @@ from fleetcheck.inventory import Host, apply_limit, read_inventory
 from fleetcheck.inventory.script import DEFAULT_SCRIPT_TIMEOUT
 from fleetcheck.node_agent import add_node_parser
 from fleetcheck.patches import read_patch
-from fleetcheck.playbook import Playbook, load_playbook
+from fleetcheck.playbook import Playbook, load_playbook, load_playbooks
 from fleetcheck.report.html import render_html
 from fleetcheck.report.terminal import Progress, render_summary
 from fleetcheck.faults import describe
@@ -51,6 +51,7 @@ DESCRIPTION = ("Before a vLLM rollout, check every box of a fleet over SSH (or i
                "code gates a CI job.")
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a program its pipe closed on
 
 
 def positive_int(text: str) -> int:
@@ -134,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inventory-timeout", type=positive_float, default=DEFAULT_SCRIPT_TIMEOUT,
                      help="deadline for a dynamic inventory script (default %.0fs)"
                           % DEFAULT_SCRIPT_TIMEOUT)
-    run.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    run.add_argument("--playbook", action="append",
+                     help="fix signatures (default: the packaged dflash.yaml); repeat it to "
+                          "add another playbook's checks")
     run.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
                      help="a pull request's diff (git diff, format-patch series or diff -u) "
                      "checked as one more check; repeatable")
@@ -151,10 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "intersects, ~regex, @file")
     run.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                      help="deadline per host, whole host (default %.0fs)" % DEFAULT_TIMEOUT)
-    run.add_argument("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts); "
-                                           "a file given must exist unless --host-key-policy "
-                                           "accept-new, which starts it")
-    run.add_argument("--ssh-config", help="ssh config file (default ~/.ssh/config if present)")
+    run.add_argument("--known-hosts", default=os.environ.get("FLEETCHECK_KNOWN_HOSTS"),
+                     help="known_hosts file (default $FLEETCHECK_KNOWN_HOSTS, else "
+                          "~/.ssh/known_hosts); a file given must exist unless "
+                          "--host-key-policy accept-new, which starts it")
+    run.add_argument("--ssh-config", default=os.environ.get("FLEETCHECK_SSH_CONFIG"),
+                     help="ssh config file (default $FLEETCHECK_SSH_CONFIG, else "
+                          "~/.ssh/config if present)")
     run.add_argument("--host-key-policy", choices=["strict", "accept-new"], default="strict",
                      help="strict: unknown hosts refused; accept-new: trust on first use "
                           "(a changed key is always refused)")
@@ -239,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "never overwritten)")
     bundle = sub.add_parser("probe-bundle", help="write the probe, plan inside, as one "
                                                  "script for another engine to run")
-    bundle.add_argument("--playbook", help="fix signatures (default: the packaged dflash.yaml)")
+    bundle.add_argument("--playbook", action="append",
+                        help="fix signatures (default: the packaged dflash.yaml); repeatable")
     bundle.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
                         help="a pull request's diff (git diff, format-patch series or diff -u) "
                         "checked as one more check; repeatable")
@@ -264,7 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     judge = sub.add_parser("judge", help="turn facts from probe-bundle scripts into results")
     judge.add_argument("facts", nargs="*", help="facts files (a document, JSON lines, or "
                                                 "`ansible --tree` output); none or - : stdin")
-    judge.add_argument("--playbook", help="the playbook the bundle was written from")
+    judge.add_argument("-i", "--inventory", dest="inventory", action="append", default=[],
+                       metavar="SOURCE", help="the inventory of the hosts the facts are from: "
+                       "their groups, variables, expectations and waivers (as for run)")
+    judge.add_argument("--playbook", action="append",
+                       help="the playbook the bundle was written from; repeatable")
     judge.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
                        help="as given to probe-bundle")
     judge.add_argument("--json", dest="json_path", help="results JSON, - for stdout (as for run)")
@@ -401,6 +412,20 @@ def outputs_for(args: argparse.Namespace) -> Outputs:
     return Outputs(json_path, html_path, junit_path)
 
 
+def lock_given_outputs(args: argparse.Namespace, outputs: Outputs) -> list[int]:
+    """Every output path given or derived from one given, locked for this run (a default
+    reports/<timestamp>/ directory is this run's own already)."""
+    from fleetcheck.output_lock import lock_outputs
+    if args.json_path is None and args.html_path is None and args.junit_path is None:
+        return []
+    paths = [("--json", outputs.json)] if not outputs.piped else []
+    paths += [("--html", outputs.html)] if outputs.html else []
+    paths += [("--junit", outputs.junit)] if outputs.junit else []
+    if args.json_path is None and args.html_path is None:
+        paths = [p for p in paths if p[0] == "--junit"]
+    return lock_outputs(paths)
+
+
 def said_where(outputs: Outputs) -> None:
     """Where each output went (stderr when the results themselves are on stdout)."""
     lines = [("results", outputs.json if not outputs.piped else "stdout"),
@@ -415,7 +440,11 @@ def command_run(args: argparse.Namespace) -> int:
         raise InputError("command line", None, "inventory", "give an inventory (positional "
                          "or -i SOURCE)")
     from fleetcheck.connectors import declarations
-    inventory = read_inventory(sources, args.inventory_timeout, {"smoke": check_override},
+    from fleetcheck.expectations import inventory_checks
+    from fleetcheck.waivers import check_inventory_waivers, host_waivers
+    inventory = read_inventory(sources, args.inventory_timeout,
+                               {"smoke": check_override, **inventory_checks(),
+                                "waive": check_inventory_waivers},
                                declarations=declarations())
     inventory_name = " + ".join(sources)
     hosts = apply_limit(inventory.hosts, args.limit, inventory_name, inventory.groups)
@@ -443,19 +472,24 @@ def command_run(args: argparse.Namespace) -> int:
                          expected=expected,
                          drafters=resolve_drafters(hosts, playbook.expect_drafter,
                                                    args.expect_drafter, args.inventory),
-                         load_config=not args.no_config_load)
+                         load_config=not args.no_config_load,
+                         waivers=host_waivers(hosts, inventory_name))
     refuse_stdout_but_json(args)
     prove_smoke_templates(hosts, playbook, options)
     short = shortfall(args.parallel, len(hosts))
     if short:
         raise InputError("command line", None, "-j", short)
     outputs = outputs_for(args)  # last: the default one claims its directory
+    held = lock_given_outputs(args, outputs)  # until every output is written
     writer = ResultsWriter(outputs.json)
+    interrupt_on_sigterm()
     with Progress(len(hosts)) as progress:
         run = run_fleet(hosts, playbook, options, inventory_name=inventory_name,
                         on_start=progress.started, on_done=progress.finished,
                         checkpoint=None if outputs.piped else Checkpoints(writer))
     failed = write_outputs(run, writer, outputs, verbose=args.verbose)
+    for fd in held:
+        os.close(fd)
     said_where(outputs)
     failed += write_metrics_output(run, args.metrics_path, outputs)
     if not run.complete:
@@ -465,6 +499,17 @@ def command_run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # do not wait for hosts still inside their deadlines
     return exit_code(run, failed)
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, a supervisor stopping) stops a run as Ctrl-C does:
+    the hosts' probes are told to stop and the outputs are written, marked incomplete."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def cache_directory() -> str:
@@ -506,10 +551,14 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     Returns the outputs that failed."""
     html_path, junit_path = outputs.html, outputs.junit
     failed = []
+    closed: list[str] = []
 
     def attempt(label: str, where: str, write: Callable[[], None]) -> None:
         try:
             write()
+        except BrokenPipeError:  # stdout's reader went away: the other outputs still go out
+            closed.append(label)
+            closed_stdout()
         except OSError as exc:  # the machine's doing (a missing directory, a full disk)
             failed.append(label)
             print("fleetcheck: error: %s: the %s could not be written: %s: %s"
@@ -533,6 +582,8 @@ def write_outputs(run: RunResult, writer: ResultsWriter | None, outputs: Outputs
     summary_to = sys.stderr if outputs.piped else sys.stdout
     attempt("terminal summary", "stderr" if outputs.piped else "stdout",
             lambda: render_summary(run, summary_to, verbose=verbose))
+    if closed:  # every file is written: now the quiet exit of a closed stdout
+        raise BrokenPipeError("stdout closed while writing the %s" % closed[0])
     return failed
 
 
@@ -605,11 +656,26 @@ def command_report(args: argparse.Namespace) -> int:
     return exit_code(run, failed)
 
 
+def say_replaced_checks(playbook: Playbook) -> None:
+    """A playbook of one's own without `extends:` runs instead of the packaged checks:
+    said, since the DFlash checks are then not run."""
+    packaged = load_playbook()
+    if any(playbook.check_sources.get(c.id) == packaged.source for c in packaged.checks) or \
+            playbook.source == packaged.source:
+        return
+    missing = [c.id for c in packaged.checks if c.id not in playbook.check_sources]
+    if missing:
+        print("fleetcheck: note: %s replaces the packaged checks (%s are not run); "
+              "`extends: dflash` in it adds its checks to them instead"
+              % (playbook.source, ", ".join(missing)), file=sys.stderr)
+
+
 def tuned_playbook(args: argparse.Namespace) -> Playbook:
     """The playbook with the command line's integrity switches applied."""
-    playbook = load_playbook(args.playbook)
+    playbook = load_playbooks(args.playbook)
     for path in getattr(args, "patches", None) or []:
         playbook.add_patch(read_patch(path), path)
+    say_replaced_checks(playbook)
     if getattr(args, "deep", False):
         playbook.integrity.deep = True
     if args.no_import_check:
@@ -637,8 +703,18 @@ def command_probe_bundle(args: argparse.Namespace) -> int:
 def command_judge(args: argparse.Namespace) -> int:
     from fleetcheck.judge import judge_facts
     playbook = tuned_playbook(args)
+    inventory = None
+    if args.inventory:
+        from fleetcheck.connectors import declarations
+        from fleetcheck.expectations import inventory_checks
+        from fleetcheck.waivers import check_inventory_waivers
+        read = read_inventory(args.inventory, DEFAULT_SCRIPT_TIMEOUT,
+                              {"smoke": check_override, **inventory_checks(),
+                               "waive": check_inventory_waivers}, declarations=declarations())
+        inventory = (" + ".join(args.inventory), read.hosts)
     run = judge_facts(args.facts, playbook, CommandLine(
-        args.expect_version, args.expect_commit, args.expect_same_build, args.expect_drafter))
+        args.expect_version, args.expect_commit, args.expect_same_build, args.expect_drafter),
+        inventory)
     outputs = outputs_for(args)
     failed = write_outputs(run, ResultsWriter(outputs.json), outputs, verbose=args.verbose)
     said_where(outputs)
@@ -723,4 +799,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return closed_stdout()
     return EXIT_INPUT
+
+
+def closed_stdout() -> int:
+    """The reader of stdout went away (`fleetcheck diff --json a b | head`): a quiet exit
+    as a program killed by SIGPIPE, with stdout pointed at /dev/null so the interpreter's
+    last flush says nothing either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT

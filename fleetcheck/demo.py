@@ -26,7 +26,7 @@ from fleetcheck.lab.testhosts import (AddressInUse, LoopbackFleet, free_loopback
                                       missing_requirements)
 from fleetcheck.status import Status
 
-DEMO_VENV = "/opt/fleetcheck-demo-env"
+DEMO_VENV = "/opt/ml-env"  # where the README's example inventories say vLLM is
 REPORT_DIR = os.path.join("reports", "demo")
 
 
@@ -127,15 +127,36 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
             }
             for spec in hosts.values():
                 spec.update({"ansible_user": "root", "key": fleet.client_key, "venv": DEMO_VENV})
-            return _run(run_fleetcheck, hosts, fleet.known_hosts, keep)
+            ssh_config = write_ssh_config(hosts, fleet.client_key) if keep else None
+            try:
+                return _run(run_fleetcheck, hosts, fleet.known_hosts, keep, ssh_config)
+            finally:
+                if ssh_config:
+                    os.unlink(ssh_config)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
+def write_ssh_config(hosts: dict, key: str) -> str:
+    """reports/demo/ssh_config: the demo's hosts by the names the README's inventories use
+    (gpu-healthy, gpu-stale, gpu-down), for as long as the fleet is up (their keys are in
+    its known_hosts, which FLEETCHECK_KNOWN_HOSTS names)."""
+    path = os.path.abspath(os.path.join(REPORT_DIR, "ssh_config"))
+    lines = ["# fleetcheck demo --keep: its hosts, while it runs"]
+    for name, spec in hosts.items():
+        lines += ["Host %s" % name, "  HostName %s" % spec["ansible_host"], "  User root",
+                  "  IdentityFile %s" % key]
+        if "port" in spec:
+            lines.append("  Port %d" % spec["port"])
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return path
+
+
 def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: str,
-         keep: bool) -> int:
+         keep: bool, ssh_config: str | None = None) -> int:
     inventory = os.path.join(REPORT_DIR, "inventory.yaml")  # kept: the results name it
     results = os.path.join(REPORT_DIR, "results.json")
     with open(inventory, "w", encoding="utf-8") as handle:
@@ -155,6 +176,10 @@ def _run(run_fleetcheck: Callable[[list[str]], int], hosts: dict, known_hosts: s
               "failed, on gpu-stale):\n%s\nreport: %s" % (code, saw, report), file=sys.stderr)
     command = "fleetcheck run %s --known-hosts %s" % (os.path.abspath(inventory), known_hosts)
     if keep:
+        if ssh_config:  # the README's commands, as written, in a shell with these set
+            print("\nThe README's examples (hosts.yaml, hosts.ini) reach this fleet by name "
+                  "in a shell with:\n  export FLEETCHECK_SSH_CONFIG=%s FLEETCHECK_KNOWN_HOSTS=%s"
+                  % (ssh_config, known_hosts), file=sys.stderr)
         print("\nThe demo fleet stays up until Ctrl-C. Its inventory: %s\nTry:\n  %s\n"
               "  %s --limit gpu-stale -v\n  fleetcheck report %s --junit demo.xml\n"
               % (os.path.abspath(inventory), command, command, os.path.abspath(results)),

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleetcheck.input_error import InputError
+from fleetcheck.input_error import InputError, set_in
 
 REPO = re.compile(r"^(?:/[^\x00-\x1f@]+|[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?)$")
 REVISION = re.compile(r"^[0-9a-fA-F]{7,40}$")
@@ -60,11 +60,15 @@ def resolve_drafters(hosts: list[Any], playbook: DrafterExpectation | None,
         mine = given
         if mine is None and raw is not None:
             if raw not in parsed:
-                where = "host '%s'%s" % (host.name, " (groups: %s)" % ", ".join(host.groups)
-                                         if host.groups else "")
-                parsed[raw] = parse_drafter(raw, inventory, where, "fleetcheck_expect_drafter",
-                                            "inventory %s: fleetcheck_expect_drafter"
-                                            % inventory)
+                origin = getattr(host, "origins", {}).get("expect_drafter")
+                if origin is not None:
+                    source, where, field = origin.source, origin.where, origin.variable
+                else:
+                    source, field = inventory, "fleetcheck_expect_drafter"
+                    where = "host '%s'%s" % (host.name, " (groups: %s)" % ", ".join(
+                        host.groups) if host.groups else "")
+                parsed[raw] = parse_drafter(raw, source, where, field,
+                                            set_in(host, "expect_drafter", inventory))
             mine = parsed[raw]
         mine = mine or playbook
         if mine is not None:

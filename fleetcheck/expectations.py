@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from fleetcheck.input_error import InputError
+from fleetcheck.input_error import InputError, set_in
 from fleetcheck.versions import pep440
 
 if TYPE_CHECKING:  # packaging costs ~20 ms to import: only runs that expect a build pay it
@@ -146,10 +146,10 @@ def resolve(hosts: list[Any], playbook: BuildExpectation, cli: CommandLine,
         host_commit = commit
         if host_version is None and host.expect_version is not None:
             host_version = Expected(_inventory_value(parsed, hosts, host, "version", inventory),
-                                    "inventory %s: fleetcheck_expect_version" % inventory)
+                                    set_in(host, "expect_version", inventory))
         if host_commit is None and host.expect_commit is not None:
             host_commit = Expected(_inventory_value(parsed, hosts, host, "commit", inventory),
-                                   "inventory %s: fleetcheck_expect_commit" % inventory)
+                                   set_in(host, "expect_commit", inventory))
         expectation = BuildExpectation(host_version or playbook.version,
                                        host_commit or playbook.commit, same)
         if expectation.is_set():
@@ -231,3 +231,17 @@ def names(hosts: list[str], shown: int = 10) -> str:
     """A list of host names that stays readable at fleet scale."""
     more = len(hosts) - shown
     return ", ".join(hosts[:shown]) + (" and %d more" % more if more > 0 else "")
+
+
+def check_inventory_version(source: str, where: str, raw: Any) -> None:
+    parse_specifier(raw, source, where, "fleetcheck_expect_version")
+
+
+def check_inventory_commit(source: str, where: str, raw: Any) -> None:
+    parse_commit(raw, source, where, "fleetcheck_expect_commit")
+
+
+def inventory_checks() -> dict[str, Callable[[str, str, Any], None]]:
+    """The inventory's expectations checked as it is read (inventory/hosts.py's
+    FeatureCheck), so a bad one is said with every other mistake of its vars file."""
+    return {"expect_version": check_inventory_version, "expect_commit": check_inventory_commit}

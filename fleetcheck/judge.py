@@ -9,13 +9,16 @@ is that host's `unreachable` / `error` result, as in `run`: it never stops the o
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import shlex
 import sys
 from typing import Any, Iterator
 
 from fleetcheck import __version__
+from fleetcheck.checks.waived import apply_waivers
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.faults import inject, internal_error
 from fleetcheck.input_error import InputError
@@ -28,6 +31,7 @@ from fleetcheck.wire_protocol import decode_answer
 from fleetcheck.text import is_clean_name, is_int, printable
 from fleetcheck.results import HostError, HostResult, RunResult, host_status, now_iso
 from fleetcheck.status import ErrorKind
+from fleetcheck.waivers import host_waivers
 from fleetcheck.connectors.base import CommandResult, TransportError
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -113,10 +117,32 @@ def file_host(path: str) -> str:
     return name
 
 
+# `ansible HOSTS -m script ...` without --tree prints one of these per host
+ANSIBLE_CONSOLE = re.compile(r"^\S+ \| (SUCCESS|CHANGED|FAILED!|UNREACHABLE!)( \| rc=-?\d+)? "
+                             r"(=>|>>)", re.M)
+COLLECT_FACTS = ("collect facts with `ansible all -i INVENTORY -m script -a 'probe.py --host "
+                 "{{ inventory_hostname }}' --tree facts/` (one result per host) and run "
+                 "`fleetcheck judge facts/*`, or save what the probe prints on each node")
+
+
+def refuse_console_output(path: str, text: str) -> None:
+    """Ansible's console output fed to judge by mistake would be a phantom host named
+    after the file: said for what it is, with how to collect facts instead."""
+    found = ANSIBLE_CONSOLE.search(text)
+    if found is None:
+        return
+    line = text.count("\n", 0, found.start()) + 1
+    shown = printable(text[found.start():].split("\n", 1)[0].encode("utf-8"), 80)
+    raise InputError(path, "line %d" % line, None, "this looks like Ansible's console output "
+                     "(`%s`), not the probe's facts: %s" % (shown, COLLECT_FACTS))
+
+
 def answers(path: str) -> Iterator[Answer]:
     text = read_text(path)
     if not text.strip():
         raise InputError(path, None, None, "no facts in this file")
+    if not holds_json(text):
+        refuse_console_output(path, text)
     for line, document in documents(path, text):
         where = path if line is None else "%s line %d" % (path, line)
         if is_results(document):
@@ -138,6 +164,11 @@ def answers(path: str) -> Iterator[Answer]:
         else:
             raise InputError(where, None, None, "not a fleetcheck facts document (%s)"
                              % printable(str(document).encode("utf-8"), 80))
+
+
+def holds_json(text: str) -> bool:
+    """The file starts as JSON does (facts, JSON lines, an --tree result)."""
+    return text.lstrip()[:1] in ("{", "[")
 
 
 def ansible_answer(name: str, where: str, result: dict[str, Any]) -> Answer:
@@ -186,8 +217,10 @@ def gathered_for(facts: Any, drafter: DrafterExpectation, answer: Answer) -> Non
 
 
 def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any],
-                 drafters: dict[str, DrafterExpectation] | None = None) -> HostResult:
-    host = Host(name=answer.name, address=answer.name)
+                 drafters: dict[str, DrafterExpectation] | None = None,
+                 host: Host | None = None) -> HostResult:
+    """`host`: the inventory's host of that name (its groups), when judge was given one."""
+    host = host or Host(name=answer.name, address=answer.name)
     error = None
     info = None
     checks = []
@@ -214,23 +247,46 @@ def judge_answer(answer: Answer, plan: CheckPlan, expected: dict[str, Any],
     if error is not None:
         checks = plan.not_run("%s (%s)" % (error.kind, error.message))
         info = None
-    return HostResult(name=host.name, address=host.destination, groups=[],
+    return HostResult(name=host.name, address=host.destination, groups=list(host.groups),
                       status=host_status([] if error else checks, error), error=error,
                       vllm=info, checks=checks, served=served)
 
 
-def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine) -> RunResult:
+def judge_facts(paths: list[str], playbook: Playbook, cli: CommandLine,
+                inventory: tuple[str, list[Host]] | None = None) -> RunResult:
     """The run these facts make: every host judged as `run` judges it, then the checks
-    that need the whole fleet (same build)."""
+    that need the whole fleet (same build). With `inventory` (its name and hosts, as
+    `run` reads them), each host has its groups, variables, expectations and waivers, and
+    an inventory host no file holds facts for is in the results, saying so."""
     started = now_iso()
     collected = collect(paths)
-    hosts = [Host(name=a.name, address=a.name) for a in collected]
-    expected = resolve(hosts, playbook.expect, cli, "facts")
-    drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, "facts")
+    known = {h.name: h for h in inventory[1]} if inventory else {}
+    hosts = [known.get(a.name) or Host(name=a.name, address=a.name) for a in collected]
+    missing = [h for name, h in known.items() if name not in {a.name for a in collected}]
+    label = inventory[0] if inventory else "facts"
+    expected = resolve(hosts + missing, playbook.expect, cli, label)
+    drafters = resolve_drafters(hosts, playbook.expect_drafter, cli.drafter, label)
     plan = CheckPlan(playbook, smoke=False, build=bool(expected))  # no smoke on this path
-    run = RunResult(started_at=started, inventory="facts: " + ", ".join(paths or ["stdin"]),
+    judged = [judge_answer(answer, plan, expected, drafters, host)
+              for answer, host in zip(collected, hosts)]
+    absent = [no_facts(host, plan, paths) for host in missing]
+    order = {h.name: i for i, h in enumerate(inventory[1])} if inventory else {}
+    results = sorted(judged + absent, key=lambda h: order.get(h.name, len(order)))
+    run = RunResult(started_at=started,
+                    inventory=("%s + " % label if inventory else "") + "facts: " + ", ".join(
+                        paths or ["stdin"]),
                     playbook=playbook.source, fleetcheck_version=__version__,
-                    hosts=[judge_answer(answer, plan, expected, drafters)
-                           for answer in collected],
-                    complete=True, finished_at=now_iso())
-    return finish_run(run, playbook, drafters)
+                    hosts=results, complete=True, finished_at=now_iso())
+    return apply_waivers(finish_run(run, playbook, drafters),
+                         host_waivers(hosts + missing, label), playbook.waive,
+                         datetime.datetime.now(datetime.timezone.utc).date())
+
+
+def no_facts(host: Host, plan: CheckPlan, paths: list[str]) -> HostResult:
+    """An inventory host whose facts none of the files hold: in the results, never left out."""
+    error = HostError(kind=ErrorKind.PROBE.value, message="no facts for this host in %s: "
+                      "the probe did not run there, or its output was not saved"
+                      % ", ".join(paths or ["stdin"]))
+    return HostResult(name=host.name, address=host.destination, groups=list(host.groups),
+                      status=host_status([], error), error=error,
+                      checks=plan.not_run("%s (%s)" % (error.kind, error.message)))

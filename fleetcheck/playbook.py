@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fleetcheck.input_error import InputError
 from fleetcheck.drafter_expectations import DrafterExpectation, parse_drafter
 from fleetcheck.expectations import BuildExpectation, playbook_expectation
 from fleetcheck.patches import PatchCheck, patch_from_entry
+from fleetcheck.waivers import Waiver, playbook_waivers
 from fleetcheck.yamlfile import comment_cut, read_yaml_and_text
 from fleetcheck.probe.lexer import compile_pattern
 from fleetcheck.smoke_settings import SmokeSettings, validate_smoke
@@ -86,6 +87,8 @@ class Playbook:
     expect: BuildExpectation = field(default_factory=BuildExpectation)
     expect_drafter: DrafterExpectation | None = None  # expect: drafter:
     patches: list[PatchCheck] = field(default_factory=list)  # patches: and --patch
+    check_sources: dict[str, str] = field(default_factory=dict)  # check id -> its file
+    waive: tuple[tuple[str, Waiver], ...] = ()  # (build, waiver): waivers.playbook_waivers
 
     def probe_signatures(self) -> list[dict[str, Any]]:
         return [check.signature() for check in self.checks]
@@ -264,6 +267,39 @@ def _check(source: str, index: int, raw: Any) -> FixCheck:
                     fixed_in=str(raw["fixed_in"]) if raw.get("fixed_in") else None)
 
 
+# `extends:` names a packaged playbook by its name
+PACKAGED_PLAYBOOKS = {"dflash": PACKAGED_PLAYBOOK}
+OWN_KEYS = {"name", "description", "checks", "integrity", "smoke", "expect", "waive",
+            "patches"}
+COMPOSE_KEYS = {"extends", "drop"}
+
+
+def load_playbooks(paths: list[str] | None) -> Playbook:
+    """The playbook of a run from every --playbook given, in order: the first is read
+    whole (with what it extends); each later one adds its checks, and may set nothing
+    else. A check id two files define is an error naming both."""
+    if not paths:
+        return load_playbook()
+    playbook = load_playbook(paths[0])
+    for path in paths[1:]:
+        more = load_playbook(path)
+        data, _ = read_yaml_and_text(path)
+        for key in ("integrity", "smoke", "expect", "extends", "waive", "drop"):
+            if key in data:
+                raise InputError(path, None, key, "only the first --playbook (%s) sets %s; a "
+                                 "later one adds checks" % (paths[0], key))
+        for check in more.checks:
+            if check.id in playbook.check_sources:
+                raise InputError(path, "check '%s'" % check.id, "id", "defined twice: also in "
+                                 "%s" % playbook.check_sources[check.id])
+            playbook.checks.append(check)
+            playbook.check_sources[check.id] = path
+        for patch in more.patches:
+            playbook.add_patch(patch, path)
+        playbook.source += " + " + path
+    return playbook
+
+
 def load_playbook(path: str | None = None) -> Playbook:
     source = path or PACKAGED_PLAYBOOK
     data, text = read_yaml_and_text(source)
@@ -275,32 +311,76 @@ def load_playbook(path: str | None = None) -> Playbook:
                              "YAML comment; quote the whole value (%s: \"%s %s\")"
                              % (value, comment, key, value, comment))
     for key in data:
-        if key not in {"name", "description", "checks", "integrity", "smoke", "expect",
-                       "patches"}:
+        if key not in OWN_KEYS | COMPOSE_KEYS:
             raise InputError(source, None, str(key), "unknown key")
+    base = _extended(source, data)
     patches_raw = data.get("patches") or []
     if not isinstance(patches_raw, list):
         raise InputError(source, None, "patches", "must be a list of diffs (paths or "
                          "{file, id, title, reference})")
-    checks_raw = data.get("checks")
-    if not (isinstance(checks_raw, list) and checks_raw) and \
-            not (patches_raw and checks_raw is None):
+    checks_raw = data.get("checks", [] if base is not None or patches_raw else None)
+    if not isinstance(checks_raw, list) or (not checks_raw and base is None
+                                            and not patches_raw):
         raise InputError(source, None, "checks", "must be a non-empty list")
-    checks = [_check(source, i, c) for i, c in enumerate(checks_raw or [])]
-    seen = set()
-    for check in checks:
-        if check.id in seen:
-            raise InputError(source, "check '%s'" % check.id, "id", "defined twice")
-        seen.add(check.id)
-    playbook = Playbook(name=str(data.get("name") or os.path.basename(source)), source=source,
-                        checks=checks, description=str(data.get("description") or ""),
-                        integrity=_integrity(source, data.get("integrity")),
-                        smoke=validate_smoke(source, None, data.get("smoke"), SmokeSettings()),
-                        expect=playbook_expectation(data.get("expect"), source),
-                        expect_drafter=_expected_drafter(source, data.get("expect")))
+    own_checks = [_check(source, i, c) for i, c in enumerate(checks_raw)]
+    inherited: list[FixCheck] = []
+    if base is not None:
+        inherited = _kept(source, base, data.get("drop"))
+    elif "drop" in data:
+        raise InputError(source, None, "drop", "drops checks of the playbook it extends: "
+                         "set extends: first")
+    sources = {c.id: base.check_sources[c.id] for c in inherited} if base else {}
+    for check in own_checks:
+        if check.id in sources:
+            raise InputError(source, "check '%s'" % check.id, "id", "defined twice%s" % (
+                "" if sources[check.id] == source else ": also in %s" % sources[check.id]))
+        sources[check.id] = source
+    checks = inherited + own_checks
+    if not checks and not patches_raw:
+        raise InputError(source, None, "drop", "drops every check: nothing left to run")
+
+    def own(key: str, read: Callable[[], Any], inherited: Any) -> Any:
+        return read() if key in data or base is None else inherited
+
+    playbook = Playbook(
+        name=str(data.get("name") or os.path.basename(source)), source=source,
+        checks=checks, description=str(data.get("description") or ""),
+        integrity=own("integrity", lambda: _integrity(source, data.get("integrity")),
+                      base and base.integrity),
+        smoke=own("smoke", lambda: validate_smoke(source, None, data.get("smoke"),
+                                                  SmokeSettings()), base and base.smoke),
+        expect=own("expect", lambda: playbook_expectation(data.get("expect"), source),
+                   base and base.expect),
+        expect_drafter=own("expect", lambda: _expected_drafter(source, data.get("expect")),
+                           base and base.expect_drafter),
+        check_sources=sources,
+        waive=own("waive", lambda: playbook_waivers(data.get("waive"), source),
+                  base and base.waive))
     for index, entry in enumerate(patches_raw):
         playbook.add_patch(patch_from_entry(entry, source, "patches[%d]" % index), source)
     return playbook
+
+
+def _extended(source: str, data: dict[str, Any]) -> Playbook | None:
+    """The packaged playbook `extends:` names (its checks come first), or None."""
+    name = data.get("extends")
+    if name is None:
+        return None
+    if name not in PACKAGED_PLAYBOOKS:
+        raise InputError(source, None, "extends", "names a packaged playbook: one of %s, got %r"
+                         % (", ".join(sorted(PACKAGED_PLAYBOOKS)), name))
+    return load_playbook(PACKAGED_PLAYBOOKS[name])
+
+
+def _kept(source: str, base: Playbook, drop: Any) -> list[FixCheck]:
+    """The extended playbook's checks, less the ones `drop:` lists (each must be one)."""
+    dropped = _str_list(source, "drop", "drop", drop) if drop is not None else ()
+    known = {c.id for c in base.checks}
+    for check_id in dropped:
+        if check_id not in known:
+            raise InputError(source, "drop", check_id, "is not a check of %s (its checks: %s)"
+                             % (base.name, ", ".join(sorted(known))))
+    return [c for c in base.checks if c.id not in dropped]
 
 
 def _expected_drafter(source: str, raw: Any) -> DrafterExpectation | None:

@@ -102,6 +102,8 @@ class VllmInfo:
     record_sha256: str | None = None  # sha256 of the dist-info's RECORD: which files the build has
     found_by: str | None = None  # how the install was found (inventory venv, running server ...)
     other_installs: list[dict[str, Any]] | None = None  # more vllm installs seen, not checked
+    # a VCS install's origin (direct_url.json): url, requested_revision, commit, vcs
+    source: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ that stops the fleet."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -14,6 +15,7 @@ from fleetcheck import __version__
 from fleetcheck.connection_settings import ConnectionSettings
 from fleetcheck.checks.plan import CheckPlan, MissingFacts, finish_run
 from fleetcheck.checks.served_entries import served_summary
+from fleetcheck.checks.waived import apply_waivers
 from fleetcheck.drafter_expectations import DrafterExpectation
 from fleetcheck.engine_logs import fill_engine_logs
 from fleetcheck.expectations import BuildExpectation
@@ -27,8 +29,10 @@ from fleetcheck.wire_protocol import (cut_answer_field, decode_answer, host_plan
 from fleetcheck.results import HostError, HostResult, RunResult, host_status, now_iso
 from fleetcheck.shared_analysis import ALONE, QUESTION, SharedAnalysis
 from fleetcheck.smoke_settings import SmokeSettings, prompt_set, smoke_plan, validate_smoke
+from fleetcheck.waivers import Waiver
 from fleetcheck.connectors import Registry
 from fleetcheck.connectors.base import Answerer, Deadline, Target, TransportError
+from fleetcheck.connectors.dialogue import CANCEL_GRACE_S
 
 if TYPE_CHECKING:  # the SSH library loads with the first SSH host, not with the runner
     from fleetcheck.connectors.ssh import SshSettings
@@ -50,6 +54,8 @@ class RunOptions:
     # host name -> the drafter it must serve (drafter_expectations.resolve_drafters)
     drafters: dict[str, DrafterExpectation] = field(default_factory=dict)
     load_config: bool = True  # --no-config-load: drafter-loaded skips the loader child
+    # host name -> its inventory waivers (waivers.host_waivers); the playbook's per build
+    waivers: dict[str, tuple[Waiver, ...]] = field(default_factory=dict)
 
 
 def host_smoke(host: Host, playbook: Playbook, forced: bool | None) -> SmokeSettings | None:
@@ -138,6 +144,11 @@ def shared_answerer(shared: SharedAnalysis, name: str, deadline: Deadline,
     return asked
 
 
+def no_question(line: bytes) -> None:
+    """Without shared analysis the probe asks nothing: its first line stays its answer's."""
+    return None
+
+
 def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook: Playbook,
                  signatures: list[dict[str, Any]], options: RunOptions,
                  smoke: SmokeSettings | None, deadline: Deadline,
@@ -159,7 +170,9 @@ def probe_target(host: Host, reach: ConnectionSettings, target: Target, playbook
             plan["smoke"] = smoke_plan(host, smoke)
             plan["prompts"] = prompt_set(smoke.prompt_set)["prompts"]
         inject("plan", name)
-        asked = shared_answerer(shared, name, deadline, cancel) if shared is not None else None
+        asked = shared_answerer(shared, name, deadline, cancel) if shared is not None \
+            else no_question
+        plan["input_held"] = True  # stdin stays open to the end: its close is a cancel
         session = target.session
         if getattr(session, "reads_engine_log", False):
             plan["served"]["engine_log"] = True
@@ -251,6 +264,20 @@ CHECKPOINT_CPU_SHARE = 0.05  # of the controller's CPU, at most, spent on checkp
 CHECKPOINT_STALE_S = 1.0  # past this, a checkpoint is written whatever it costs
 
 
+def stop_running(futures: dict[Future, Host]) -> list[Future]:
+    """After a cancel: no host starts, and the running ones are given their grace to stop
+    (each probe sees its stdin close, stops its load and tears down a server it launched)
+    before the run ends; a second Ctrl-C ends the wait. Returns the hosts' futures that
+    finished with a result."""
+    for future in futures:
+        future.cancel()
+    try:
+        wait([f for f in futures if not f.done()], timeout=CANCEL_GRACE_S + 5.0)
+    except KeyboardInterrupt:
+        pass
+    return [f for f in futures if f.done() and not f.cancelled() and f.exception() is None]
+
+
 def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
               inventory_name: str, on_done: Callable[[HostResult], None] | None = None,
               on_start: Callable[[Host], None] | None = None,
@@ -323,6 +350,7 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel),
                               thread_name_prefix="fleetcheck-host")
+    futures: dict[Future, Host] = {}
     try:
         if checkpoint:
             write_checkpoint()
@@ -349,9 +377,15 @@ def run_fleet(hosts: list[Host], playbook: Playbook, options: RunOptions,
         complete = True
     except KeyboardInterrupt:
         cancel.set()
+        for future in stop_running(futures):  # hosts that finished all the same
+            name, results = future.result()
+            if not any(r.error is not None and r.error.kind == ErrorKind.INTERRUPTED.value
+                       for r in results):
+                done.setdefault(name, results)
     finally:
         pool.shutdown(wait=complete, cancel_futures=True)
     report(unreported)
     run = assemble(replace(run, complete=complete), hosts, done, playbook, options, started,
                    "run interrupted (Ctrl-C) before this host finished")
-    return finish_run(run, playbook, options.drafters)
+    return apply_waivers(finish_run(run, playbook, options.drafters), options.waivers,
+                         playbook.waive, datetime.datetime.now(datetime.timezone.utc).date())

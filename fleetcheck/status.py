@@ -15,6 +15,7 @@ class Status(str, Enum):
     WARN = "warn"
     ERROR = "error"
     SKIP = "skip"
+    WAIVED = "waived"  # checks only: a fail accepted by a waiver until its date
     UNREACHABLE = "unreachable"  # hosts only
 
     # the word, wherever it is written (messages, templates, XML), as in the JSON
@@ -26,26 +27,28 @@ class Status(str, Enum):
         return RANK[self]
 
 
-RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.ERROR: 3,
+RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WAIVED: 2, Status.WARN: 2, Status.ERROR: 3,
         Status.UNREACHABLE: 3, Status.FAIL: 4}
 # one character per status, for a matrix cell (terminal and HTML)
 SYMBOLS = {Status.PASS.value: "✓", Status.FAIL.value: "✗", Status.WARN.value: "!",
-           Status.ERROR.value: "E", Status.SKIP.value: "-", Status.UNREACHABLE.value: "?"}
+           Status.ERROR.value: "E", Status.SKIP.value: "-", Status.UNREACHABLE.value: "?",
+           Status.WAIVED.value: "~"}
 # a check that never ran (its host failed first) is marked apart from a skip
 NOT_RUN_SYMBOL = "·"
 # a host in one of these may be rolled out to (warnings are read, not blocking)
 READY = frozenset({Status.PASS.value, Status.WARN.value})
 CHECK_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,
-                                         Status.SKIP))
+                                         Status.SKIP, Status.WAIVED))
 HOST_STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.WARN, Status.ERROR,
                                         Status.UNREACHABLE))
 
 
 def worst(statuses: list[str]) -> Status:
     """The status a host takes from its checks: the worst; a host whose checks were all
-    skipped passes (nothing was found wrong)."""
+    skipped passes (nothing was found wrong); a waived failure makes it warn (ready, with
+    something to read)."""
     found = max((Status(s) for s in statuses), key=lambda s: s.rank)
-    return Status.PASS if found is Status.SKIP else found
+    return {Status.SKIP: Status.PASS, Status.WAIVED: Status.WARN}.get(found, found)
 
 
 def worse(new: str, old: str) -> bool:

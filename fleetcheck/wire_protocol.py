@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 # each runs only when first imported: a host that verifies its build's bytes never pays
 # for the analysis modules (nor the re and ast imports they need).
 BOOTSTRAP = (
-    "import sys,marshal,zlib,_frozen_importlib as i,_frozen_importlib_external as e\n"
+    "import sys\n"
+    "sys.path[:]=[p for p in sys.path if p]\n"  # -I's job where -I is unknown (before 3.4)
+    "if sys.version_info<(3,8):sys.stderr.write('fleetcheck-probe: too old: %s at %s\\n'%(sys.version.split()[0],"
+    "sys.executable));sys.exit(3)\n"
+    "import marshal,zlib,_frozen_importlib as i,_frozen_importlib_external as e\n"
     "b=sys.stdin.buffer;h=b.readline().split()\n"
     "m=zlib.decompress(b.read(int(h[1])));s=zlib.decompress(b.read(int(h[2])))\n"
     "if h[0].decode()==e.MAGIC_NUMBER.hex():c=dict(marshal.loads(m))\n"
@@ -93,6 +97,11 @@ def build_probe_modules(with_smoke: bool) -> bytes:
     return header + compiled + text
 
 
+# Written on stderr by the bootstrap, with its version and path, by a Python older than the
+# probe's floor (it exits 3 before reading anything): the bootstrap itself parses on 2.7.
+PROBE_FLOOR = (3, 8)
+TOO_OLD = b"fleetcheck-probe: too old:"
+
 # Written on stderr by the remote shell when the named interpreter could not be executed
 # and python3 runs the probe instead: what stderr holds before it is the shell's reason.
 FALLBACK = b"fleetcheck: the named interpreter cannot be executed; running python3\n"
@@ -106,14 +115,16 @@ def probe_command(host: ConnectionSettings) -> str:
     so only then does python3 run it instead. An interpreter that started and failed
     (too old, a broken stdlib) may have read stdin: its exit status and stderr are the
     answer (see interpreter_failure). The probe itself always exits 0. -B: no bytecode is
-    written on the host; -I: the host's PYTHON* variables are ignored; -S: no site
+    written on the host; -E -s: the host's PYTHON* variables and user site are ignored, and
+    the bootstrap drops the current directory from sys.path first (-I does all three, but
+    a Python older than 3.4 refuses it before it could say its version); -S: no site
     processing (the probe needs none, and a Python with many .pth files takes tens of
     milliseconds to start)."""
     boot = shlex.quote(BOOTSTRAP)
-    fallback = "exec %s -S -I -B -c %s" % (FALLBACK_PYTHON, boot)
+    fallback = "exec %s -S -E -s -B -c %s" % (FALLBACK_PYTHON, boot)
     if host.interpreter == FALLBACK_PYTHON:
         return with_become(host, fallback)
-    named = "%s -S -I -B -c %s" % (shlex.quote(host.interpreter), boot)
+    named = "%s -S -E -s -B -c %s" % (shlex.quote(host.interpreter), boot)
     marker = shlex.quote(FALLBACK.decode().rstrip("\n"))
     return with_become(host, "%s; s=$?; [ $s -ne 126 ] && [ $s -ne 127 ] && exit $s; "
                              "echo %s >&2; %s" % (named, marker, fallback))
@@ -162,11 +173,26 @@ def interpreter_failure(result: CommandResult, host: ConnectionSettings) -> Tran
         ran = "the probe's interpreter %s" % host.interpreter
         tried = host.interpreter
         after = result.stderr
+    too_old = too_old_python(after)
+    if too_old:
+        return TransportError("probe", "%s is older than the probe needs (Python %s or newer): "
+                              "name a newer one on this host with ansible_python_interpreter "
+                              "(or python), or point venv at a 3.8+ install"
+                              % (too_old, ".".join(map(str, PROBE_FLOOR))))
     if result.exit_status == 127 and (fell_back or host.interpreter == FALLBACK_PYTHON):
         return TransportError("probe", "no Python interpreter: tried %s (%s)"
                               % (tried, quote_stderr(after)))
     return TransportError("probe", "%s started and failed (exit %d): %s"
                           % (ran, result.exit_status, quote_stderr(after)))
+
+
+def too_old_python(stderr: bytes) -> str | None:
+    """'Python 3.7.16 at /usr/bin/python3.7' when the bootstrap said it is below the floor."""
+    for line in stderr.splitlines():
+        if line.startswith(TOO_OLD):
+            version, _, where = line[len(TOO_OLD):].strip().partition(b" at ")
+            return "Python %s at %s" % (printable(version, 40), printable(where, 300) or "?")
+    return None
 
 
 def quote_stderr(data: bytes, limit: int = 800) -> str:

@@ -25,6 +25,7 @@ need containerd command -v ctr  # Kubernetes-node tests (a private containerd)
 need systemd test -x /lib/systemd/systemd-journald  # served-log's journal test (journald, journalctl, systemd-cat)
 need strace command -v strace  # kills a real uv install at a chosen write (test_installs.py)
 need prometheus-node-exporter test -x /usr/bin/prometheus-node-exporter  # scrapes `fleetcheck node --textfile` (test_node_agent.py)
+need gcc command -v gcc  # compiles the shared objects of test_isa_builds.py (an ISA build that dies of SIGILL)
 if [ "$check_only" = 1 ]; then
   if [ ${#need_apt[@]} -gt 0 ]; then
     echo "fleetcheck setup: missing: ${need_apt[*]}"

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import yaml
 
+from fleetcheck.faults import INJECT_ENV
 from fleetcheck.lab.testhosts import LoopbackFleet
+from internal_errors import internal_errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,6 +56,9 @@ def run_fleetcheck(tmp_path, inventory: dict | str, *args: str, timeout: float =
                           env=env)
     results = json.loads(out_json.read_text()) if out_json.exists() else None
     html = out_html.read_text() if out_html.exists() else None
+    if results is not None and INJECT_ENV not in env:  # module fixtures' runs too
+        found = internal_errors(results)
+        assert not found, "internal errors in %s:\n%s" % (out_json, "\n".join(found))
     return CliRun(proc.returncode, proc.stdout, proc.stderr, results, html)
 
 

@@ -179,7 +179,8 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
     assert run.host("prod-down")["status"] == "unreachable"
     canary = run.check("canary-1", CHECK)
     assert run.host("canary-1")["vllm"]["commit"] == DEV_SHA
-    assert ("commit: expected 3cfc8f8b7 (from inventory %s: fleetcheck_expect_commit), found "
+    assert ("commit: expected 3cfc8f8b7 (from inventory %s, group 'canary': "
+            "fleetcheck_expect_commit), found "
             "%s (from vllm-%s.dist-info/direct_url.json)" % (
                 tmp_path / "inventory.yaml", DEV_SHA, DEV)) in evidence(canary)
     assert "found %s (from vllm-%s.dist-info/METADATA)" % (DEV, DEV) in evidence(canary)
@@ -208,8 +209,8 @@ def test_canary_expects_the_new_build_the_rest_the_old(tmp_path, gate_fleet):
         % DEV in run.html
     assert "expected build (version ==0.33.0, commit 4ba787e) for 1: prod-1" in run.html
     # JUnit: one build-expected testcase per host, a failure where it is off
-    cases = {c.get("classname"): c for c in ET.parse(tmp_path / "junit.xml").iter("testcase")
-             if c.get("name") == CHECK}
+    cases = {suite.get("name"): c for suite in ET.parse(tmp_path / "junit.xml").iter("testsuite")
+             for c in suite.iter("testcase") if c.get("name") == CHECK}
     assert set(cases) == set(statuses(run))
     assert cases["canary-2"].find("failure") is not None
     assert cases["canary-1"].find("failure") is None
@@ -302,9 +303,10 @@ def test_bad_expectations_exit_2_naming_where(tmp_path):
     base = {"all": {"hosts": hosts}}
     cases = [
         ((), {"fleetcheck_expect_version": "=0.33"},
-         ["host 'h1'", "field 'fleetcheck_expect_version'", "not a PEP 440 version specifier"]),
+         ["group 'canary'", "field 'fleetcheck_expect_version'",
+          "not a PEP 440 version specifier"]),
         ((), {"fleetcheck_expect_commit": "4ba78"},
-         ["host 'h1'", "field 'fleetcheck_expect_commit'", "shorter than 7"]),
+         ["group 'canary'", "field 'fleetcheck_expect_commit'", "shorter than 7"]),
         ((), {"fleetcheck_expect_commit": "zzzzzzz"}, ["not hexadecimal"]),
         (("--expect-version", "0.33.0"), {},
          ["command line: field '--expect-version'", "did you mean '==0.33.0'"]),

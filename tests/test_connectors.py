@@ -4,6 +4,8 @@ registry finding connections by module, and a command never sent twice."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import threading
 import time
 
@@ -12,6 +14,7 @@ import pytest
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.connectors import Registry, connection_names, connector_class
 from fleetcheck.connectors.base import Deadline, TransportError
+from fleetcheck.connectors.dialogue import STOPPABLE
 from fleetcheck.connectors.local import LocalConnector
 from fleetcheck.inventory import Host
 from waits import gone_or_zombie, wait_for
@@ -27,18 +30,49 @@ def local_run(command: str, seconds: float = 20, payload: bytes = b"", cancel=No
         return session.run(command, payload, cancel, answer)
 
 
-def test_local_dialogue_answers_the_first_line_then_closes_stdin():
+def test_local_dialogue_answers_the_first_line_and_holds_stdin_to_the_end():
     asked = []
 
     def answer(line: bytes) -> bytes:
         asked.append(line)
         return b"forty-two\n"
 
+    # stdin stays open after the reply: cat waits for an end that does not come, until
+    # its timeout (1 s: exit 124)
     result = local_run("read plan; echo \"ask $plan\"; read reply; echo \"got $reply\"; "
-                       "cat; echo done >&2", payload=b"p1\n", answer=answer)
+                       "timeout 1 cat; echo $? >&2", payload=b"p1\n", answer=answer)
     assert asked == [b"ask p1"]
-    assert result.stdout == b"got forty-two\n" and result.stderr == b"done\n"
+    assert result.stdout == b"got forty-two\n" and result.stderr == b"124\n"
     assert result.exit_status == 0
+
+
+def test_local_cancel_closes_a_held_stdin_and_waits_for_the_command_to_stop(tmp_path):
+    """The probe's dialogue (an answerer given) on cancel: its stdin closes, and a
+    command that said it runs something to stop has its grace to stop it; the run is
+    still interrupted."""
+    cancel = threading.Event()
+    stopped = tmp_path / "stopped"
+    threading.Timer(0.5, cancel.set).start()
+    with pytest.raises(TransportError) as raised:
+        local_run("echo started; printf %s >&2; cat; touch %s"
+                  % (shlex.quote(STOPPABLE.decode()), stopped), answer=lambda line: None,
+                  cancel=cancel)
+    assert raised.value.kind == "interrupted"
+    assert stopped.exists()  # it saw stdin end and finished before the session closed
+
+
+def test_local_cancel_leaves_a_held_command_that_has_nothing_to_stop_at_once(tmp_path):
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(TransportError) as raised:
+        local_run("echo started; sleep 300", answer=lambda line: None, cancel=cancel)
+    assert raised.value.kind == "interrupted" and time.monotonic() - started < 10
+
+
+def test_a_local_command_stays_in_fleetchecks_process_group():
+    result = local_run("ps -o pgid= -p $$")
+    assert int(result.stdout) == os.getpgrp()
 
 
 def test_local_line_that_is_no_question_stays_in_stdout():
@@ -46,7 +80,7 @@ def test_local_line_that_is_no_question_stays_in_stdout():
     assert result.stdout == b"hello\nworld\n" and result.exit_status == 3
 
 
-def test_local_deadline_kills_the_whole_process_group(tmp_path):
+def test_local_deadline_kills_the_command_and_what_it_started(tmp_path):
     marker = tmp_path / "child.pid"
     started = time.monotonic()
     with pytest.raises(TransportError) as raised:

@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -215,3 +216,53 @@ def test_the_architecture_page_has_one_row_per_module_and_no_other():
     assert len(rows) == len(set(rows)), "a module has two rows"
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "fleetcheck").rglob("*.py")}
     assert sorted(modules - set(rows)) == [] and sorted(set(rows) - modules) == []
+
+
+@pytest.mark.sshd  # the demo's real sshd hosts
+@pytest.mark.root
+def test_readme_examples_run_as_written_against_demo_keep(tmp_path: Path) -> None:
+    """What the README promises a new operator: with `fleetcheck demo --keep` up and the
+    two variables it prints exported, the README's commands run as written, exiting as it
+    says. Here HOME holds no ssh config: only the demo's own file names its hosts."""
+    demo_dir, work, home = tmp_path / "demo", tmp_path / "work", tmp_path / "home"
+    for directory in (demo_dir, work, home):
+        directory.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCHECK_SSH")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    demo = subprocess.Popen([sys.executable, "-m", "fleetcheck", "demo", "--keep"],
+                            cwd=str(demo_dir), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        said = []
+        while not said or not said[-1].startswith("Try:"):  # pytest-timeout bounds it
+            line = demo.stderr.readline()
+            assert line, "the demo ended before its fleet was up:\n" + "".join(said)
+            said.append(line)
+        (exports,) = [line for line in said if line.strip().startswith("export ")]
+        for assignment in exports.split()[1:]:
+            name, _, value = assignment.partition("=")
+            env[name] = value
+        assert os.path.exists(env["FLEETCHECK_SSH_CONFIG"])
+        for name, text in example_files().items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text, encoding="utf-8")
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "fleetcheck").write_text('#!/bin/sh\nexec %s -m fleetcheck "$@"\n'
+                                            % sys.executable)
+        (bin_dir / "fleetcheck").chmod(0o755)
+        env["PATH"] = "%s:%s" % (bin_dir, env.get("PATH", ""))
+        readme = examples(ROOT / "README.md")
+        assert len(readme) >= 5
+        for example in readme:
+            done = subprocess.run(["sh", "-c", example.command], cwd=str(work), env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == example.exit_code, (
+                "%s: `%s` exited %d, the README says %d\nstdout: %s\nstderr: %s"
+                % (example.where(), example.command, done.returncode, example.exit_code,
+                   done.stdout[-2000:], done.stderr[-2000:]))
+    finally:
+        demo.send_signal(signal.SIGINT)
+        demo.communicate(timeout=60)
+    assert not os.path.exists(env["FLEETCHECK_SSH_CONFIG"])  # gone with the fleet

@@ -60,20 +60,21 @@ def test_command_line_then_inventory_then_playbook(tmp_path):
     playbook = load_playbook(str(playbook_file))
     got = resolve_drafters(hosts, playbook.expect_drafter, None, "inv.yaml")
     assert got["c1"].label() == "z-lab/new@aaaaaaa"
-    assert got["c1"].source == "inventory inv.yaml: fleetcheck_expect_drafter"
+    assert got["c1"].source == "inventory %s, group 'canary': fleetcheck_expect_drafter" \
+        % hosts[0].origins["expect_drafter"].source
     assert got["p1"].label() == "z-lab/old"
     assert got["p1"].source == "playbook %s: expect.drafter" % playbook_file
     cli = resolve_drafters(hosts, playbook.expect_drafter, "z-lab/cli", "inv.yaml")
     assert {e.source for e in cli.values()} == {"--expect-drafter"}
 
 
-def test_a_bad_inventory_drafter_names_the_host_and_groups():
+def test_a_bad_inventory_drafter_names_the_file_and_group_that_set_it():
     hosts = hosts_of({"all": {"children": {"canary": {
         "vars": {"fleetcheck_expect_drafter": "not a repo"}, "hosts": {"c1": None}}}}})
     with pytest.raises(InputError) as err:
         resolve_drafters(hosts, None, None, "inv.yaml")
-    assert str(err.value).startswith("inv.yaml: host 'c1' (groups: canary): field "
-                                     "'fleetcheck_expect_drafter'"), err.value
+    assert str(err.value).startswith("%s: group 'canary': field 'fleetcheck_expect_drafter'"
+                                     % hosts[0].origins["expect_drafter"].source), err.value
 
 
 def test_a_bad_expect_drafter_is_exit_2_before_any_host(tmp_path):

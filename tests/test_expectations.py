@@ -146,7 +146,9 @@ def test_resolution_command_line_then_inventory_then_playbook_per_field():
     got = resolve(hosts, playbook, CommandLine(), "inv.yaml")
     assert str(got["c1"].version.value) == "==0.33.0"
     assert got["c1"].commit.value == "132765e"  # from all: the inventory merges per var
-    assert got["p1"].version.source == "inventory inv.yaml: fleetcheck_expect_version"
+    # where it was set: the file, the group there, the variable as written
+    assert got["p1"].version.source == "inventory %s, group 'all': fleetcheck_expect_version" \
+        % hosts[0].origins["expect_version"].source
     assert got["p1"].same_build.source == "playbook p.yaml: expect.same_build"
     cli = resolve(hosts, playbook, CommandLine(version="==0.34.0"), "inv.yaml")
     assert {str(e.version.value) for e in cli.values()} == {"==0.34.0"}

@@ -39,9 +39,10 @@ def run_with_faults(tmp_path, inventory: dict, faults: str, *args: str):
 def junit_hosts(path) -> dict[str, list[str]]:
     """host -> the outcome tag of each of its testcases ('' when it passed)."""
     hosts: dict[str, list[str]] = {}
-    for case in ET.parse(str(path)).getroot().iter("testcase"):
-        tags = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
-        hosts.setdefault(case.get("classname"), []).append(tags[0] if tags else "")
+    for suite in ET.parse(str(path)).getroot().iter("testsuite"):  # one per host
+        for case in suite.iter("testcase"):
+            tags = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+            hosts.setdefault(suite.get("name"), []).append(tags[0] if tags else "")
     return hosts
 
 

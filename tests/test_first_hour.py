@@ -80,7 +80,8 @@ def test_a_failed_fix_says_what_fixes_it_in_terminal_html_and_junit(installed, t
     assert remedy in " ".join(run.stdout.split())  # the terminal may wrap it
     assert remedy in (tmp_path / "r.html").read_text()
     failures = [case.find("failure") for case in ET.parse(str(tmp_path / "r.xml")).iter("testcase")
-                if case.get("classname") == "gpu02" and case.get("name") == "dflash-layer-offset"]
+                if case.get("classname") == "fleetcheck.gpu02"
+                and case.get("name") == "dflash-layer-offset"]
     assert remedy in failures[0].get("message")
     assert "Fixed in 0.26.0 (vLLM PR #40898 (unmerged)" in " ".join(run.stdout.split())
 

@@ -16,6 +16,7 @@ import pytest
 
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.results import Evidence, dump_json, load_json
+from fleetcheck.text import xml_safe
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
 from results_factory import (HOSTILE_MESSAGE, HOSTILE_PATH, HOSTILE_SERVED, HOSTILE_VERSION,
                              make_run)
@@ -222,7 +223,7 @@ def test_screenshot_of_a_real_demo_report_is_readable(tmp_path, browser):
     page.close()
 
 
-def test_junit_has_one_testcase_per_host_and_check(tmp_path):
+def test_junit_has_one_testsuite_per_host_and_one_testcase_per_check(tmp_path):
     results = tmp_path / "results.json"
     run = make_run(30)
     dump_json(run, str(results))
@@ -232,8 +233,10 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert len(suites) == 1
-    cases = suites[0].findall("testcase")
+    assert [s.get("name") for s in suites] == [xml_safe(h.name) for h in run.hosts]
+    for suite, host in zip(suites, run.hosts):
+        assert len(suite.findall("testcase")) == len(host.checks) + len(host.internal_errors)
+    cases = [case for suite in suites for case in suite.findall("testcase")]
     assert len(cases) == sum(len(h.checks) for h in run.hosts)
     for case in cases:
         assert set(case.attrib) >= {"classname", "name", "time"}
@@ -242,13 +245,15 @@ def test_junit_has_one_testcase_per_host_and_check(tmp_path):
         assert len([t for t in children if t in ("failure", "error", "skipped")]) <= 1
     counted = {tag: sum(1 for c in cases if c.find(tag) is not None)
                for tag in ("failure", "error", "skipped")}
-    suite = suites[0]
-    assert int(suite.get("tests")) == len(cases)
-    assert int(suite.get("failures")) == counted["failure"] == sum(
+    assert int(root.get("tests")) == len(cases)
+    assert int(root.get("failures")) == counted["failure"] == sum(
         c.status == "fail" for h in run.hosts if not h.error for c in h.checks)
-    assert int(suite.get("errors")) == counted["error"] == sum(
+    assert int(root.get("errors")) == counted["error"] == sum(
         len(h.checks) for h in run.hosts if h.error)
-    assert int(suite.get("skipped")) == counted["skipped"]
+    assert int(root.get("skipped")) == counted["skipped"]
+    for suite in suites:
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
     failure = next(c for c in cases if c.find("failure") is not None)
     assert failure.find("failure").get("message")
     assert "gpu_model_runner.py:" in failure.find("failure").text
@@ -393,7 +398,8 @@ def test_terminal_evidence_names_hosts_with_the_same_finding_once(tmp_path):
     progress.finished(run.hosts[0])
     progress.finished(run.hosts[7])
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "[1/2] %s %s" % (run.hosts[0].name, run.hosts[0].status)
+    # a checked host's status can still change (fleet checks, waivers): only the table says it
+    assert lines[0] == "[1/2] %s checked" % run.hosts[0].name
     assert lines[1].startswith("[2/2] %s unreachable: " % run.hosts[7].name)
     assert "unreachable: unreachable" not in lines[1]
     # and once more at the end of the summary, for a judge run that prints no progress
@@ -488,3 +494,117 @@ def test_a_terminal_shows_a_progress_bar_with_elapsed_and_left():
     drawn = stream.getvalue()
     assert "━" in drawn and "1/3" in drawn and "running 0" in drawn
     assert "0:00:0" in drawn and " left " in drawn  # elapsed, and the estimate of what is left
+
+
+def test_a_wide_matrix_names_the_failing_checks_first_and_keeps_the_host_column_in_view(
+        tmp_path, browser):
+    """A --smoke run's matrix at 1400 px: the checks that fail are named above it, host
+    names never wrap, and scrolled all the way right the host column is still in view."""
+    results = tmp_path / "results.json"
+    run = make_run(30, hostile=False, broken_every=3)
+    long_name = "gpu-%s.dc1.example.com" % ("x" * 60)  # wider than 1400 px with the checks
+    first_failing = next(i for i, h in enumerate(run.hosts) if h.status == "fail")
+    hosts = list(run.hosts)
+    hosts[first_failing] = replace(hosts[first_failing], name=long_name)
+    run = replace(run, hosts=hosts)
+    dump_json(run, str(results))
+    fleetcheck("report", str(results), "--html", str(tmp_path / "report.html"),
+               cwd=str(tmp_path))
+    failing = sorted({c.id for h in run.hosts for c in h.checks if c.status in ("fail",
+                                                                               "error")})
+    assert failing
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto("file://" + str(tmp_path / "report.html"))
+    said = page.inner_text("#failing")
+    assert said.startswith("Failing: ") and all(cid in said for cid in failing), said
+    assert page.eval_on_selector("#failing", "e => e.getBoundingClientRect().bottom") < 900
+    scrolled = page.eval_on_selector(".matrix-wrap", "w => { w.scrollLeft = w.scrollWidth; "
+                                     "return w.scrollLeft; }")
+    assert scrolled > 0  # the matrix is wider than the screen: it scrolls, not the page
+    page.screenshot(path=str(tmp_path / "matrix-1400.png"), full_page=False)
+    cell = page.eval_on_selector_all(
+        "#matrix tbody tr", "(rs, name) => { const c = rs.find(r => r.cells[0].textContent"
+        " === name).cells[0]; const b = c.getBoundingClientRect(); const s = getComputedStyle(c);"
+        " return [b.left, b.height, parseFloat(s.lineHeight) || 16]; }", long_name)
+    left, height, line = cell
+    assert 0 <= left < 40, cell  # still at the left edge after scrolling right
+    assert 0 < height < 2 * line + 8, cell  # shown, on one line: the name does not wrap
+    page.close()
+
+
+def test_verbose_prints_every_skips_reason():
+    import io
+    from fleetcheck.report.terminal import render_summary
+    from fleetcheck.status import Status
+    run = make_run(3, hostile=False)
+    first = run.hosts[0]
+    skipped = replace(first.checks[0], status=Status.SKIP, message="no DFlash path in this build")
+    run = replace(run, hosts=[replace(first, checks=(skipped, *first.checks[1:]))]
+                  + list(run.hosts[1:]))
+    quiet, loud = io.StringIO(), io.StringIO()
+    render_summary(run, stream=quiet)
+    render_summary(run, stream=loud, verbose=True)
+    assert "no DFlash path in this build" not in quiet.getvalue()
+    assert "no DFlash path in this build" in " ".join(loud.getvalue().split())
+
+
+def jenkins_class(classname: str) -> tuple[str, str]:
+    """(package, class) as Jenkins' JUnit plugin files a testcase: split at the last dot."""
+    package, _, name = classname.rpartition(".")
+    return package, name
+
+
+def test_junit_read_back_as_jenkins_reads_it_names_each_host_whole(tmp_path):
+    """junitparser reads the file as CI reporters do; Jenkins' split of each classname at
+    its last dot leaves a class that names the host whole, so hosts of one domain are not
+    filed together under `com`."""
+    from junitparser import JUnitXml
+    results = tmp_path / "results.json"
+    run = make_run(6, hostile=False)
+    names = ["gpu01.dc1.example.com", "gpu02.dc1.example.com", "gpu01.dc2.example.com"]
+    run = replace(run, hosts=[replace(h, name=n) for h, n in zip(run.hosts, names)])
+    dump_json(run, str(results))
+    junit = tmp_path / "junit.xml"
+    fleetcheck("report", str(results), "--junit", str(junit), cwd=str(tmp_path))
+    xml = JUnitXml.fromfile(str(junit))
+    suites = list(xml)
+    assert [suite.name for suite in suites] == names  # one testsuite per host
+    classes = {}
+    for suite in suites:
+        for case in suite:
+            package, name = jenkins_class(case.classname)
+            classes.setdefault(suite.name, set()).add((package, name))
+    assert classes == {host: {("fleetcheck", host.replace(".", "_"))} for host in names}
+    assert len({name for found in classes.values() for _, name in found}) == len(names)
+    assert xml.tests == sum(len(h.checks) for h in run.hosts)
+
+
+@pytest.mark.parametrize("command", [["diff", "--json"], ["diff"], ["report", "--json", "-"]])
+def test_a_closed_stdout_is_a_quiet_exit(tmp_path, command):
+    """`fleetcheck diff --json a b | head`: the reader is gone before fleetcheck writes."""
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    dump_json(make_run(40, hostile=False), str(old))
+    dump_json(make_run(40, hostile=False, broken_every=2), str(new))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        files = [str(old), str(new)] if command[0] == "diff" else [str(new)]
+        proc = subprocess.run([sys.executable, "-m", "fleetcheck", command[0], *files,
+                               *command[1:]], stdout=write, stderr=subprocess.PIPE, text=True,
+                              cwd=str(tmp_path), timeout=60,
+                              env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                                  os.path.dirname(os.path.abspath(__file__)))))
+    finally:
+        os.close(write)
+    # nothing said of it (`report --json -` puts its summary on stderr, as always)
+    assert "Traceback" not in proc.stderr and "fleetcheck: error" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141  # as a program killed by SIGPIPE
+
+
+def test_the_acceptance_line_says_the_checks_status_the_table_has():
+    from fleetcheck.report.terminal import smoke_line
+    smoke = {"acceptance_rate": 0.31, "mean_acceptance_length": 4.2, "per_position": [0.8],
+             "requests": {"measured": 6}, "verdict": "inconclusive", "intervals": {}}
+    line = smoke_line(smoke, "warn")
+    assert line.endswith("over 6 requests: warn (inconclusive)"), line
+    assert smoke_line(dict(smoke, verdict="pass"), "pass").endswith(": pass")

@@ -112,11 +112,11 @@ def test_summary_counts_hosts_and_checks_and_says_when_the_fleet_is_ready():
     assert summary["by_status"] == {"pass": 1, "fail": 0, "warn": 1, "error": 0,
                                     "unreachable": 1}
     assert summary["checks"] == {"c": {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1,
-                                       "not_run": 0}}
+                                       "waived": 0, "not_run": 0}}
     never = host("d", "unreachable", HostError("unreachable", "refused"))
     never = replace(never, checks=[replace(never.checks[0], details={NOT_RUN: True})])
     assert run_of(*hosts, never).summary()["checks"]["c"] == {
-        "pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1, "not_run": 1}
+        "pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 1, "waived": 0, "not_run": 1}
     assert summary["ready"] is False
     assert run_of(*hosts[:2]).summary()["ready"] is True
     assert run_of(*hosts[:2], complete=False).summary()["ready"] is False

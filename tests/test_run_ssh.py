@@ -83,7 +83,8 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
     assert "vllm/v1/worker/gpu_model_runner.py:%d" % offset_old["line"] in run.html
     assert "4ba787ec9" in run.html and "132765e35" in run.stdout
     # not a TTY: one plain progress line per host, then the recap by failure kind
-    assert "] gpu-old fail" in run.stderr and "] gpu-down unreachable" in run.stderr
+    assert "] gpu-old checked" in run.stderr and "] gpu-down unreachable" in run.stderr
+    assert " fail" not in run.stderr  # the status is the table's alone
     assert "Recap (hosts not passing, by kind):" in run.stdout
     assert "  unreachable (1): gpu-down" in run.stdout  # the kind once, not "unreachable: unreachable"
     assert "unreachable: unreachable" not in run.html

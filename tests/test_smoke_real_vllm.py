@@ -221,3 +221,52 @@ def test_a_load_within_the_drafters_sliding_window_warns(tmp_path, fleet, server
     assert 0 < reached <= 512 and smoke["context"]["drafter_window"] == 2048
     assert ("the longest request reached %d tokens of context, within the drafter's sliding "
             "window of 2048 (%s/config.json)" % (reached, drafter)) in check["message"]
+
+
+EVERY_CHECK = ["dflash-layer-offset", "dflash-swa", "dflash-cache-drop", "install-record",
+               "install-leftovers", "install-metadata", "install-import", "install-in-progress",
+               "install-running", "build-expected", "drafter-config", "drafter-loaded",
+               "served-config", "served-log", "smoke-acceptance", "smoke-fleet"]
+
+
+def test_a_smoke_gate_on_a_healthy_host_exits_0_with_every_check_looked_at(tmp_path, fleet,
+                                                                            servers):
+    """The gate as an operator runs it: `fleetcheck run INVENTORY --smoke`, nothing turned
+    off, against a host serving a working DFlash drafter on the real server (on the host,
+    so what it serves and logs is read there too). Every check of the plan is in the
+    results, none errored, and the run exits 0."""
+    servers.stop()
+    venv, models = real_vllm.install()
+    host = fleet.add("cpu-gate")
+    fleet.start()
+    port = free_loopback_port()
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                 os.path.join(models, "target"),
+                                 real_vllm.spec("dflash-working", models), port)
+    log = tmp_path / "vllm.log"
+    fleet.spawn_on(host, "cd %s && exec env %s %s > %s 2>&1" % (
+        tmp_path, " ".join("%s=%s" % kv for kv in real_vllm.ENV.items()),
+        " ".join("'%s'" % a for a in argv), log))
+    url = "http://127.0.0.1:%d" % port
+    try:
+        real_vllm.wait_healthy(url, log)
+        path = tmp_path / "hosts.yaml"
+        path.write_text(json.dumps({"all": {"hosts": ssh_hosts(
+            fleet, [host], venv=venv, vllm_url=url, smoke=dict(LOAD, requests=6))}}))
+        run = run_fleetcheck(tmp_path, str(path), "--known-hosts", fleet.known_hosts,
+                             "--smoke", "--expect-version", "==0.32.0", "--timeout", "600")
+    finally:
+        fleet.stop()  # the host's PID namespace ends, and the server with it
+    assert run.results is not None, run.stderr
+    checks = {c["id"]: c for c in run.host("cpu-gate")["checks"]}
+    assert sorted(checks) == sorted(EVERY_CHECK), list(checks)
+    assert [c for c in checks.values() if c["status"] in ("error", "fail")] == [], checks
+    assert run.host("cpu-gate")["status"] in ("pass", "warn"), run.host("cpu-gate")
+    assert checks["smoke-acceptance"]["status"] in ("pass", "warn"), checks["smoke-acceptance"]
+    assert run.host("cpu-gate")["smoke"]["requests"]["ok"] == 6
+    assert checks["smoke-fleet"]["status"] == "skip", checks["smoke-fleet"]
+    assert "1 host measured, 3 needed" in checks["smoke-fleet"]["message"], checks["smoke-fleet"]
+    for check_id in ("dflash-layer-offset", "dflash-swa", "install-record", "install-import",
+                     "build-expected", "drafter-config", "served-log", "served-config"):
+        assert checks[check_id]["status"] == "pass", checks[check_id]
+    assert run.code == 0, (run.code, run.stdout, run.stderr)

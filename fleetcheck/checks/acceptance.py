@@ -49,6 +49,8 @@ MESSAGES = {
                        "%(log)s",
     "stalled": "vLLM at %(url)s did not answer in time: %(detail)s",
     "deadline": "the smoke load stopped at the host's deadline: %(detail)s",
+    "cancelled": "the smoke load was stopped (SIGINT or SIGTERM on the host, or its input "
+                 "closed): %(detail)s",
     "internal": "the smoke load failed on the host: %(detail)s",
 }
 

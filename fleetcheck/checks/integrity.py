@@ -285,9 +285,16 @@ def check_import(integrity: Integrity, enabled: bool) -> CheckResult:
                       **numbers)
     with_torch = "torch is not installed, and none needed it" \
         if facts.torch_installed is False else "torch %s" % (torch.detail or "imports")
-    return result(cid, Status.PASS, "%s load%s (%s)" % (
+    unrunnable = facts.cpu_cannot_run or []
+    if unrunnable:
+        numbers["cpu_cannot_run"] = len(unrunnable)
+    return result(cid, Status.PASS, "%s load%s (%s)%s" % (
         "the compiled module" if len(loaded) == 1 else "all %d compiled modules" % len(loaded),
-        "s" if len(loaded) == 1 else "", with_torch), **numbers)
+        "s" if len(loaded) == 1 else "", with_torch,
+        "; not loaded, as vLLM would not load them on this CPU: %s (killed by SIGILL: "
+        "instructions this CPU lacks)" % ", ".join(unrunnable) if unrunnable else ""),
+        [Evidence(m, None, "SIGILL: an ISA build for another CPU") for m in unrunnable],
+        **numbers)
 
 
 def check_in_progress(integrity: Integrity) -> CheckResult:

@@ -75,6 +75,23 @@ def commit_of(facts: Facts) -> tuple[str | None, str | None]:
     return None, None
 
 
+MAX_SOURCE_TEXT = 300
+
+
+def vcs_source(dist: DistInfo | None) -> dict[str, str] | None:
+    """Where a VCS install (a PR build) came from, as its direct_url.json says: the
+    repository URL, the revision asked for (`refs/pull/40898/head`) and the commit it
+    resolved to. Values from the host's file, kept short (renderers neutralize them)."""
+    direct = dist.direct_url if dist is not None else None
+    if direct is None or direct.vcs_info is None:
+        return None
+    vcs = direct.vcs_info
+    fields = {"url": direct.url, "requested_revision": vcs.requested_revision,
+              "commit": vcs.commit_id, "vcs": vcs.vcs}
+    return {key: value[:MAX_SOURCE_TEXT] for key, value in fields.items()
+            if isinstance(value, str) and value} or None
+
+
 def vllm_info(facts: Facts) -> VllmInfo:
     dist = primary_dist_info(facts)
     install = facts.install
@@ -86,7 +103,7 @@ def vllm_info(facts: Facts) -> VllmInfo:
                     site_packages=install.site_packages,
                     python=install.interpreter or facts.python.executable,
                     record_sha256=facts.record_sha256,
-                    found_by=install.found_by,
+                    found_by=install.found_by, source=vcs_source(dist),
                     # as the probe sent them (sorted keys)
                     other_installs=None if others is None else [
                         {"dist_infos": o.dist_infos, "found_by": o.found_by,

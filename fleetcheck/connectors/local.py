@@ -1,6 +1,8 @@
 """`connection: local`: the same command and payload on this machine, through /bin/sh,
 with the same dialogue as over SSH (so local hosts get shared analysis), cancel, caps
-and deadline. The command runs in its own process group, killed whole on close."""
+and deadline. The command stays in fleetcheck's process group, so a Ctrl-C at the terminal
+(or a signal to the group) reaches the probe too; on close what is left of it (the shell,
+the probe and their children) is killed."""
 
 from __future__ import annotations
 
@@ -86,6 +88,28 @@ class PipeStreams:
         return self.proc.poll()
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes started under `pid`, children before their own, from /proc (a
+    launched server in a session of its own among them)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 10000:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir("/proc/%d/task" % parent)
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open("/proc/%d/task/%s/children" % (parent, task)) as handle:
+                    children = [int(c) for c in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
 class LocalSession(Session):
     """Each run is one /bin/sh child of the controller, under the host's deadline."""
 
@@ -102,7 +126,7 @@ class LocalSession(Session):
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, env=self.env)
+                                    env=self.env)
         except OSError as exc:  # no /bin/sh, out of processes or descriptors
             raise TransportError("probe", "cannot start /bin/sh on this machine: %s"
                                  % (exc.strerror or exc))
@@ -114,10 +138,11 @@ class LocalSession(Session):
 
     def _stop(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            for pid in [proc.pid] + descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 if stream is not None:

@@ -92,6 +92,7 @@ class Host:
     expect_version: str | None = None  # a PEP 440 specifier, checked by expectations.py
     expect_commit: str | None = None  # a commit prefix, checked by expectations.py
     expect_drafter: str | None = None  # REPO[@REV], checked by drafter_expectations.py
+    waive: dict[str, Any] | None = None  # check id -> {reason, until}, checked by waivers.py
     groups: list[str] = field(default_factory=list)
     container: str | None = None  # a name or id on the box, [NAMESPACE/]POD/CONTAINER, "auto"
     container_engine: str | None = None  # docker | podman | nerdctl | ctr; None: any present
@@ -136,9 +137,17 @@ class Host:
 HOST_FIELDS = frozenset(f.name for f in fields(Host)) - {"origins"}
 
 
-def python_interpreter(value: Any) -> str:
-    """An absolute path, or a bare command found on the host's PATH (`python3.11`)."""
+# Ansible's interpreter discovery words: the interpreter is found, not named
+DISCOVERY = frozenset({"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"})
+
+
+def python_interpreter(value: Any) -> str | None:
+    """An absolute path, or a bare command found on the host's PATH (`python3.11`).
+    Ansible's discovery words (`auto`, `auto_silent`, ...) name none: None, so fleetcheck
+    finds it as for a host that sets nothing (the venv's, else python3)."""
     value = text(value)
+    if value in DISCOVERY:
+        return None
     return value if "/" not in value else path(value)
 
 
@@ -173,6 +182,7 @@ CORE_VARIABLES = (
     Variable("expect_version", ("expect_version",)),
     Variable("expect_commit", ("expect_commit",)),
     Variable("expect_drafter", ("expect_drafter",)),
+    Variable("waive", ("waive",), mapping),
 )
 
 
@@ -390,7 +400,7 @@ def read_inventory(sources: list[str], script_timeout: float = DEFAULT_SCRIPT_TI
                 [g for g in data.host_groups(name) if g not in ("all", "ungrouped")],
                 features, declarations=declarations))
         except InputError as exc:
-            errors.append(exc)
+            errors.extend(getattr(exc, "errors", [exc]))
     raise_all(errors)
     notes = ["password auth is not supported: %s ignored (set in %s%s); fleetcheck logs in "
              "with keys and the agent, and become runs sudo -n" % (
@@ -425,14 +435,19 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
     values: dict[str, Any] = {}
     sites: dict[str, Any] = {}
     context: dict[str, Any] | None = None
+    errors: list[InputError] = []  # every bad value of the host is said, in one run
     for key, (_, var, setting) in chosen.items():
         site, value = setting.site, setting.value
-        if is_template(value):
-            if context is None:
-                context = host_context(name, {k: s.value for k, s in merged.items()},
-                                       groups or ["ungrouped"])
-            value = render(value, context, site, var)
-        _, value = table.check_var(site.source, site.where, var, value, features)
+        try:
+            if is_template(value):
+                if context is None:
+                    context = host_context(name, {k: s.value for k, s in merged.items()},
+                                           groups or ["ungrouped"])
+                value = render(value, context, site, var)
+            _, value = table.check_var(site.source, site.where, var, value, features)
+        except InputError as exc:
+            errors.append(exc)
+            continue
         fills = table.by_name[var].fills
         if fills is not None:
             if fills in chosen or value is None:
@@ -440,6 +455,7 @@ def host_from_vars(name: str, merged: dict[str, Setting], groups: list[str],
             key = fills
         values[key] = value
         sites[key] = (site, var)
+    raise_all(errors)
     method = values.pop("become_method", "sudo")
     if values.get("become") and method != "sudo":
         site, var = sites["become_method"]

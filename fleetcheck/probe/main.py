@@ -19,8 +19,9 @@ from fleetcheck.probe.trust import Owner, code_runner, owner_of, trusted
 PROBE_VERSION = 1
 
 
-def probe(plan, ask=None):
-    """`ask(question) -> reply` reaches the controller mid-run (shared analysis)."""
+def probe(plan, ask=None, stop_watch=None):
+    """`ask(question) -> reply` reaches the controller mid-run (shared analysis);
+    `stop_watch(event)` sets the event once stdin ends (see stop_signals)."""
     started = time.monotonic()
     facts = {"probe_version": PROBE_VERSION,
              "python": {"executable": sys.executable, "version": sys.version.split()[0]},
@@ -61,8 +62,47 @@ def probe(plan, ask=None):
                                "error": "%s: %s" % (type(exc).__name__, exc)}
     if plan.get("smoke"):
         from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
-        facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline)
+        with stop_signals(plan, stop_watch) as stop:
+            facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline, stop)
     return facts
+
+
+class stop_signals(object):
+    """The smoke load's stop: set by SIGINT or SIGTERM (a Ctrl-C reaches a local probe, in
+    fleetcheck's process group) and, when the controller holds stdin open to the end, by
+    its close (the run was cancelled, or the connection lost), so the load stops and a
+    server it launched is torn down. Signal handlers are restored on the way out."""
+
+    def __init__(self, plan, stop_watch):
+        import threading
+        self.stop = threading.Event()
+        self.watch = stop_watch if plan.get("input_held") else None
+        self.saved = []
+
+    def __enter__(self):
+        import signal
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.saved.append((sig, signal.signal(sig, self.on_signal)))
+            except (ValueError, OSError):  # not the main thread
+                pass
+        if self.watch is not None:
+            self.watch(self.stop)
+            try:  # the controller waits for a probe that says this, after a cancel
+                sys.stderr.write("fleetcheck-probe: stdin's end stops the smoke load\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+        return self.stop
+
+    def on_signal(self, signum, frame):
+        self.stop.set()
+
+    def __exit__(self, *exc):
+        import signal
+        for sig, handler in self.saved:
+            signal.signal(sig, handler)
+        return False
 
 
 def install_owner(install, servers):
@@ -226,9 +266,26 @@ def main():
         except ValueError:
             return {}
 
+    def stop_watch(event):
+        """After the plan and the one reply, nothing more comes on stdin: its end is the
+        controller closing it."""
+        import threading
+
+        def watch():
+            try:
+                while stream.read(1):
+                    pass
+            except (OSError, ValueError):
+                pass
+            event.set()
+        threading.Thread(target=watch, daemon=True).start()
+
     try:
-        facts = probe(read_json_line(), ask)
+        facts = probe(read_json_line(), ask, stop_watch)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
-    sys.stdout.write(jsonlite.dumps(facts, sort_keys=True))
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(jsonlite.dumps(facts, sort_keys=True))
+        sys.stdout.flush()
+    except (OSError, ValueError):  # the controller is gone (cancelled): nobody to answer
+        pass

@@ -45,12 +45,13 @@ def cut(conn, fired):
             pass
 
 
-def http(method, url, body=None, timeout=10.0):
+def http(method, url, body=None, timeout=10.0, stop=None):
     """(status, body bytes) within `timeout` seconds for the whole exchange: connect,
     request and every byte of the answer. A socket timeout bounds each read only, so a
     server that answers one byte a second would hold urllib for ever; here a timer shuts
-    the socket down when the time is up. Connection problems raise
-    SmokeError('unreachable'), an answer that did not complete in time SmokeError('stalled')."""
+    the socket down when the time is up, or once `stop` is set. Connection problems raise
+    SmokeError('unreachable'), an answer that did not complete in time SmokeError('stalled'),
+    a stop SmokeError('cancelled')."""
     timeout = max(timeout, 0.1)
     parts = urlsplit(url)
     if parts.scheme == "https":
@@ -62,6 +63,9 @@ def http(method, url, body=None, timeout=10.0):
     fired = threading.Event()
     timer = threading.Timer(timeout, cut, (conn, fired))
     timer.daemon = True
+    if stop is not None and stop.is_set():
+        raise SmokeError("cancelled", "the run was cancelled")
+    watcher = watch_stop(stop, conn, timer) if stop is not None else None
     try:
         timer.start()
         path = parts.path or "/"
@@ -70,6 +74,8 @@ def http(method, url, body=None, timeout=10.0):
         response = conn.getresponse()
         return response.status, response.read(MAX_BODY_BYTES)
     except (HTTPException, OSError) as exc:
+        if stop is not None and stop.is_set():
+            raise SmokeError("cancelled", "the run was cancelled during %s %s" % (method, url))
         if fired.is_set():
             raise SmokeError("stalled", "%s %s: no complete answer within %.1fs (the server "
                              "accepted the connection but its answer did not finish)"
@@ -77,7 +83,23 @@ def http(method, url, body=None, timeout=10.0):
         raise SmokeError("unreachable", "%s: %s" % (url, getattr(exc, "reason", exc)))
     finally:
         timer.cancel()
+        if watcher is not None:
+            watcher.set()
         conn.close()
+
+
+def watch_stop(stop, conn, timer):
+    """Cuts the exchange once `stop` is set (the server then drops the request); the
+    event it returns ends the watch."""
+    over = threading.Event()
+
+    def watch():
+        while not over.is_set():
+            if stop.wait(0.1):
+                cut(conn, threading.Event())
+                return
+    threading.Thread(target=watch, daemon=True).start()
+    return over
 
 
 def spec_metrics(base, timeout):
@@ -167,7 +189,7 @@ def counter_delta(after, before):
     return out
 
 
-def run_load(base, model, prompts, options, deadline, scrape, first):
+def run_load(base, model, prompts, options, deadline, scrape, first, stop=None):
     """Requests at temperature 0 with thinking off, one at a time, each distinct prompt
     at most once, until `requests` are done or the time budget runs out; /metrics is
     scraped after each, so each request has its own counter deltas (`first` is the scrape
@@ -179,7 +201,7 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
     last = counter_sums(first)
     started = time.monotonic()
     for prompt in prompts[:total]:
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
             break
         if last is None:  # the scrape after the previous request failed: take one now
             try:
@@ -194,7 +216,7 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
         entry = {"prompt": prompt["id"], "ok": False}
         try:
             status, raw = http("POST", base + "/v1/chat/completions", body,
-                               timeout=deadline - sent)
+                               timeout=deadline - sent, stop=stop)
             entry["status"] = status
             if status == 200:
                 answer = json.loads(raw.decode("utf-8"))
@@ -227,10 +249,12 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
             last_text if last is not None else None)
 
 
-def wait_healthy(base, deadline, process=None):
-    """Poll /health until 200; a launched server that exits stops the wait at once."""
+def wait_healthy(base, deadline, process=None, stop=None):
+    """Poll /health until 200; a launched server that exits, or `stop`, ends the wait."""
     last = None
     while time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            raise SmokeError("cancelled", "the run was cancelled during the server's start-up")
         if process is not None and process.poll() is not None:
             raise SmokeError("server-exited", "exit status %s" % process.returncode)
         try:
@@ -240,7 +264,10 @@ def wait_healthy(base, deadline, process=None):
             last = "HTTP %d" % status
         except SmokeError as exc:
             last = exc.detail
-        time.sleep(0.5)
+        if stop is not None:
+            stop.wait(0.5)
+        else:
+            time.sleep(0.5)
     raise SmokeError("startup-timeout", "no healthy /health before the deadline (last: %s)" % last)
 
 
@@ -382,9 +409,10 @@ METRICS_RESERVE_S = 5.0  # kept from the load's budget for the scrape after it
 STAGE_CAP_S = 10.0  # /health, /v1/models, one /metrics scrape
 
 
-def smoke(plan_smoke, prompts, deadline):
+def smoke(plan_smoke, prompts, deadline, stop=None):
     """Facts of one smoke load; never raises. Every stage (connect, each request, each
-    scrape, stopping a launched server) is bounded by what is left of `deadline`."""
+    scrape, stopping a launched server) is bounded by what is left of `deadline`; once
+    `stop` is set no request is sent and a launched server is stopped."""
     facts = {"mode": plan_smoke.get("mode", "attach"), "url": plan_smoke["url"]}
     base = plan_smoke["url"].rstrip("/")
     process = None
@@ -417,7 +445,7 @@ def smoke(plan_smoke, prompts, deadline):
             startup_deadline = time.monotonic() + within("the server's start-up",
                                                          plan_smoke["startup_timeout_s"])
             started = time.monotonic()
-            wait_healthy(base, startup_deadline, process)
+            wait_healthy(base, startup_deadline, process, stop)
             facts["startup_s"] = round(time.monotonic() - started, 2)
         else:
             status, _ = http("GET", base + "/health", timeout=within("/health"))
@@ -430,7 +458,7 @@ def smoke(plan_smoke, prompts, deadline):
         facts["load"], after = run_load(
             base, facts["model"], prompts, plan_smoke, budget_end,
             lambda: spec_metrics(base, within("/metrics after a request")),
-            facts["metrics_before"])
+            facts["metrics_before"], stop)
         facts["metrics_after"] = after if after is not None else spec_metrics(
             base, within("/metrics after the load"))
     except SmokeError as exc:

@@ -20,7 +20,7 @@ from fleetcheck.status import READY, SYMBOLS, Status
 from fleetcheck.text import counted, neutral
 
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "magenta",
-         "skip": "dim", "unreachable": "magenta"}
+         "skip": "dim", "unreachable": "magenta", "waived": "cyan"}
 
 
 def heading(title: str, style: str = "bold") -> Text:
@@ -98,7 +98,10 @@ class Progress:
             if self._bar is not None:
                 self._show()
             else:  # not a terminal: a plain line, written directly (rich costs ~0.2 ms)
-                line = "[%d/%d] %s %s" % (self.done, self.total, neutral(host.name), host.status)
+                # a checked host's status is said once every check is in (the fleet checks
+                # and waivers may still change it): the table's, never another
+                line = "[%d/%d] %s %s" % (self.done, self.total, neutral(host.name),
+                                          host.status if host.error else "checked")
                 if host.error:
                     line += ": %s" % neutral(error_text(host))
                 self.stream.write(line + "\n")
@@ -121,7 +124,7 @@ def failure_kind(host: HostResult) -> str:
     every = [c.id for c in host.checks]
     by_status: dict[str, list[str]] = {}
     for check in host.checks:
-        if check.status in (Status.FAIL, Status.ERROR, Status.WARN):
+        if check.status in (Status.FAIL, Status.ERROR, Status.WARN, Status.WAIVED):
             by_status.setdefault(check.status, []).append(check.id)
     if not by_status:
         return host.status
@@ -147,14 +150,15 @@ EVIDENCE_SHOWN = 6  # lines of evidence per finding (a dataflow path has a few s
 
 def render_evidence(console: Console, run: RunResult, verbose: bool,
                     width: int | None = None) -> None:
-    """Evidence under the table: for checks that did not pass, or for all with -v. Hosts
+    """Evidence under the table: for checks that did not pass, or for all with -v (skips
+    too: their reasons). Hosts
     whose finding is the same (check, status, message, evidence) share one entry that names
     them: 250 hosts of one bad build are one finding to read, not 250 copies of it.
     Printed as one Text (one console.print per line costs ~0.2 ms each)."""
     groups: dict[tuple, list[str]] = {}
     for host in run.hosts:
         for check in host.checks:
-            if check.status in (Status.SKIP,) or (check.status == Status.PASS and not verbose):
+            if check.status in (Status.SKIP, Status.PASS) and not verbose:
                 continue
             key = (check.id, check.status, check.message,
                    tuple((item.file, item.line, item.text, item.step)
@@ -224,6 +228,35 @@ def render_internal_errors(console: Console, run: RunResult) -> None:
     console.print(out)
 
 
+def source_words(source: dict[str, str]) -> str:
+    """A VCS install's origin: `git https://github.com/vllm-project/vllm @ refs/pull/40898/head
+    (commit 3cfc8f8b7e2d...)`."""
+    words = " ".join(w for w in (source.get("vcs"), source.get("url")) if w) or "?"
+    if source.get("requested_revision"):
+        words += " @ %s" % source["requested_revision"]
+    if source.get("commit"):
+        words += " (commit %s)" % source["commit"]
+    return words
+
+
+def render_sources(console: Console, run: RunResult) -> None:
+    """-v: where each VCS install (a PR build) came from, hosts with the same on one line."""
+    groups: dict[str, list[str]] = {}
+    for host in run.hosts:
+        if host.vllm and host.vllm.source:
+            groups.setdefault(source_words(host.vllm.source), []).append(host.name)
+    if not groups:
+        return
+    out = heading("Built from (direct_url.json):")
+    for words, names in groups.items():
+        shown = ", ".join(neutral(n) for n in names[:EVIDENCE_HOSTS_NAMED])
+        if len(names) > EVIDENCE_HOSTS_NAMED:
+            shown += " and %d more (%d hosts)" % (len(names) - EVIDENCE_HOSTS_NAMED, len(names))
+        out.append("  %s: %s\n" % (shown, neutral(words)))
+    out.rstrip()
+    console.print(out)
+
+
 def render_found_by(console: Console, run: RunResult) -> None:
     """Where each install was found and how, hosts with the same answer on one line;
     other installs seen on a host are named (they were not checked)."""
@@ -268,8 +301,10 @@ def ci(interval: dict | None, percent: bool) -> str:
     return "(95%% CI %s-%s)" % (form(interval["low"]), form(interval["high"]))
 
 
-def smoke_line(smoke: dict) -> str | None:
-    """One host's acceptance, each figure with its 95% interval, and its verdict."""
+def smoke_line(smoke: dict, status: str | None = None) -> str | None:
+    """One host's acceptance, each figure with its 95% interval, and its verdict: the
+    smoke-acceptance check's status (`status`), the word the table has, then the load's
+    own verdict word."""
     if smoke.get("mean_acceptance_length") is None:
         return None
     intervals = smoke.get("intervals") or {}
@@ -284,13 +319,18 @@ def smoke_line(smoke: dict) -> str | None:
     requests = (smoke.get("requests") or {}).get("measured")
     line = ", ".join(parts) + (" over %s" % counted(requests, "request")
                                if requests is not None else "")
-    return line + (": %s" % smoke["verdict"] if smoke.get("verdict") else "")
+    words = [w for w in (status, smoke.get("verdict")) if w]
+    if status and smoke.get("verdict") and smoke["verdict"] != status:
+        return line + ": %s (%s)" % tuple(words)
+    return line + (": %s" % words[0] if words else "")
 
 
 def render_smoke(console: Console, run: RunResult) -> None:
     """Acceptance per host with its intervals (a passing check's message is shown only
     with -v; these figures always are)."""
-    lines = [(host.name, smoke_line(host.smoke)) for host in run.hosts if host.smoke]
+    lines = [(host.name, smoke_line(host.smoke, next(
+        (c.status for c in host.checks if c.id == "smoke-acceptance"), None)))
+        for host in run.hosts if host.smoke]
     lines = [(name, line) for name, line in lines if line]
     if not lines:
         return
@@ -360,6 +400,8 @@ def render_summary(run: RunResult, stream: IO[str] | None = None, verbose: bool 
     console.print(Text("symbols: " + "  ".join("%s %s" % (sym, name) for name, sym in
                                                SYMBOLS.items()), style="dim"))
     render_found_by(console, run)
+    if verbose:
+        render_sources(console, run)
     render_served(console, run)
     render_smoke(console, run)
     render_evidence(console, run, verbose, width)
