@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.report.metrics import metrics_text, write_metrics
 from fleetcheck.results import RunResult
+from fleetcheck.status import CHECK_STATUSES
 from probe_helpers import ENV
 from results_factory import HOSTILE_SERVED, make_run
 
@@ -38,13 +39,14 @@ def test_one_series_per_status_and_hostile_labels_round_trip():
     found = samples(metrics_text(run))
     broken = run.hosts[4]  # broken_every=9: host 4 misses the fixes
     assert broken.checks[0].status == "fail"
-    for status in ("pass", "fail", "warn", "error", "skip"):
+    for status in CHECK_STATUSES:
         assert value(found, "fleetcheck_check_status", host=broken.name,
                      check="dflash-layer-offset", status=status) == (status == "fail")
     assert value(found, "fleetcheck_check_status", host=run.hosts[0].name,
                  check="dflash-swa", status="pass") == 1
     statuses = [s for s in found["fleetcheck_check_status"] if s.labels["host"] == broken.name]
-    assert len(statuses) == 5 * len(broken.checks)
+    assert len(statuses) == len(CHECK_STATUSES) * len(broken.checks)
+    assert set(CHECK_STATUSES) == {"pass", "fail", "warn", "error", "skip", "waived"}
     assert value(found, "fleetcheck_host_status", host=broken.name, status="fail") == 1
     unreachable = run.hosts[7]
     assert value(found, "fleetcheck_host_status", host=unreachable.name,
