@@ -11,10 +11,6 @@ import stat
 from fleetcheck.probe.trust import unreadable_by
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
-# the Owner whose access the install's files are read with (trust.py): set when the
-# install was found through another user's server, so its files are read only where
-# that user could read them
-INSTALL_READER = [None]
 
 
 class ProbeFileError(Exception):
@@ -32,14 +28,14 @@ class MissingFile(ProbeFileError):
 
 def open_for(path, reader):
     """A descriptor of the file at `path`, opened without blocking, checked as `reader`
-    (an Owner, or the install's reader when None) could open it."""
+    (an Owner; None: the probe's own credentials) could open it."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise MissingFile(path)
     except OSError as exc:
         raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
-    refused = unreadable_by(fd, reader or INSTALL_READER[0])
+    refused = unreadable_by(fd, reader)
     if refused:
         os.close(fd)
         raise ProbeFileError("%s: %s" % (path, refused))

@@ -166,14 +166,15 @@ def virtual_env_of(pid):
     return None
 
 
-def installs_running(touch_paths, system=False):
+def installs_running(touch_paths, system=False, table=None):
     """pip / uv / setup.py / cmake / ninja processes, read from /proc (no tools needed):
     those whose command line, working directory or target touches the checked install
     ("touching"), and those installing vllm somewhere else on the box ("elsewhere").
     A system install (no venv) is touched by a `--system` / `--break-system-packages`
-    install and by pip run from a system interpreter."""
+    install and by pip run from a system interpreter. `table`: the probe context's process
+    table (read here when not given)."""
     touching, elsewhere = [], []
-    table = process_table()
+    table = process_table() if table is None else table
     if table is None:
         return {"error": "cannot list /proc", "processes": [], "elsewhere": []}
     for pid, argv in table:

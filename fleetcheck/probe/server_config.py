@@ -11,12 +11,10 @@ import time
 
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
-from fleetcheck.probe.config_file_args import with_config_file
-from fleetcheck.probe.servers import port_of, process_cwd, process_table, server_script
-from fleetcheck.probe.trust import is_revision, is_sha, owner_of, refusal
+from fleetcheck.probe.servers import port_of
+from fleetcheck.probe.trust import is_revision, is_sha, refusal
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
-MAX_ENVIRON_BYTES = 1024 * 1024
 # the variables reported: they change speculative decoding, or where a model is found;
 # only these names leave the host (an environment also holds tokens and keys)
 ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
@@ -25,6 +23,9 @@ ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND"
              "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME", "VLLM_USE_MODELSCOPE",
              "MODELSCOPE_CACHE", "VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING")
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
+SPEC_ARGS = ("--speculative-model", "--speculative_model", "--num-speculative-tokens",
+             "--num_speculative_tokens", "--speculative-model-revision",
+             "--speculative-method") + SPEC_FLAGS
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -140,38 +141,15 @@ def dotted_spec(argv):
     return spec or None
 
 
-def positional_model(argv, index):
-    """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
-    MODEL` (where `serve` follows the program or the module), or None."""
-    places = [index + 1] if index is not None else []
-    if "-m" in argv:
-        places.append(argv.index("-m") + 2)
-    for at in places:
-        if at + 1 < len(argv) and argv[at] == "serve" and not argv[at + 1].startswith("-"):
-            return argv[at + 1]
-    return None
-
-
-def server_settings(argv, index):
-    """The target, the speculative settings and the served names from a server's argv;
-    `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`)."""
-    flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
-                               "--host", "--download-dir", "--download_dir",
-                               "--speculative-model", "--speculative_model",
-                               "--num-speculative-tokens", "--num_speculative_tokens",
-                               "--speculative-model-revision", "--speculative-method")
-                        + SPEC_FLAGS)
-    out = {"served_names": served_names(argv), "errors": []}
-    model = (flags.get("--model") or [None])[-1]
-    if model is None:
-        model = positional_model(argv, index)
-    out["target"] = model
-    out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
-                                                                   else None)
-    for name, key in (("--revision", "revision"), ("--host", "bind"),
-                      ("--download-dir", "download_dir")):
-        if flags.get(name):
-            out[key] = flags[name][-1]
+def speculative_config(argv, flags=None):
+    """(the speculative config dict or None, the flag it came from or None, errors) of
+    what a server parsed, by vLLM's rule: the dotted --speculative-config.KEY flags (which
+    its parser turns into one more JSON, replacing any other), else the last
+    --speculative-config JSON, else the older --speculative-model flags. The one reading
+    of a server's speculative config: the served facts and the smoke load both take it."""
+    if flags is None:
+        flags = flag_values(argv, SPEC_ARGS)
+    out = {"spec_from": None, "errors": []}
     if flags.get("-sc"):  # vLLM's short alias of --speculative-config
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
@@ -207,6 +185,42 @@ def server_settings(argv, index):
                           ("--speculative-model-revision", "revision")):
             if flags.get(name):
                 spec[key] = flags[name][-1]
+    return spec, out["spec_from"], out["errors"]
+
+
+def positional_model(argv, index):
+    """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
+    MODEL` (where `serve` follows the program or the module), or None."""
+    places = [index + 1] if index is not None else []
+    if "-m" in argv:
+        places.append(argv.index("-m") + 2)
+    for at in places:
+        if at + 1 < len(argv) and argv[at] == "serve" and not argv[at + 1].startswith("-"):
+            return argv[at + 1]
+    return None
+
+
+def server_settings(argv, index, speculative=None):
+    """The target, the speculative settings and the served names from a server's argv;
+    `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`);
+    `speculative`: speculative_config's reading of it, when already made."""
+    flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
+                               "--host", "--download-dir", "--download_dir") + SPEC_ARGS)
+    out = {"served_names": served_names(argv), "errors": []}
+    model = (flags.get("--model") or [None])[-1]
+    if model is None:
+        model = positional_model(argv, index)
+    out["target"] = model
+    out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
+                                                                   else None)
+    for name, key in (("--revision", "revision"), ("--host", "bind"),
+                      ("--download-dir", "download_dir")):
+        if flags.get(name):
+            out[key] = flags[name][-1]
+    spec, out["spec_from"], errors = speculative or speculative_config(argv, flags)
+    out["errors"] += list(errors)
+    if out["spec_from"] is None:
+        del out["spec_from"]
     if spec is not None:
         method = spec.get("method")
         drafter = spec.get("model")
@@ -228,20 +242,13 @@ def server_settings(argv, index):
     return out
 
 
-def environ_of(pid):
-    """(the reported variables, error): /proc/PID/environ is readable only by root or the
-    process's own user."""
-    try:
-        data = read_bytes("/proc/%d/environ" % pid, MAX_ENVIRON_BYTES)
-    except ProbeFileError as exc:
-        return {}, "cannot read /proc/%d/environ: %s" % (pid, str(exc).split(": ", 1)[-1])
-    env = {}
-    for item in data.split(b"\0"):
-        name, _, value = item.partition(b"=")
-        name = name.decode("utf-8", "replace")
-        if name in ENV_NAMES:
-            env[name] = value.decode("utf-8", "replace")[:1000]
-    return env, None
+def reported_environ(server):
+    """(the reported variables, error) of a ServerProcess: only ENV_NAMES leave the
+    host, each cut to 1000 characters."""
+    env, error = server.environ()
+    if error:
+        return {}, "cannot read /proc/%d/environ: %s" % (server.pid, error)
+    return dict((n, env[n][:1000]) for n in ENV_NAMES if n in env), None
 
 
 def expanded(path, env):
@@ -532,34 +539,28 @@ def text_or_none(value):
     return value if isinstance(value, str) else None
 
 
-def serving_processes():
-    """(pid, argv, index of `vllm`) of each vLLM server, API processes only: vLLM's
-    engine-core children show as other command lines."""
-    for pid, argv in process_table() or []:
-        found = server_script(argv)
-        if found is not None:
-            yield pid, argv, found[0]
-
-
-def server_configs(plan):
-    """The `served` facts: every server's configuration, and every drafter the plan names."""
+def server_configs(plan, context):
+    """The `served` facts: every server's configuration (from the context's one reading
+    of each server), and every drafter the plan names."""
     options = plan.get("served") or {}
     asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
     out = {"servers": [], "named": [], "drafters_asked": asked}
-    for pid, argv, index in serving_processes():
+    for server in context.servers:
+        pid, argv, index, owner, cwd = (server.pid, server.argv, server.index, server.owner,
+                                        server.cwd)
         entry = {"pid": pid}
-        owner = owner_of(pid)
         if owner is not None:
             entry["uid"], entry["user"] = owner.uid, owner.name
-        cwd = process_cwd(pid)
-        parsed, config_error = with_config_file(pid, argv, cwd, index, owner)
-        entry.update(server_settings(parsed, index))
+        parsed = server.parsed_argv
+        settings = server.settings()
+        entry.update(settings)
+        entry["errors"] = list(settings["errors"])
         refuse_values(entry, owner)
-        if config_error:
-            entry["errors"].append(config_error)
+        if server.config_error:
+            entry["errors"].append(server.config_error)
         elif parsed != argv:  # the file's arguments were pulled in
             from_file(entry, server_settings(argv, index), argv[argv.index("--config") + 1])
-        env, error = environ_of(pid)
+        env, error = reported_environ(server)
         entry["env"] = env
         if error:
             entry["environ_error"] = error

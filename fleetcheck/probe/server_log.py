@@ -489,25 +489,23 @@ def container_stream(pid):
     return mine == first and (not mine.startswith("/") or mine.startswith("/dev/pts/"))
 
 
-def attach_logs(served, plan, code_root, drafter_module, deadline):
+def attach_logs(served, plan, code_root, drafter_module, context):
     """Each server's log facts (served["servers"][i]["log"]), and the install's templates
     (served["log_templates"]) once some server has a log to read. Where the plan says
     the container engine's log can be read (the probe runs in a container) and a server
     writes to the container's own stream, its log is marked `engine_stream` and the whole
-    templates go back (served["log_formats"]) for the controller to read it by."""
-    from fleetcheck.probe.config_file_args import with_config_file
-    from fleetcheck.probe.servers import process_cwd, process_table, server_script
-    from fleetcheck.probe.trust import owner_of
-    argvs = dict(process_table() or [])
+    templates go back (served["log_formats"]) for the controller to read it by. Each
+    server is the context's record (its owner, cwd and parsed argv read once); the
+    install's templates are read as context.install_reader."""
+    from fleetcheck.probe.trust import reading_as
+    deadline = context.deadline
     engine_log = bool((plan.get("served") or {}).get("engine_log"))
     found = []
     for entry in served["servers"]:
         pid = entry["pid"]
-        argv = argvs.get(pid) or []
-        owner = owner_of(pid)
-        script = server_script(argv) if argv else None
-        if script is not None:
-            argv = with_config_file(pid, argv, process_cwd(pid), script[0], owner)[0]
+        server = context.server(pid)
+        argv = server.parsed_argv if server is not None else []
+        owner = server.owner if server is not None else None
         places = log_places(pid, entry.get("env") or {}, argv, owner)
         found.append((entry, owner, places, engine_log and not places and
                       container_stream(pid)))
@@ -515,7 +513,8 @@ def attach_logs(served, plan, code_root, drafter_module, deadline):
         for entry, _, _, _ in found:
             entry["log"] = {"source": None, "tried": []}
         return
-    templates = install_templates(code_root, plan, drafter_module)
+    with reading_as(context.install_reader):
+        templates = install_templates(code_root, plan, drafter_module)
     served["log_templates"] = dict((kind, ["%s:%d" % (t["file"], t["line"]) for t in items])
                                    for kind, items in templates.items())
     for entry, owner, places, stream in found:

@@ -281,7 +281,6 @@ def stop_group(process, until):
     process.poll()
 
 
-SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 LOOPBACK_NAMES = ("localhost", "::1", "0.0.0.0", "::")
 WINDOW_KEYS = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")
 
@@ -299,36 +298,11 @@ def plain(value, depth=0):
     return None
 
 
-def spec_from_argv(argv):
-    """(the speculative config, the flag it came from) of a server's argv: the last
-    --speculative-config JSON, or its dotted keys (`--speculative-config.method ngram`)."""
-    config, source = None, None
-    dotted = {}
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if not eq:
-            value = argv[i + 1] if i + 1 < len(argv) else None
-        if name in SPEC_FLAGS and value is not None:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            config, source = (parsed, name) if isinstance(parsed, dict) else (None, name)
-        elif value is not None and name.startswith(("--speculative-config.",
-                                                    "--speculative_config.")):
-            try:
-                dotted[name.split(".", 1)[1]] = json.loads(value)
-            except ValueError:
-                dotted[name.split(".", 1)[1]] = value
-    if config is None and dotted:
-        config, source = dotted, "--speculative-config.KEY"
-    return config, source
-
-
-def served_spec(plan_smoke):
+def served_spec(plan_smoke, context):
     """The speculative config of the server the load goes to: the launch command's own
-    in launch mode; in attach mode, that of the vLLM server process on this host whose
-    port is the URL's (its command line, with a --config file's arguments spliced in)."""
+    in launch mode; in attach mode, that of the vLLM server on this host whose own socket
+    listens on the URL's port (else whose command line names it), as the probe context
+    read it once (the same reading the served facts use)."""
     if plan_smoke.get("mode") == "launch":
         return {"from": "the launch settings (smoke.spec)", "config": plain(plan_smoke.get("spec"))}
     parts = urlsplit(plan_smoke["url"])
@@ -337,22 +311,17 @@ def served_spec(plan_smoke):
     if not (host.startswith("127.") or host in LOOPBACK_NAMES):
         return {"error": "the load goes to %s, not to a loopback address: that server's "
                          "command line is not this host's to read" % host}
-    from fleetcheck.probe.servers import parsed_argv, port_of, process_table, server_script
-    from fleetcheck.probe.trust import owner_of
-    for pid, argv in process_table() or []:
-        found = server_script(argv)
-        if found is None:
-            continue
-        full = parsed_argv(pid, argv, found[0], owner_of(pid))
-        if port_of(full) != port:
-            continue
-        config, source = spec_from_argv(full)
-        if source is None:
-            return {"pid": pid, "from": None, "config": None}
-        if config is None:
-            return {"pid": pid, "from": source, "error": "%s is not a JSON object" % source}
-        return {"pid": pid, "from": source, "config": plain(config)}
-    return {"error": "no vLLM server process on port %d is visible on this host" % port}
+    from fleetcheck.probe.servers import port_of
+    server = next((s for s in context.servers if s.listens_on(port)), None) or \
+        next((s for s in context.servers if port_of(s.parsed_argv) == port), None)
+    if server is None:
+        return {"error": "no vLLM server process on port %d is visible on this host" % port}
+    config, source, errors = server.speculative()
+    if source is None:
+        return {"pid": server.pid, "from": None, "config": None}
+    if config is None:
+        return {"pid": server.pid, "from": source, "error": "%s is not a JSON object" % source}
+    return {"pid": server.pid, "from": source, "config": plain(config)}
 
 
 def drafter_window_config(spec):
@@ -382,9 +351,11 @@ METRICS_RESERVE_S = 5.0  # kept from the load's budget for the scrape after it
 STAGE_CAP_S = 10.0  # /health, /v1/models, one /metrics scrape
 
 
-def smoke(plan_smoke, prompts, deadline):
+def smoke(plan_smoke, prompts, context):
     """Facts of one smoke load; never raises. Every stage (connect, each request, each
-    scrape, stopping a launched server) is bounded by what is left of `deadline`."""
+    scrape, stopping a launched server) is bounded by what is left of the context's
+    deadline."""
+    deadline = context.deadline
     facts = {"mode": plan_smoke.get("mode", "attach"), "url": plan_smoke["url"]}
     base = plan_smoke["url"].rstrip("/")
     process = None
@@ -398,7 +369,7 @@ def smoke(plan_smoke, prompts, deadline):
         return min(cap, left)
 
     try:
-        facts["served_spec"] = served_spec(plan_smoke)
+        facts["served_spec"] = served_spec(plan_smoke, context)
     except Exception as exc:  # never the load's end
         facts["served_spec"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     if facts["mode"] == "launch":

@@ -12,6 +12,10 @@ here before it is used:
   not open itself;
 - a file's bytes leave the host only as what was expected there (a sha, JSON, YAML):
   a refused value is a finding naming the process and the field, never its text;
+- the files of an install found only through another user's server are read with that
+  user's credentials (reading_as: the kernel's own permission checks, in a block that
+  always ends back as the probe's user), so its symlinks reach nothing that user could
+  not read;
 - the install's code (the drafter loader, the import check) runs as the owner of the
   server it was found through, with no supplementary groups; as the probe's own user
   only when nobody else can change that code; otherwise not at all, saying why.
@@ -190,6 +194,35 @@ class RunAs(object):
         return "user %s" % (self.name if self.uid is not None else user_name(os.geteuid()))
 
 
+class reading_as(object):
+    """`with reading_as(owner):` the probe's file reads carry `owner`'s effective uid,
+    gid and groups (only root can switch; None, a trusted owner, or a probe that is not
+    root reads as itself). The real and saved uid stay root's, so the owner can neither
+    signal nor trace the probe, and the block always switches back. No code is run
+    inside one (code_runner refuses)."""
+
+    def __init__(self, owner):
+        self.owner = owner if owner is not None and not trusted(owner) and owner.uid >= 0 \
+            and os.geteuid() == 0 else None
+        self.saved = None
+
+    def __enter__(self):
+        if self.owner is not None:
+            self.saved = (os.getegid(), os.getgroups())
+            os.setgroups(sorted(self.owner.groups))
+            os.setegid(self.owner.gid)
+            os.seteuid(self.owner.uid)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            os.seteuid(0)
+            os.setegid(self.saved[0])
+            os.setgroups(self.saved[1])
+            self.saved = None
+        return False
+
+
 def home_of(uid):
     try:
         import pwd
@@ -206,6 +239,8 @@ def code_runner(owner, interpreter, site):
     owner; else as the owner of the site dir when the probe is root; else as the probe's
     user, and then only when no one else can change it."""
     me = os.geteuid()
+    if me != os.getuid() and os.getuid() == 0:
+        return None, "the probe is reading files as another user: no code is run then"
     if owner is not None and owner.uid < 0:
         return None, "%s has exited: whose install this is cannot be told" % owner.words()
     if owner is not None and not trusted(owner):
