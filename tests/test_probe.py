@@ -475,7 +475,7 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast(tmp_p
     assert loaded == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.context",
                       "fleetcheck.probe.files", "fleetcheck.probe.install",
                       "fleetcheck.probe.integrity", "fleetcheck.probe.jsonlite",
-                      "fleetcheck.probe.main", "fleetcheck.probe.server_config",
+                      "fleetcheck.probe.limits", "fleetcheck.probe.main", "fleetcheck.probe.server_config",
                       "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes",
                       "fleetcheck.probe.trust"]
 

@@ -18,7 +18,7 @@ from drafter_trees import ZLAB
 from fleet_helpers import run_fleetcheck, ssh_hosts
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import free_loopback_port
-from test_trust import NOBODY, as_nobody, chown_tree, wait_listening, world_dir
+from second_user import NOBODY, as_nobody, chown_tree, wait_listening, world_dir
 
 pytestmark = [pytest.mark.root, pytest.mark.sshd]
 
@@ -75,3 +75,128 @@ def test_the_server_on_vllm_url_decides_the_install_not_another_users_older_one(
     assert served[root_port]["env"].get("HF_HOME") == hf_home, served[root_port]
     assert served[root_port]["environ_error"] is None, served[root_port]
     assert served[root_port]["judged"] and not served[eve_port]["judged"], served
+
+
+NESTED_SERVER = '''#!/usr/bin/python3
+"""`vllm serve MODEL --port N` whose every answer is 5,000 nested JSON brackets."""
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        data = b"[" * 5000 + b"]" * 5000
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *args):
+        pass
+HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+SLEEPER = "import time\ntime.sleep(100000)\n"  # a long-lived server's shape, silent
+
+
+def script_named_vllm(directory: str, text: str) -> str:
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "vllm")
+    with open(path, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+class Silent:
+    """A port that accepts connections (the kernel's backlog) and never answers."""
+
+    def __init__(self) -> None:
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_what_other_users_ports_answer_is_bounded_and_the_judged_server_is_asked_first(
+        tmp_path, fleet):
+    """Beside root's server on vllm_url's port: a server of nobody's whose port answers
+    5,000 nested JSON brackets, and 20 servers of nobody's naming a port that accepts
+    and never answers. The nested answer is a refusal of that witness (no RecursionError:
+    the served facts stand), root's server is asked first and answers, and the silent
+    ports cost at most the host's witness budget: the others say it is spent."""
+    eve_top = world_dir("fc-eve-")
+    nested = script_named_vllm(os.path.join(eve_top, "nested"), NESTED_SERVER)
+    sleeper = script_named_vllm(os.path.join(eve_top, "sleeper"), SLEEPER)
+    chown_tree(eve_top, NOBODY.pw_uid, NOBODY.pw_gid)
+    _, root_site, root_script = venv_with_server(str(tmp_path / "root-install"), "0.32.0")
+    host = fleet.add("gpu-noisy")
+    fleet.start()
+    silent = Silent()
+    nested_port, root_port = free_loopback_port(), free_loopback_port()
+    try:
+        fleet.spawn_on(host, as_nobody("/usr/bin/python3 %s serve org/nested --port %d"
+                                       % (nested, nested_port)))
+        for _ in range(20):
+            fleet.spawn_on(host, as_nobody("/usr/bin/python3 %s serve org/silent --port %d"
+                                           % (sleeper, silent.port)))
+        fleet.spawn_on(host, "exec /usr/bin/python3 %s serve org/target --port %d"
+                       % (root_script, root_port))
+        wait_listening(nested_port)
+        wait_listening(root_port)
+        inventory = {"all": {"hosts": ssh_hosts(fleet, [host],
+                                                vllm_url="http://127.0.0.1:%d" % root_port)}}
+        run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                             "--no-import-check", "--timeout", "60")
+    finally:
+        silent.close()
+        shutil.rmtree(eve_top, ignore_errors=True)
+    assert run.results is not None, run.stderr
+    result = run.host("gpu-noisy")
+    assert result.get("error") is None, result
+    served = [s for s in result["served"] if "pid" in s]
+    assert len(served) == 22, served
+    by_port = {}
+    for entry in served:
+        by_port.setdefault(entry["port"], []).append(entry)
+    (root_entry,) = by_port[root_port]
+    assert root_entry["judged"] and root_entry["http"]["models"] == ["org/target"], root_entry
+    (nested_entry,) = by_port[nested_port]
+    assert "nested" in nested_entry["http"]["error"], nested_entry
+    quiet = by_port[silent.port]
+    spent = [e for e in quiet if "budget" in (e["http"]["error"] or "")]
+    timed_out = [e for e in quiet if "timed out" in (e["http"]["error"] or "")]
+    assert len(spent) + len(timed_out) == 20 and len(timed_out) <= 3, quiet
+    checks = json.dumps(result["checks"])
+    assert "RecursionError" not in checks and "no vLLM server runs" not in checks, checks
+
+
+def test_an_oversized_line_from_the_installs_own_code_is_cut_not_the_hosts_answer(
+        tmp_path, fleet):
+    """nobody's server is the only install on the box, and its torch raises an error of
+    70 KB when imported: the import check (run as nobody) keeps a cut message, and the
+    host's answer is no protocol error."""
+    eve_top = world_dir("fc-eve-")
+    venv, site, script = venv_with_server(eve_top, "0.33.0")
+    os.makedirs(os.path.join(site, "torch"))
+    with open(os.path.join(site, "torch", "__init__.py"), "w") as handle:
+        handle.write("raise ImportError('x' * 70000)\n")
+    chown_tree(eve_top, NOBODY.pw_uid, NOBODY.pw_gid)
+    host = fleet.add("gpu-loud")
+    fleet.start()
+    port = free_loopback_port()
+    fleet.spawn_on(host, as_nobody("/usr/bin/python3 %s serve org/eve --port %d"
+                                   % (script, port)))
+    wait_listening(port)
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(fleet, [host])}},
+                         "--known-hosts", fleet.known_hosts)
+    shutil.rmtree(eve_top, ignore_errors=True)
+    assert run.results is not None, run.stderr
+    result = run.host("gpu-loud")
+    assert result.get("error") is None, result
+    assert result["vllm"]["site_packages"] == site, result["vllm"]
+    assert "no other install was found" in result["vllm"]["found_by"], result["vllm"]
+    imported = run.check("gpu-loud", "install-import")
+    assert "xxxx" in json.dumps(imported), imported
+    assert len(json.dumps(imported)) < 30000, len(json.dumps(imported))

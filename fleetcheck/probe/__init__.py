@@ -2,7 +2,7 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "context",
+MODULES = ("jsonlite", "limits", "trust", "files", "install", "yaml_subset", "config_file_args", "context",
            "servers", "server_config", "lexer", "source", "patterns",
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",

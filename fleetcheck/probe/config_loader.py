@@ -44,9 +44,8 @@ for directory in sys.argv[2:]:
 def load_configs(interpreter, site, directories, timeout, runner):
     """{dir: {config, cls} or {error, stage}}, and a note for the whole child. `runner`
     (trust.code_runner's) says whose credentials the child runs with."""
-    from fleetcheck.probe import jsonlite
     from fleetcheck.probe.child import run_child
-    from fleetcheck.probe.server_config import bounded
+    from fleetcheck.probe.limits import bounded, cut, lines, loads
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
            "configs": {}, "run_as": runner.words()}
     if timeout <= 1:
@@ -62,19 +61,18 @@ def load_configs(interpreter, site, directories, timeout, runner):
         out["timed_out"] = True
         out["error"] = "the loader did not finish in %.0f s" % timeout
     out["elapsed_s"] = round(time.monotonic() - started, 3)
-    for line in stdout.decode("utf-8", "replace").splitlines():
+    for line in lines(stdout):  # the install's code wrote them: every value bounded
         try:
-            item = jsonlite.loads(line)
+            item = loads(line)
         except ValueError:
             continue
         if not isinstance(item, dict):
             continue
-        if "dir" in item:
-            if "config" in item:
-                item["config"] = bounded(item["config"])
-            out["configs"][item.pop("dir")] = item
-        elif item.get("error"):
-            out["error"], out["stage"] = item["error"], item.get("stage")
+        if isinstance(item.get("dir"), str) and item["dir"] in directories:
+            directory = item.pop("dir")
+            out["configs"][directory] = bounded(item)
+        elif "dir" not in item and item.get("error"):
+            out["error"], out["stage"] = cut(item["error"]), bounded(item.get("stage"))
     if code and "error" not in out:
         out["error"] = "the loader exited with %s: %s" % (
             code, stderr.decode("utf-8", "replace").strip()[-300:])

@@ -11,6 +11,7 @@ import time
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
                   "vllm.entrypoints.cli.main")
 MAX_ENVIRON_BYTES = 1024 * 1024
+WITNESS_BUDGET_S = 3.0  # the HTTP witness's time for every server of a host together
 TCP_LISTEN = "0A"
 
 
@@ -184,7 +185,8 @@ class ProbeContext(object):
     """What one probe run shares: `deadline` (time.monotonic() seconds) every wait takes,
     the process table read once, the vLLM servers read once, and `install_reader`: the
     Owner whose access the checked install's files are read with (None: the probe's
-    own), decided once the install is chosen."""
+    own), decided once the install is chosen; the pids judged against it; and the HTTP
+    witness's budget, one per host."""
 
     def __init__(self, plan, started=None):
         started = time.monotonic() if started is None else started
@@ -197,9 +199,17 @@ class ProbeContext(object):
             if found is not None:
                 self.servers.append(ServerProcess(pid, argv, found[0], found[1]))
         self.install_reader = None
+        self.judged = set()  # pids of the servers judged: witnessed first
+        self.witness_budget = WITNESS_BUDGET_S
+        self.witness_spent = 0.0
 
     def left(self):
         return self.deadline - time.monotonic()
+
+    def witness_left(self):
+        """Seconds the HTTP witness may still take: the host's budget, within the
+        deadline."""
+        return min(self.witness_budget - self.witness_spent, self.left() - 1.0)
 
     def server(self, pid):
         return next((s for s in self.servers if s.pid == pid), None)

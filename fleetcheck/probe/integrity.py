@@ -10,7 +10,8 @@ import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 from fleetcheck.probe.install import temp_kind
-from fleetcheck.probe.servers import process_table, shown_cmdline
+from fleetcheck.probe.context import process_table
+from fleetcheck.probe.servers import shown_cmdline
 
 MAX_LISTED = 20
 INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
@@ -402,9 +403,10 @@ def is_isa_variant(name, names):
 def read_import_lines(out, facts):
     """The import script's tab-separated events into `facts`; the module it was loading
     when the output stopped, if any (the interpreter died there)."""
+    from fleetcheck.probe.limits import cut, lines
     loading = None
-    for line in out.decode("utf-8", "replace").splitlines():
-        parts = line.split("\t")
+    for line in lines(out):
+        parts = [cut(part) for part in line.split("\t")[:3]]
         if len(parts) < 2:
             continue
         if parts[0] == "torch":

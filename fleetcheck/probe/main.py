@@ -37,6 +37,9 @@ def probe(plan, ask=None):
                              dict((s.pid, s.owner) for s in context.servers))
     facts["install"] = install
     owner = install_owner(install, servers["servers"], context)
+    site_real = install.get("site_real")
+    context.judged = set(s["pid"] for s in servers["servers"] if s["rank"] == 0 or
+                         (site_real and site_real in s["real_site_dirs"]))
     dists = install["dist_infos"]
     code_root = install.get("code_root")
     root = code_root or install["site_packages"]
@@ -211,6 +214,30 @@ def gather_integrity(plan, install, examined, options, context, owner):
     return out
 
 
+def stop_at_deadline(plan):
+    """The probe's last resort (signal.alarm): once its time budget has passed, the
+    controller has stopped waiting, so whatever still blocks (a reply that never comes,
+    a read that should have been bounded) must not keep the probe running, often as
+    root. It answers why and exits; the children it started die at their own timeouts,
+    which the same deadline bounds."""
+    try:  # the C module: `signal` imports enum, start-up CPU on every host
+        import _signal as signal
+    except ImportError:
+        import signal
+    budget = plan.get("time_budget_s") if isinstance(plan, dict) else None
+    budget = float(budget) if isinstance(budget, (int, float)) and budget > 0 else 60.0
+
+    def stop(signum, frame):
+        os.write(1, ("\n" + jsonlite.dumps({
+            "probe_version": PROBE_VERSION,
+            "fatal": "the probe passed its deadline (%.0f s) and stopped itself" % budget})
+        ).encode("utf-8"))
+        os._exit(0)  # the probe always exits 0: its answer says what happened
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(int(budget) + 1)
+
+
 def main():
     """The plan is one JSON line on stdin; stdin stays open for the controller's reply
     to a question (one more JSON line), and is never read to its end."""
@@ -229,7 +256,9 @@ def main():
             return {}
 
     try:
-        facts = probe(read_json_line(), ask)
+        plan = read_json_line()
+        stop_at_deadline(plan)
+        facts = probe(plan, ask)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
     sys.stdout.write(jsonlite.dumps(facts, sort_keys=True))

@@ -9,8 +9,8 @@ no server runs. Nothing here starts a request beyond a GET of /v1/models and /ve
 import os
 import time
 
-from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
+from fleetcheck.probe.limits import bounded, cut, loads
 from fleetcheck.probe.servers import port_of
 from fleetcheck.probe.trust import is_revision, is_sha, refusal
 
@@ -30,37 +30,12 @@ HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-
 
 
 WITNESS_BYTES = 16 * 1024  # /v1/models and /version answers are a few hundred bytes
-WITNESS_TIMEOUT_S = 1.0  # both requests together
-
-MAX_VALUE_TEXT = 4096
-MAX_VALUE_DEPTH = 8
-MAX_VALUE_ITEMS = 4096
-
-
-def bounded(value, depth=0):
-    """A config value as it may travel in the facts: text cut to 4096 characters,
-    nesting cut at 8 levels, at most 4096 entries per list or map, non-finite numbers as
-    text (the decoder refuses NaN, and a host's whole answer with it)."""
-    if isinstance(value, str):
-        return value if len(value) <= MAX_VALUE_TEXT else value[:MAX_VALUE_TEXT] + "..."
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)
-    if isinstance(value, (dict, list)) and depth >= MAX_VALUE_DEPTH:
-        return "(nested deeper than %d levels)" % MAX_VALUE_DEPTH
-    if isinstance(value, dict):
-        return dict((bounded(str(k)), bounded(v, depth + 1))
-                    for k, v in list(value.items())[:MAX_VALUE_ITEMS])
-    if isinstance(value, list):
-        return [bounded(v, depth + 1) for v in value[:MAX_VALUE_ITEMS]]
-    return value
-
+WITNESS_TIMEOUT_S = 1.0  # both requests to one server together
 
 def parse_json(text):
-    """The json package, not jsonlite: files and command lines from the host may be
-    truncated or hostile, and its errors say where (imported only when a server or a
-    drafter is found)."""
-    import json
-    return json.loads(text)
+    """JSON from a file or command line of the host (limits.loads: nesting bounded;
+    its errors are ValueErrors)."""
+    return loads(text)
 
 
 def flag_values(argv, names):
@@ -488,28 +463,68 @@ def resolve_served(spec, env, cwd=None, download_dir=None, revision=None, owner=
     return resolve_model(spec, env, cwd, download_dir, revision, owner, revision_field)
 
 
-def http_witness(bind, port, timeout=WITNESS_TIMEOUT_S):
-    """/v1/models and /version as the server reports itself: a second witness, both
-    within one `timeout`."""
-    host = bind if bind and bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    out = {"url": "http://%s:%d" % (host, port)}
-    end = time.monotonic() + timeout
-    for path, key in (("/v1/models", "models"), ("/version", "version")):
+def ip_literal(text):
+    """Whether `text` is an IPv4 or IPv6 address as written (nothing is ever resolved)."""
+    import socket
+    for family in (socket.AF_INET, socket.AF_INET6):
         try:
-            status, body = bounded_get(host, port, path, end)
-            if status != 200:
-                out["error"] = "GET %s: HTTP %d" % (path, status)
-                continue
-            value = jsonlite.loads(body.decode("utf-8", "replace"))
-        except (OSError, ValueError) as exc:
-            out["error"] = "GET %s: %s" % (path, exc)
+            socket.inet_pton(family, text)
+            return True
+        except (OSError, ValueError):
             continue
-        if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
-            out["models"] = [{"id": text_or_none(m.get("id")),
-                              "root": text_or_none(m.get("root"))}
-                             for m in value["data"] if isinstance(m, dict)][:20]
-        elif key == "version" and isinstance(value, dict):
-            out["version"] = text_or_none(value.get("version"))
+    return False
+
+
+def witness_address(bind, port, server):
+    """(the address the witness connects to, None) or (None, why not): loopback, or an
+    address the server's own sockets listen on, written as an IP; a name is never
+    resolved and another host is never reached."""
+    if not bind or bind in ("0.0.0.0", "::"):
+        return ("::1" if bind == "::" else "127.0.0.1"), None
+    own = [address for address, listening in (server.listening if server else [])
+           if listening == port]
+    if ip_literal(bind) and (bind.startswith("127.") or bind == "::1" or bind in own):
+        return bind, None
+    return None, "--host %s is neither a loopback address nor one its own sockets listen " \
+        "on: not asked" % cut(bind, 200)
+
+
+def http_witness(bind, port, server, context, timeout=WITNESS_TIMEOUT_S):
+    """/v1/models and /version as the server reports itself: a second witness, both
+    within one `timeout`, and within what is left of the host's witness budget and
+    deadline (context.witness_left)."""
+    host, refused = witness_address(bind, port, server)
+    out = {"url": "http://%s:%d" % (host or cut(bind, 200), port)}
+    if refused:
+        out["error"] = refused
+        return out
+    budget = min(timeout, context.witness_left())
+    if budget <= 0.05:
+        out["error"] = "not asked: the host's witness budget (%.0f s for every server) is " \
+            "spent" % context.witness_budget
+        return out
+    started = time.monotonic()
+    end = started + budget
+    try:
+        for path, key in (("/v1/models", "models"), ("/version", "version")):
+            try:
+                status, body = bounded_get(host, port, path, end)
+                if status != 200:
+                    out["error"] = "GET %s: HTTP %d" % (path, status)
+                    continue
+                value = loads(body)
+            except (OSError, ValueError) as exc:
+                out["error"] = "GET %s: %s" % (path, cut(exc, 300))
+                continue
+            if key == "models" and isinstance(value, dict) and \
+                    isinstance(value.get("data"), list):
+                out["models"] = [{"id": text_or_none(m.get("id")),
+                                  "root": text_or_none(m.get("root"))}
+                                 for m in value["data"] if isinstance(m, dict)][:20]
+            elif key == "version" and isinstance(value, dict):
+                out["version"] = text_or_none(value.get("version"))
+    finally:
+        context.witness_spent += time.monotonic() - started
     return out
 
 
@@ -533,10 +548,10 @@ def from_file(entry, without, path):
 
 
 def text_or_none(value):
-    """What a server or a command line said, kept where the facts expect text: anything
-    else (a number, an object from whatever answers on the port) reads as unknown, never
-    as an answer the controller must refuse whole."""
-    return value if isinstance(value, str) else None
+    """What a server or a command line said, kept where the facts expect text (cut):
+    anything else (a number, an object from whatever answers on the port) reads as
+    unknown, never as an answer the controller must refuse whole."""
+    return cut(value) if isinstance(value, str) else None
 
 
 def server_configs(plan, context):
@@ -575,9 +590,13 @@ def server_configs(plan, context):
                                                     entry.get("download_dir"),
                                                     entry.get("drafter_revision"), owner,
                                                     "the speculative config's revision")
-        if options.get("http", True) and entry["port"] is not None:
-            entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
+    if options.get("http", True):  # the judged servers first: the budget is the host's
+        for server, entry in sorted(zip(context.servers, out["servers"]),
+                                    key=lambda pair: pair[0].pid not in context.judged):
+            if entry["port"] is not None:
+                entry["http"] = http_witness(entry.get("bind"), entry["port"], server,
+                                             context)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
     serving = set(s.get("drafter") for s in out["servers"])
     for name in asked:

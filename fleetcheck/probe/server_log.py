@@ -342,9 +342,9 @@ def journal_stream(pid):
 
 def logging_config_files(path, owner):
     """(handler, filename) of the file handlers of a logging.config dictConfig JSON."""
-    import json
+    from fleetcheck.probe.limits import loads
     try:
-        config = json.loads(read_bytes(path, 1024 * 1024, owner).decode("utf-8", "replace"))
+        config = loads(read_bytes(path, 1024 * 1024, owner))
     except (ProbeFileError, ValueError):
         return []
     handlers = config.get("handlers") if isinstance(config, dict) else None

@@ -6,7 +6,6 @@ context (context.py) reads /proc once for this and the install-in-progress look-
 import os
 import time
 
-from fleetcheck.probe.context import process_table, server_script  # noqa: F401 (read once, in context.py)
 from fleetcheck.probe.install import interpreter_site_dirs, venv_site_dirs
 from fleetcheck.probe.trust import is_port, trusted
 

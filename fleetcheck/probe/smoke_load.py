@@ -20,6 +20,8 @@ import time
 from http.client import HTTPException
 from urllib.parse import urlsplit
 
+from fleetcheck.probe import limits
+
 METRIC_PREFIXES = ("vllm:spec_decode", "vllm:generation_tokens", "vllm:prompt_tokens")
 MAX_METRICS_BYTES = 1 << 20
 MAX_BODY_BYTES = 4 << 20
@@ -93,8 +95,13 @@ def served_model(base, timeout):
     status, body = http("GET", base + "/v1/models", timeout=timeout)
     if status != 200:
         raise SmokeError("models", "/v1/models answered %d" % status)
-    data = json.loads(body.decode("utf-8"))
-    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    try:
+        data = limits.loads(body)
+    except ValueError as exc:
+        raise SmokeError("models", "/v1/models is not JSON: %s" % limits.cut(exc, 300))
+    listed = data.get("data") if isinstance(data, dict) else None
+    models = [m.get("id") for m in listed if isinstance(m, dict) and
+              isinstance(m.get("id"), str)] if isinstance(listed, list) else []
     if not models:
         raise SmokeError("models", "/v1/models lists no model")
     return models[0]
@@ -197,8 +204,10 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
                                timeout=deadline - sent)
             entry["status"] = status
             if status == 200:
-                answer = json.loads(raw.decode("utf-8"))
-                usage = answer.get("usage") or {}
+                answer = limits.loads(raw)
+                if not isinstance(answer, dict):
+                    raise ValueError("not a JSON object")
+                usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
                 entry["completion_tokens"] = int(usage.get("completion_tokens") or 0)
                 entry["prompt_tokens"] = int(usage.get("prompt_tokens") or 0)
                 fingerprint = answer.get("system_fingerprint")
@@ -209,8 +218,8 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
                 entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))
         except SmokeError as exc:
             entry["error"] = exc.detail
-        except ValueError as exc:
-            entry["error"] = "bad JSON answer: %s" % exc
+        except (ValueError, TypeError) as exc:
+            entry["error"] = "bad JSON answer: %s" % limits.cut(exc, 300)
         entry["latency_s"] = round(time.monotonic() - sent, 4)
         try:
             text = scrape()
@@ -333,7 +342,7 @@ def drafter_window_config(spec):
     path = os.path.join(model, "config.json")
     try:
         with open(path, "rb") as handle:
-            data = json.loads(handle.read(1 << 20).decode("utf-8"))
+            data = limits.loads(handle.read(1 << 20))
     except (OSError, ValueError) as exc:
         return {"path": path, "error": str(exc)[:300]}
     if not isinstance(data, dict):

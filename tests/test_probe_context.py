@@ -1,0 +1,80 @@
+"""The probe's context (probe/context.py): each server read once, and every reader of it
+(the served facts, the smoke load) agreeing on what it reads, from a real probe run on
+this machine against a real process shaped like `vllm serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import drafter_trees
+from fleetcheck.inventory import Host
+from fleetcheck.lab.local_probe import probe_answer
+from fleetcheck.lab.testhosts import free_loopback_port
+from waits import wait_listening
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_smoke_load_and_the_served_facts_read_dotted_flags_the_same_way(tmp_path):
+    """`--speculative-config JSON` beside `--speculative-config.KEY` flags: vLLM's parser
+    appends the dotted keys as one more JSON, which argparse takes. The smoke load's
+    served spec and the served facts read the same (dotted) config of the server on the
+    smoke URL's port."""
+    script = drafter_trees.server_shaped_script(str(tmp_path / "bin"))
+    port = free_loopback_port()
+    server = subprocess.Popen([script, "serve", "org/target", "--port", str(port),
+                               "--speculative-config", json.dumps({"method": "eagle",
+                                                                   "model": "org/eagle"}),
+                               "--speculative-config.method", "dflash",
+                               "--speculative-config.model", "org/dflash",
+                               "--speculative-config.num_speculative_tokens", "4"])
+    try:
+        wait_listening("127.0.0.1", port)
+        host = Host(name="local", address="local", connection="local",
+                    python="/usr/bin/python3")
+        answer = probe_answer(host, [], smoke={"mode": "attach", "time_budget_s": 5,
+                                               "url": "http://127.0.0.1:%d" % port})
+    finally:
+        server.kill()
+        server.wait()
+    facts = json.loads(answer.stdout)
+    (served,) = [s for s in facts["served"]["servers"] if s["pid"] == server.pid]
+    assert (served["method"], served["drafter"], served["num_speculative_tokens"]) == \
+        ("dflash", "org/dflash", 4), served
+    spec = facts["smoke"]["served_spec"]
+    assert spec["pid"] == server.pid and spec["from"] == "--speculative-config.KEY", spec
+    assert spec["config"] == {"method": "dflash", "model": "org/dflash",
+                              "num_speculative_tokens": 4}, spec
+    (seen,) = [s for s in facts["servers"]["servers"] if s["pid"] == server.pid]
+    assert port in seen["listening"], seen  # its own socket, from /proc/PID/net/tcp
+    assert os.getpid() != server.pid
+
+
+def test_the_probe_stops_itself_at_its_deadline(tmp_path):
+    """A controller that asks for the shared analysis and then never answers (a stalled
+    link, a killed controller): the probe does not wait for ever, possibly as root. Past
+    its time budget it answers why and exits."""
+    from fleetcheck.lab.synthetic import FIXED, write_install
+    from fleetcheck.wire_protocol import host_plan, probe_command, probe_payload
+    venv = str(tmp_path / "env")
+    write_install(venv, "0.33.0", FIXED)
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    plan = dict(host_plan(host, [], None, 2), share_analysis=True)
+    probe = subprocess.Popen(["/bin/sh", "-c", probe_command(host.connection_settings())],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    probe.stdin.write(probe_payload(plan))
+    probe.stdin.flush()  # stdin stays open: the reply the probe waits for never comes
+    try:
+        probe.wait(timeout=30)  # its answer is a few lines: the pipe never fills
+        out = probe.stdout.read()
+    finally:
+        probe.kill()
+        probe.stdin.close()
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("fleetcheck-ask "), lines
+    assert json.loads(lines[-1])["fatal"] == \
+        "the probe passed its deadline (2 s) and stopped itself", lines
