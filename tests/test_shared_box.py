@@ -200,3 +200,83 @@ def test_an_oversized_line_from_the_installs_own_code_is_cut_not_the_hosts_answe
     imported = run.check("gpu-loud", "install-import")
     assert "xxxx" in json.dumps(imported), imported
     assert len(json.dumps(imported)) < 30000, len(json.dumps(imported))
+
+
+def test_a_fifo_or_a_device_behind_another_users_symlink_is_refused_never_opened(
+        tmp_path, fleet):
+    """nobody's server names, through symlinks: a drafter config.json, a logging config
+    and a hub ref that are root-only FIFOs, each with a writer blocked until someone opens
+    it for reading, and a --config file that is a character device with no driver (its
+    open fails with ENXIO; O_PATH and fstat succeed). After the run every writer is still
+    blocked, and each refusal says the file is not a regular file, not that the device
+    could not be opened."""
+    import subprocess
+    secret = tempfile_dir(0o700)
+    fifos = {}
+    writers = []
+    for name in ("config-fifo", "logging-fifo", "ref-fifo"):
+        path = os.path.join(secret, name)
+        os.mkfifo(path, 0o600)
+        fifos[name] = path
+        writers.append(subprocess.Popen(["/bin/sh", "-c", "echo {} > %s" % path]))
+    device = os.path.join(secret, "device")
+    os.mknod(device, 0o600 | 0o020000, os.makedev(240, 7))  # char, no driver
+    eve_top = world_dir("fc-eve-")
+    _, _, script = venv_with_server(eve_top, "0.33.0")  # the only install: judged
+    drafter = os.path.join(eve_top, "dflash")
+    os.makedirs(drafter)
+    os.symlink(fifos["config-fifo"], os.path.join(drafter, "config.json"))
+    logging_config = os.path.join(eve_top, "logging.json")
+    os.symlink(fifos["logging-fifo"], logging_config)
+    config = os.path.join(eve_top, "serve.yaml")
+    os.symlink(device, config)
+    hub = os.path.join(eve_top, "hub")
+    drafter_trees.add_to_hub_cache(hub, "org/linked", {"config.json": b"{}"})
+    ref = os.path.join(hub, "models--org--linked", "refs", "main")
+    os.unlink(ref)
+    os.symlink(fifos["ref-fifo"], ref)
+    chown_tree(eve_top, NOBODY.pw_uid, NOBODY.pw_gid)
+    host = fleet.add("gpu-fifo")
+    fleet.start()
+    eve_port, linked_port = free_loopback_port(), free_loopback_port()
+    spec = shlex.quote(json.dumps({"method": "dflash", "model": drafter,
+                                   "num_speculative_tokens": 3}))
+    fleet.spawn_on(host, as_nobody(
+        "env VLLM_LOGGING_CONFIG_PATH=%s /usr/bin/python3 %s serve org/target --port %d "
+        "--config %s --speculative-config %s" % (logging_config, script, eve_port, config,
+                                                 spec)))
+    fleet.spawn_on(host, as_nobody("env HF_HUB_CACHE=%s /usr/bin/python3 %s serve org/linked "
+                                   "--port %d" % (hub, script, linked_port)))
+    for port in (eve_port, linked_port):
+        wait_listening(port)
+    try:
+        inventory = {"all": {"hosts": ssh_hosts(fleet, [host])}}
+        run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                             "--no-import-check")
+        blocked = [w.poll() is None for w in writers]
+    finally:
+        for path in fifos.values():  # release the writers: opened here, by the test
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        for writer in writers:
+            writer.kill()
+            writer.wait()
+        shutil.rmtree(secret, ignore_errors=True)
+        shutil.rmtree(eve_top, ignore_errors=True)
+    assert run.results is not None, run.stderr
+    result = run.host("gpu-fifo")
+    assert result.get("error") is None, result
+    assert blocked == [True, True, True], blocked
+    served = {s["port"]: s for s in result["served"] if "pid" in s}
+    notes = json.dumps(served[eve_port])
+    assert "cannot read --config %s: %s: not a regular file" % (config, config) in notes, notes
+    assert "No such device" not in json.dumps(run.results)
+    assert "not a regular file" in served[linked_port]["target"]["error"], served[linked_port]
+    drafters = json.dumps(run.check("gpu-fifo", "drafter-config"))
+    assert "%s/config.json: not a regular file" % drafter in drafters, drafters
+
+
+def tempfile_dir(mode: int) -> str:
+    import tempfile
+    path = tempfile.mkdtemp(prefix="fc-secret-", dir="/tmp")
+    os.chmod(path, mode)
+    return path

@@ -340,10 +340,10 @@ def drafter_window_config(spec):
     if not isinstance(model, str) or not os.path.isabs(model):
         return None
     path = os.path.join(model, "config.json")
+    from fleetcheck.probe.files import ProbeFileError, read_bytes
     try:
-        with open(path, "rb") as handle:
-            data = limits.loads(handle.read(1 << 20))
-    except (OSError, ValueError) as exc:
+        data = limits.loads(read_bytes(path, 1 << 20))
+    except (ProbeFileError, ValueError) as exc:
         return {"path": path, "error": str(exc)[:300]}
     if not isinstance(data, dict):
         return {"path": path, "error": "not a JSON object"}
