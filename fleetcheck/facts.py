@@ -597,6 +597,7 @@ class LoadedConfig:
     transformers: str | None
     error: str | None
     stage: str | None
+    run_as: str | None  # whose credentials loaded it (its server's owner)
 
 
 @facts_class

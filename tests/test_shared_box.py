@@ -280,3 +280,96 @@ def tempfile_dir(mode: int) -> str:
     path = tempfile.mkdtemp(prefix="fc-secret-", dir="/tmp")
     os.chmod(path, mode)
     return path
+
+
+MARKER_CODE = """import os
+with open(os.path.join(%r, "torch-ran-as-%%d" %% os.getpid()), "w") as handle:
+    handle.write(str(os.geteuid()))
+"""
+
+
+def with_marking_torch(site: str, markers: str) -> None:
+    """A torch in `site` whose import records who ran it in `markers`."""
+    os.makedirs(os.path.join(site, "torch"), exist_ok=True)
+    with open(os.path.join(site, "torch", "__init__.py"), "w") as handle:
+        handle.write(MARKER_CODE % markers)
+
+
+def runs(markers: str) -> list[str]:
+    return sorted(open(os.path.join(markers, n)).read() for n in os.listdir(markers))
+
+
+def test_a_world_writable_file_in_a_root_installs_closure_keeps_its_code_from_running(
+        tmp_path, fleet):
+    """Root's install, root's server on vllm_url's port, and one file deep in the install
+    (not vllm/, torch/ or transformers/ themselves) that anyone may write: neither the
+    import check nor the drafter loader runs the install's code (its torch never runs),
+    and the import check says which file kept it from running."""
+    markers = world_dir("fc-markers-")
+    os.chmod(markers, 0o777)
+    _, site, script = venv_with_server(str(tmp_path / "root-install"), "0.32.0")
+    with_marking_torch(site, markers)
+    loose = os.path.join(site, "vllm", "model_executor", "loose.py")
+    os.makedirs(os.path.dirname(loose), exist_ok=True)
+    with open(loose, "w") as handle:
+        handle.write("")
+    os.chmod(loose, 0o666)
+    drafter = drafter_trees.write_model_dir(str(tmp_path / "dflash"), ZLAB)
+    host = fleet.add("gpu-loose")
+    fleet.start()
+    port = free_loopback_port()
+    spec = shlex.quote(json.dumps({"method": "dflash", "model": drafter,
+                                   "num_speculative_tokens": 3}))
+    fleet.spawn_on(host, "exec /usr/bin/python3 %s serve org/target --port %d "
+                   "--speculative-config %s" % (script, port, spec))
+    wait_listening(port)
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host],
+                                            vllm_url="http://127.0.0.1:%d" % port)}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts)
+    ran = runs(markers)
+    shutil.rmtree(markers, ignore_errors=True)
+    assert run.results is not None, run.stderr
+    assert run.host("gpu-loose").get("error") is None, run.host("gpu-loose")
+    assert ran == [], ran
+    why = "%s is writable by others" % loose
+    imported = run.check("gpu-loose", "install-import")
+    assert why in imported["message"], imported
+    assert run.check("gpu-loose", "drafter-loaded")["status"] != "pass"  # torch never ran
+
+
+def test_each_drafter_is_loaded_as_its_own_servers_owner(tmp_path, fleet):
+    """Root's clean install serves on vllm_url's port with a drafter of root's; nobody's
+    server, from the same install, names a drafter directory of nobody's. The loader
+    runs twice: as root for root's drafter, as nobody for nobody's, never nobody's
+    directory as root."""
+    markers = world_dir("fc-markers-")
+    os.chmod(markers, 0o777)
+    root_top = world_dir("fc-root-install-")
+    _, site, script = venv_with_server(root_top, "0.32.0")
+    with_marking_torch(site, markers)
+    mine = drafter_trees.write_model_dir(os.path.join(root_top, "dflash-root"), ZLAB)
+    eve_top = world_dir("fc-eve-")
+    theirs = drafter_trees.write_model_dir(os.path.join(eve_top, "dflash-eve"), ZLAB)
+    chown_tree(eve_top, NOBODY.pw_uid, NOBODY.pw_gid)
+    host = fleet.add("gpu-two-drafters")
+    fleet.start()
+    root_port, eve_port = free_loopback_port(), free_loopback_port()
+    spec = lambda d: shlex.quote(json.dumps({"method": "dflash", "model": d,
+                                             "num_speculative_tokens": 3}))
+    fleet.spawn_on(host, "exec /usr/bin/python3 %s serve org/target --port %d "
+                   "--speculative-config %s" % (script, root_port, spec(mine)))
+    fleet.spawn_on(host, as_nobody("/usr/bin/python3 %s serve org/target --port %d "
+                                   "--speculative-config %s" % (script, eve_port,
+                                                                spec(theirs))))
+    wait_listening(root_port)
+    wait_listening(eve_port)
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host],
+                                            vllm_url="http://127.0.0.1:%d" % root_port)}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                         "--no-import-check")
+    ran = runs(markers)
+    for top in (markers, root_top, eve_top):
+        shutil.rmtree(top, ignore_errors=True)
+    assert run.results is not None, run.stderr
+    assert run.host("gpu-two-drafters").get("error") is None, run.host("gpu-two-drafters")
+    assert ran == sorted(["0", str(NOBODY.pw_uid)]), ran

@@ -202,6 +202,7 @@ class ProbeContext(object):
         self.judged = set()  # pids of the servers judged: witnessed first
         self.witness_budget = WITNESS_BUDGET_S
         self.witness_spent = 0.0
+        self.code_runners = {}  # (interpreter, owner uid) -> trust.code_runner's answer
 
     def left(self):
         return self.deadline - time.monotonic()

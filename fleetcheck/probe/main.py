@@ -90,10 +90,15 @@ def install_owner(install, servers, context):
     return owner
 
 
-def runner_for(install, plan, owner):
-    """(the interpreter, RunAs or None, why not) for running the install's code."""
+def runner_for(install, plan, owner, context):
+    """(the interpreter, RunAs or None, why not) for running the install's code: decided
+    once per run (the closure check lstats the whole install)."""
     interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
-    runner, why = code_runner(owner, interpreter, install.get("site_packages"))
+    key = (interpreter, owner.uid if owner is not None else None)
+    if key not in context.code_runners:
+        context.code_runners[key] = code_runner(owner, interpreter,
+                                                install.get("site_packages"), context.deadline)
+    runner, why = context.code_runners[key]
     return interpreter, runner, why
 
 
@@ -163,11 +168,42 @@ def gather_served(plan, install, code_root, context, owner):
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
         from fleetcheck.probe.config_loader import load_configs, not_loaded
-        interpreter, runner, why = runner_for(install, plan, owner)
+        interpreter, runner, why = runner_for(install, plan, owner, context)
         timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
         out["loaded"] = not_loaded(interpreter, why) if runner is None else \
-            load_configs(interpreter, site, dirs, timeout, runner)
+            load_configs(interpreter, site, drafter_groups(out, dirs, runner, context),
+                         timeout)
     return out
+
+
+def drafter_groups(served, dirs, runner, context):
+    """[(RunAs or None, [drafter dirs])]: each drafter directory is loaded as the owner
+    of the server that names it (one of root's or the probe's user's: as the install's
+    `runner`), so a directory another user chose is never read by the loader with more
+    rights than that user's (None: the probe cannot switch to that user, so it is not
+    loaded); a directory only an expectation names, as the install's runner."""
+    from fleetcheck.probe.trust import RunAs, home_of
+    owners = {}
+    for entry in served["servers"]:
+        model = entry.get("drafter_model") or {}
+        server = context.server(entry["pid"])
+        if model.get("dir") in dirs and server is not None and server.owner is not None:
+            owners.setdefault(model["dir"], server.owner)
+    groups = []
+    for directory in dirs:
+        owner = owners.get(directory)
+        if owner is None or trusted(owner):
+            who = runner
+        elif owner.uid >= 0 and os.geteuid() == 0:
+            who = RunAs(owner.uid, owner.gid, home_of(owner.uid), owner.name)
+        else:
+            who = None
+        group = next((g for g in groups if (g[0] and g[0].uid) == (who and who.uid)), None)
+        if group is None:
+            groups.append((who, [directory]))
+        else:
+            group[1].append(directory)
+    return groups
 
 
 def gather_integrity(plan, install, examined, options, context, owner):
@@ -200,7 +236,7 @@ def gather_integrity(plan, install, examined, options, context, owner):
     out["in_progress"] = installs_running(touch, system=bool(site) and not venv_of_site(site),
                                           table=context.table)
     if options.get("import_check") and site:
-        interpreter, runner, why = runner_for(install, plan, owner)
+        interpreter, runner, why = runner_for(install, plan, owner, context)
         if editable:
             tree = out["editable"]
             modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))
