@@ -373,3 +373,39 @@ def test_each_drafter_is_loaded_as_its_own_servers_owner(tmp_path, fleet):
     assert run.results is not None, run.stderr
     assert run.host("gpu-two-drafters").get("error") is None, run.host("gpu-two-drafters")
     assert ran == sorted(["0", str(NOBODY.pw_uid)]), ran
+
+
+def test_a_server_in_another_mount_namespace_is_never_read_through_the_hosts_paths(
+        tmp_path, fleet):
+    """A server started under `unshare -m` with another drafter bind-mounted over the
+    directory its command line names: the host's directory at that path holds a
+    different config.json. The probe never judges the host's file for it: the server is
+    listed, and its entry says it runs in another mount namespace and what to set."""
+    from drafter_trees import variant
+    _, _, script = venv_with_server(str(tmp_path / "root-install"), "0.32.0")
+    named = drafter_trees.write_model_dir(str(tmp_path / "dflash"), ZLAB)  # the host's
+    theirs = drafter_trees.write_model_dir(str(tmp_path / "dflash-theirs"),
+                                           variant(ZLAB, block_size=8))
+    host = fleet.add("gpu-mounts")
+    fleet.start()
+    port = free_loopback_port()
+    spec = json.dumps({"method": "dflash", "model": named, "num_speculative_tokens": 3})
+    inner = "mount --bind %s %s && exec /usr/bin/python3 %s serve org/target --port %d " \
+        "--speculative-config %s" % (theirs, named, script, port, shlex.quote(spec))
+    fleet.spawn_on(host, "exec unshare -m --propagation private sh -c %s"
+                   % shlex.quote(inner))
+    wait_listening(port)
+    inventory = {"all": {"hosts": ssh_hosts(fleet, [host],
+                                            vllm_url="http://127.0.0.1:%d" % port)}}
+    run = run_fleetcheck(tmp_path, inventory, "--known-hosts", fleet.known_hosts,
+                         "--no-import-check")
+    assert run.results is not None, run.stderr
+    result = run.host("gpu-mounts")
+    assert result.get("error") is None, result
+    (served,) = [s for s in result["served"] if "pid" in s]
+    assert any("runs in another mount namespace" in n and "container:" in n
+               for n in served["notes"]), served
+    assert served["drafter"]["dir"] is None and served["drafter"]["config_sha256"] is None, \
+        served
+    assert named not in json.dumps(run.check("gpu-mounts", "served-log")), \
+        run.check("gpu-mounts", "served-log")

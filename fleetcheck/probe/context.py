@@ -13,6 +13,8 @@ SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_se
 MAX_ENVIRON_BYTES = 1024 * 1024
 WITNESS_BUDGET_S = 3.0  # the HTTP witness's time for every server of a host together
 TCP_LISTEN = "0A"
+OTHER_MOUNTS = "runs in another mount namespace, whose paths this probe does not read: " \
+    "set `container:` to probe inside it"
 
 
 def own_ancestry():
@@ -123,16 +125,23 @@ class ServerProcess(object):
     sockets listen on."""
 
     __slots__ = ("pid", "argv", "index", "module", "owner", "cwd", "root", "parsed_argv",
-                 "config_error", "listening", "_environ", "_settings", "_spec")
+                 "config_error", "listening", "elsewhere", "_environ", "_settings", "_spec")
 
-    def __init__(self, pid, argv, index, module):
+    def __init__(self, pid, argv, index, module, mount_ns=None):
         from fleetcheck.probe.trust import owner_of
         self.pid, self.argv, self.index, self.module = pid, argv, index, module
         self.owner = owner_of(pid)
         self.cwd = link_of("/proc/%d/cwd" % pid)
         self.root = link_of("/proc/%d/root" % pid)
+        theirs = link_of("/proc/%d/ns/mnt" % pid)
+        # the paths it names are paths in its own mount namespace: read here, they would
+        # be another file (the host's at the same path)
+        self.elsewhere = OTHER_MOUNTS if mount_ns and theirs and theirs != mount_ns \
+            else None
         self.parsed_argv, self.config_error = argv, None
-        if "--config" in argv:  # the reader (and its json and re) only where one is named
+        if "--config" in argv and self.elsewhere:
+            self.config_error = "--config is not read: %s" % self.elsewhere
+        elif "--config" in argv:  # the reader (and its json and re) only where one is named
             from fleetcheck.probe.config_file_args import with_config_file
             self.parsed_argv, self.config_error = with_config_file(self.pid, argv, self.cwd,
                                                                    index, self.owner)
@@ -193,11 +202,13 @@ class ProbeContext(object):
         self.deadline = started + float(plan.get("time_budget_s") or 60.0) - 1.0
         self.serving_port = plan.get("serving_port")
         self.table = process_table()
+        self.mount_ns = link_of("/proc/self/ns/mnt")
         self.servers = []
         for pid, argv in self.table or []:
             found = server_script(argv)
             if found is not None:
-                self.servers.append(ServerProcess(pid, argv, found[0], found[1]))
+                self.servers.append(ServerProcess(pid, argv, found[0], found[1],
+                                                  self.mount_ns))
         self.install_reader = None
         self.judged = set()  # pids of the servers judged: witnessed first
         self.witness_budget = WITNESS_BUDGET_S

@@ -582,6 +582,13 @@ def server_configs(plan, context):
         entry["port"] = port_of(parsed)
         if entry["port"] is None:
             entry["errors"].append(refusal(owner, "--port", "is not a port (1-65535)"))
+        if server.elsewhere:  # its models are in its own mount namespace
+            entry["errors"].append("pid %d %s" % (pid, server.elsewhere))
+            entry["target_model"] = {"spec": entry["target"], "error": server.elsewhere}
+            if entry.get("drafter"):
+                entry["drafter_model"] = {"spec": entry["drafter"], "error": server.elsewhere}
+            out["servers"].append(entry)
+            continue
         entry["target_model"] = resolve_served(entry["target"], env, cwd,
                                                entry.get("download_dir"), entry.get("revision"),
                                                owner)

@@ -300,7 +300,7 @@ def install_templates(code_root, plan, drafter_module):
     return out
 
 
-def log_places(pid, env, argv, owner):
+def log_places(pid, env, argv, owner, elsewhere=False):
     """[(source, path to open, path to show)] where this server's log may be, in the
     order they are tried (stdout and stderr are opened through /proc: a deleted or
     renamed file still holds what the server wrote)."""
@@ -318,6 +318,8 @@ def log_places(pid, env, argv, owner):
             places.append(("fd %d (%s)" % (fd, target), link, target))
         elif fd == 1 and target.startswith("socket:") and journal_stream(pid):
             places.append(("journal _PID=%d" % pid, None, None))
+    if elsewhere:  # a logging config's path is in its own mount namespace
+        return places
     config = env.get("VLLM_LOGGING_CONFIG_PATH")
     for i, arg in enumerate(argv):
         if arg == "--log-config-file" and i + 1 < len(argv):
@@ -506,7 +508,8 @@ def attach_logs(served, plan, code_root, drafter_module, context):
         server = context.server(pid)
         argv = server.parsed_argv if server is not None else []
         owner = server.owner if server is not None else None
-        places = log_places(pid, entry.get("env") or {}, argv, owner)
+        places = log_places(pid, entry.get("env") or {}, argv, owner,
+                            server is not None and bool(server.elsewhere))
         found.append((entry, owner, places, engine_log and not places and
                       container_stream(pid)))
     if not any(places or stream for _, _, places, stream in found):

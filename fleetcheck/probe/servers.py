@@ -134,13 +134,16 @@ def running_servers(context):
         # a venv's python is a symlink to the base interpreter, so the command line's
         # interpreter (the shebang of a `vllm` script) says more than /proc/PID/exe
         interpreter = argv[0] if argv[0].startswith("/") and index != 0 else exe
-        sites = mapped_vllm_sites(pid)
-        how = "mapped" if sites else None
-        if not sites and index is not None and argv[index].startswith("/"):
+        sites = mapped_vllm_sites(pid) if not server.elsewhere else []
+        how = "mapped" if sites else ("another mount namespace" if server.elsewhere
+                                      else None)
+        if server.elsewhere:
+            pass  # its paths name its own files: no install is looked for through them
+        elif not sites and index is not None and argv[index].startswith("/"):
             home = os.path.dirname(os.path.dirname(argv[index]))
             if os.path.isfile(os.path.join(home, "pyvenv.cfg")):
                 sites = venv_site_dirs(home)
-        if not sites:
+        if not sites and not server.elsewhere:
             sites = interpreter_site_dirs(interpreter or exe)
         rank, why = rank_of(server, context.serving_port)
         if rank == 2 and trusted_site(sites):
