@@ -25,6 +25,7 @@ from fleetcheck.probe import limits
 METRIC_PREFIXES = ("vllm:spec_decode", "vllm:generation_tokens", "vllm:prompt_tokens")
 MAX_METRICS_BYTES = 1 << 20
 MAX_BODY_BYTES = 4 << 20
+MAX_ERROR_BODY = 64 * 1024
 
 
 class SmokeError(Exception):
@@ -174,6 +175,22 @@ def counter_delta(after, before):
     return out
 
 
+def server_message(raw):
+    """What a server said when it refused a request: the `message` of vLLM's error body
+    (`{"message": ...}` or `{"error": {"message": ...}}`), else the body's text; cut."""
+    try:
+        body = limits.loads(raw[:MAX_ERROR_BODY])
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return limits.cut(body["message"], 500)
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return limits.cut(body["error"], 500)
+    return limits.cut(raw[:500].decode("utf-8", "replace").strip(), 500) or "(no body)"
+
+
 def run_load(base, model, prompts, options, deadline, scrape, first):
     """Requests at temperature 0 with thinking off, one at a time, each distinct prompt
     at most once, until `requests` are done or the time budget runs out; /metrics is
@@ -215,7 +232,7 @@ def run_load(base, model, prompts, options, deadline, scrape, first):
                     entry["fingerprint"] = fingerprint[:128]
                 entry["ok"] = True
             else:
-                entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))
+                entry["error"] = "HTTP %d: %s" % (status, server_message(raw))
         except SmokeError as exc:
             entry["error"] = exc.detail
         except (ValueError, TypeError) as exc:
