@@ -1,10 +1,12 @@
-"""What each running vLLM server serves, read from the process itself: its command line
-(target model, speculative config in both the JSON and the older flag forms, served
-names, port) and its environment (the variables that change speculative decoding or
-where models are found), then the target and the drafter resolved to directories on this
-host, through the hub cache as the server's own environment sets it, with the revision
-it would load. Drafters the plan names (expectations) are resolved too, for hosts where
-no server runs. Nothing here starts a request beyond a GET of /v1/models and /version."""
+"""What each running vLLM server serves, from the probe context's one reading of the
+process (context.ServerProcess): its command line (target model, speculative config in
+both the JSON and the older flag forms, served names, port) and its environment (the
+variables that change speculative decoding or where models are found), then the target
+and the drafter resolved to directories on this host, through the hub cache as the
+server's own environment sets it, with the revision it would load (not for a server in
+another mount namespace, whose paths name its own files). Drafters the plan names
+(expectations) are resolved too, for hosts where no server runs. Nothing here starts a
+request beyond a GET of /v1/models and /version, within the host's witness budget."""
 
 import os
 import time
