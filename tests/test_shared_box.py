@@ -409,3 +409,50 @@ def test_a_server_in_another_mount_namespace_is_never_read_through_the_hosts_pat
         served
     assert named not in json.dumps(run.check("gpu-mounts", "served-log")), \
         run.check("gpu-mounts", "served-log")
+
+
+def test_reading_as_another_user_reads_with_that_users_rights_and_always_switches_back(
+        tmp_path):
+    """trust.reading_as, as root: inside it a root-only file is refused by the kernel
+    itself, even through a symlink nobody made, and a file nobody may read is read; after
+    it (an exception included) the probe is root again, with its own groups."""
+    from fleetcheck.probe import files
+    from fleetcheck.probe.trust import code_runner, reading_as
+    secret = tmp_path / "secret"
+    secret.write_text("root only")
+    os.chmod(secret, 0o600)
+    open_dir = world_dir("fc-reading-")
+    shared = os.path.join(open_dir, "shared")
+    with open(shared, "w") as handle:
+        handle.write("anyone")
+    os.chmod(shared, 0o644)
+    link = os.path.join(open_dir, "link")
+    os.symlink(str(secret), link)
+    import subprocess
+    sleeper = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=%d" % NOBODY.pw_gid,
+                                "--clear-groups", "sleep", "60"])
+    try:
+        owner = wait_for_owner(sleeper.pid, NOBODY.pw_uid)
+        groups = os.getgroups()
+        with pytest.raises(RuntimeError):
+            with reading_as(owner):
+                assert os.geteuid() == NOBODY.pw_uid and os.getuid() == 0
+                assert files.read_text(shared) == "anyone"
+                for path in (str(secret), link):
+                    with pytest.raises(files.ProbeFileError, match="Permission denied"):
+                        files.read_text(path)
+                assert code_runner(None, "/usr/bin/python3", open_dir)[0] is None
+                raise RuntimeError("a reader's bug")
+        assert os.geteuid() == 0 and os.getgroups() == groups
+        assert files.read_text(str(secret)) == "root only"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        shutil.rmtree(open_dir, ignore_errors=True)
+
+
+def wait_for_owner(pid: int, uid: int):
+    from fleetcheck.probe.trust import owner_of
+    from waits import wait_for
+    return wait_for(lambda: (lambda o: o if o is not None and o.uid == uid else None)(
+        owner_of(pid)), 10, "pid %d running as uid %d" % (pid, uid))

@@ -193,6 +193,12 @@ class RunAs(object):
         return "user %s" % (self.name if self.uid is not None else user_name(os.geteuid()))
 
 
+# what the readers import when first used: loaded before the switch, since the user read
+# as may not be able to open the probe's interpreter's standard library (under /root)
+READERS_IMPORT = ("ast", "re", "json", "hashlib", "binascii", "bisect", "itertools", "zlib",
+                  "stat", "pwd", "grp", "collections", "copy", "socket", "select")
+
+
 class reading_as(object):
     """`with reading_as(owner):` the probe's file reads carry `owner`'s effective uid,
     gid and groups (only root can switch; None, a trusted owner, or a probe that is not
@@ -207,6 +213,11 @@ class reading_as(object):
 
     def __enter__(self):
         if self.owner is not None:
+            for name in READERS_IMPORT:  # the owner may not reach the probe's stdlib
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
             self.saved = (os.getegid(), os.getgroups())
             os.setgroups(sorted(self.owner.groups))
             os.setegid(self.owner.gid)
