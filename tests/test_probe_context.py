@@ -78,3 +78,21 @@ def test_the_probe_stops_itself_at_its_deadline(tmp_path):
     assert lines[0].startswith("fleetcheck-ask "), lines
     assert json.loads(lines[-1])["fatal"] == \
         "the probe passed its deadline (2 s) and stopped itself", lines
+
+
+def test_the_witness_connects_only_to_loopback_or_the_servers_own_addresses():
+    """A --host another process names is never resolved and never reached when it is
+    neither loopback nor an address that process's own sockets listen on."""
+    from fleetcheck.probe.server_config import witness_address
+
+    class Listening:
+        listening = [("10.9.8.7", 8000), ("10.9.8.6", 9000)]
+
+    assert witness_address(None, 8000, Listening) == ("127.0.0.1", None)
+    assert witness_address("::", 8000, Listening) == ("::1", None)
+    assert witness_address("127.0.0.5", 8000, Listening) == ("127.0.0.5", None)
+    assert witness_address("10.9.8.7", 8000, Listening) == ("10.9.8.7", None)
+    assert witness_address("localhost", 8000, Listening) == ("127.0.0.1", None)
+    for bind in ("10.9.8.6", "192.0.2.1", "metadata.internal", "localhost.evil.example"):
+        address, why = witness_address(bind, 8000, Listening)
+        assert address is None and "not asked" in why, bind

@@ -481,7 +481,7 @@ def witness_address(bind, port, server):
     """(the address the witness connects to, None) or (None, why not): loopback, or an
     address the server's own sockets listen on, written as an IP; a name is never
     resolved and another host is never reached."""
-    if not bind or bind in ("0.0.0.0", "::"):
+    if not bind or bind in ("0.0.0.0", "::", "localhost"):  # localhost: never looked up
         return ("::1" if bind == "::" else "127.0.0.1"), None
     own = [address for address, listening in (server.listening if server else [])
            if listening == port]
