@@ -96,3 +96,15 @@ def test_the_witness_connects_only_to_loopback_or_the_servers_own_addresses():
     for bind in ("10.9.8.6", "192.0.2.1", "metadata.internal", "localhost.evil.example"):
         address, why = witness_address(bind, 8000, Listening)
         assert address is None and "not asked" in why, bind
+
+
+def test_the_journal_is_read_for_this_boot_this_user_and_since_the_process_started():
+    """A pid is reused across boots and over time: journalctl is asked for the server's
+    pid and user, this boot, from just before the process started."""
+    import time
+    from fleetcheck.probe.server_log import journal_query
+    from fleetcheck.probe.trust import owner_of
+    argv = journal_query(os.getpid(), owner_of(os.getpid()))
+    assert argv[:4] == ["journalctl", "_PID=%d" % os.getpid(), "_UID=%d" % os.geteuid(), "-b"]
+    assert argv[4] == "--since" and argv[-3:] == ["-o", "cat", "--no-pager"]
+    assert 0 < time.time() - int(argv[5][1:]) < time.monotonic() + 3600 * 24 * 365

@@ -384,13 +384,14 @@ def journal_query(pid, owner):
     """journalctl's arguments for what this server wrote: its pid and user, this boot,
     since it started (a pid is reused across boots and over time)."""
     from fleetcheck.probe.servers import started_at
-    argv = ["journalctl", "_PID=%d" % pid, "-b", "-o", "cat", "--no-pager"]
+    argv = ["journalctl", "_PID=%d" % pid]
     if owner is not None and owner.uid >= 0:
-        argv.insert(2, "_UID=%d" % owner.uid)
+        argv.append("_UID=%d" % owner.uid)
+    argv.append("-b")
     started = started_at(pid)
     if started is not None:
-        argv[-2:-2] = ["--since", "@%d" % int(started - 1)]
-    return argv
+        argv += ["--since", "@%d" % int(started - 1)]
+    return argv + ["-o", "cat", "--no-pager"]
 
 
 def read_journal(pid, owner, deadline):
