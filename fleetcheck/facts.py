@@ -412,6 +412,9 @@ class Server:
     site_dirs: list[str]
     real_site_dirs: list[str]
     site_from: str | None
+    listening: list[int] | None  # the ports its own sockets listen on
+    rank: int | None  # as the install to judge: 0 on vllm_url's port, 1 root's or ours, 2 others'
+    ranked: str | None  # why it ranks there
 
 
 @facts_class

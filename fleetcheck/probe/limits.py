@@ -4,8 +4,6 @@ RecursionError that takes the host's facts down), text cut before it leaves the 
 a child's output read line by line with each line bounded, and values from config files
 and children kept to a depth, a length and a count the controller's decoder accepts."""
 
-from fleetcheck.probe import jsonlite
-
 MAX_TEXT = 4096  # a value, message or line as it leaves the probe
 MAX_LINE = 1024 * 1024  # one line of a child's output (a loaded config is a few KB)
 MAX_JSON_DEPTH = 64  # real configs and answers nest a few levels
@@ -54,8 +52,9 @@ def loads(text, max_depth=MAX_JSON_DEPTH):
         text = text.decode("utf-8", "replace")
     if text.count("[") + text.count("{") > max_depth and nesting(text, max_depth):
         raise Refused("JSON nested deeper than %d levels" % max_depth)
-    try:
-        return jsonlite.loads(text)
+    import json  # the json package, not jsonlite: its errors say where a cut or hostile
+    try:         # text breaks, where _json's bare scanner may fail without saying why
+        return json.loads(text)
     except RecursionError:
         raise Refused("JSON nested too deep to read")
 
