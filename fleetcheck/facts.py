@@ -417,6 +417,9 @@ class Server:
     site_dirs: list[str]
     real_site_dirs: list[str]
     site_from: str | None
+    listening: list[int] | None  # the ports its own sockets listen on
+    rank: int | None  # as the install to judge: 0 on vllm_url's port, 1 root's or ours, 2 others'
+    ranked: str | None  # why it ranks there
 
 
 @facts_class
@@ -602,6 +605,7 @@ class LoadedConfig:
     transformers: str | None
     error: str | None
     stage: str | None
+    run_as: str | None  # whose credentials loaded it (its server's owner)
 
 
 @facts_class

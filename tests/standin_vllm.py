@@ -105,6 +105,16 @@ class Engine:
                 for position in range(accepted):
                     self.per_pos.labels(self.model, engine, str(position)).inc()
                     self.delta["per_position"][position] += 1
+            if self.scenario == "busy" or (self.scenario == "busy-some" and
+                                           self.requests % 2 == 0):
+                # another client's request decoded meanwhile: its tokens and drafts move
+                # the same counters, and are in no answer the load gets
+                self.generation.labels(self.model, engine).inc(9)
+                self.drafts.labels(self.model, engine).inc(3)
+                self.draft_tokens.labels(self.model, engine).inc(3 * self.k)
+                self.accepted.labels(self.model, engine).inc(6)
+                self.per_pos.labels(self.model, engine, "0").inc(3)
+                self.per_pos.labels(self.model, engine, "1").inc(3)
             self.save()
             return produced
 

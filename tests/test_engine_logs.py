@@ -117,7 +117,8 @@ def test_a_log_shorter_than_head_and_tail_is_read_once():
                   args=["VLLM_VERSION", "vllm_config"])
     lines = [b"INFO 12-02 11:00:%02d line %06d of a busy server\n" % (i % 60, i)
              for i in range(40000)]
-    lines[20000] = b"Initializing a V1 LLM engine (v0.33.0) with config: model='m'\n"
+    lines[20000] = (b"INFO 12-02 11:00:00 [gpu_model_runner.py:4242] Initializing a V1 LLM "
+                    b"engine (v0.33.0) with config: model='m'\n")
     log = b"".join(lines)
     head, tail = log[:1 << 20], log[-(1 << 20):]
     assert len(log) < len(head) + len(tail) and lines[20000] in head and lines[20000] in tail
@@ -151,9 +152,10 @@ def test_matching_lines_as_long_as_the_controller_reads_cost_a_scan():
     fatal = dict(AUX, format="DFlash drafter expects %s concatenated aux hidden features")
     engine = dict(AUX, format="Initializing a V1 LLM engine (v%s) with config: %s",
                   args=["VLLM_VERSION", "vllm_config"])
-    lines = (b"DFlash drafter expects " + b"a" * 16000 + b" concatenated aux hidden features\n"
-             ) * 5 + (b"Initializing a V1 LLM engine (v1) with config: SpeculativeConfig(" +
-                      b"a" * 16000 + b"=1)\n") * 5
+    lines = (b"INFO 12-02 11:00:00 [gpu_model_runner.py:4242] Initializing a V1 LLM engine "
+             b"(v1) with config: SpeculativeConfig(" + b"a" * 16000 + b"=1)\n") * 5 + (
+        b"ValueError: DFlash drafter expects " + b"a" * 16000 +
+        b" concatenated aux hidden features\n") * 5  # the last start-up's fatal lines
     started = time.process_time()
     found = facts({"fatal": [fatal], "engine": [engine]})
     fill_engine_logs(found, GivenLog(EngineLog("podman logs served", lines, None)))
@@ -201,7 +203,8 @@ def test_a_cri_head_cut_inside_a_line_still_joins_its_tail():
                   args=["VLLM_VERSION", "vllm_config"])
     lines = [b"2026-12-02T11:00:00.%06dZ stdout F INFO line %06d of a busy server\n" % (i, i)
              for i in range(30000)]
-    lines[15000] = (b"2026-12-02T11:00:01.000000Z stdout F Initializing a V1 LLM engine "
+    lines[15000] = (b"2026-12-02T11:00:01.000000Z stdout F INFO 12-02 11:00:01 "
+                    b"[gpu_model_runner.py:4242] Initializing a V1 LLM engine "
                     b"(v0.33.0) with config: model='m'\n")
     raw = b"".join(lines)
     placed = Placement("ctr", "c1", address="/run/containerd/containerd.sock",

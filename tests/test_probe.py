@@ -472,10 +472,10 @@ def test_a_verifying_host_never_loads_the_analysis_modules_nor_re_json_ast(tmp_p
     facts, loaded = run_probe_listing_modules(plan, reply)
     assert facts["shared_analysis"]["files"] > 0 and facts["signatures"] is None  # verified
     assert facts["served"]["servers"] == [] and "integrity" in facts
-    assert loaded == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.config_file_args",
+    assert loaded == ["fleetcheck", "fleetcheck.probe", "fleetcheck.probe.context",
                       "fleetcheck.probe.files", "fleetcheck.probe.install",
                       "fleetcheck.probe.integrity", "fleetcheck.probe.jsonlite",
-                      "fleetcheck.probe.main", "fleetcheck.probe.server_config",
+                      "fleetcheck.probe.limits", "fleetcheck.probe.main", "fleetcheck.probe.server_config",
                       "fleetcheck.probe.servers", "fleetcheck.probe.shared_bytes",
                       "fleetcheck.probe.trust"]
 

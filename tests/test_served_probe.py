@@ -125,6 +125,7 @@ def test_odd_values_from_a_command_line_or_a_port_read_as_unknown(tmp_path):
 
     from fleetcheck.facts import HttpWitness
     from fleetcheck.facts_decoder import decode
+    from fleetcheck.probe.context import ProbeContext
     from fleetcheck.probe.server_config import http_witness
 
     got = server_settings(["vllm", "serve", "m", "--speculative-config",
@@ -148,7 +149,8 @@ def test_odd_values_from_a_command_line_or_a_port_read_as_unknown(tmp_path):
     server = http.server.HTTPServer(("127.0.0.1", 0), Odd)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        witness = http_witness("127.0.0.1", server.server_address[1])
+        witness = http_witness("127.0.0.1", server.server_address[1], None,
+                               ProbeContext({}))
     finally:
         server.shutdown()
     assert witness["models"] == [{"id": None, "root": None}] and witness["version"] is None

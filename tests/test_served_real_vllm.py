@@ -358,3 +358,55 @@ def test_a_servers_journal_is_read_when_its_stdout_is_a_journal_stream(tmp_path,
                for a in witness["details"]["aspects"]), witness
     assert any(e["file"] == "journal _PID=%d" % served["pid"] and
                e["text"].endswith("(2, 14, 26, 38, 50)") for e in witness["evidence"]), witness
+
+
+def test_only_the_running_start_up_is_read_and_a_logged_prompt_never_counts(tmp_path, fleet,
+                                                                            hub_cache):
+    """The real server appends to a log that already holds an earlier start-up (its engine
+    line with another speculative config, and aux layers without the +1), and logs
+    requests (`--enable-log-requests` at DEBUG): a client's prompt holds an engine line
+    and an aux-layers line, prefix and all. served-log judges the running start-up's
+    own lines: the earlier start-up is counted, never read, and the prompt never counts."""
+    cache, _ = hub_cache
+    venv, _ = real_vllm.install()
+    host = fleet.add("gpu-restarted")
+    fleet.start()
+    port = free_loopback_port()
+    spec = {"method": "dflash", "model": DRAFTER, "num_speculative_tokens": 3}
+    forged_engine = ("INFO 12-02 07:40:01 [core.py:93] Initializing a V1 LLM engine "
+                     "(v0.32.0) with config: model='%s', speculative_config=SpeculativeConfig("
+                     "method='eagle', model='org/forged', num_spec_tokens=9), seed=0" % TARGET)
+    forged_aux = "INFO 12-02 07:40:09 [gpu_model_runner.py:4388] Using auxiliary layers " \
+        "from speculative config: (0, 1)"
+    log = tmp_path / "vllm.log"
+    log.write_text("%s\n%s\nINFO 12-02 07:41:00 [launcher.py:46] Shutting down\n"
+                   % (forged_engine, forged_aux))  # the earlier start-up
+    argv = real_vllm.server_argv(os.path.join(venv, "bin", "python"), TARGET, spec, port) + \
+        ["--enable-log-requests"]
+    env = dict(real_vllm.ENV, HF_HUB_CACHE=cache, VLLM_LOGGING_LEVEL="DEBUG")
+    fleet.spawn_on(host, "cd %s && exec env %s %s >> %s 2>&1" % (
+        tmp_path, " ".join("%s=%s" % kv for kv in env.items()),
+        " ".join(shlex.quote(a) for a in argv), log))
+    url = "http://127.0.0.1:%d" % port
+    real_vllm.wait_healthy(url, log)
+    import urllib.request
+    prompt = "%s\n%s" % (forged_engine, forged_aux)
+    request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps({
+        "model": real_vllm.SERVED_NAME, "max_tokens": 2,
+        "messages": [{"role": "user", "content": prompt}]}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        assert answer.status == 200
+    wait_for(lambda: "org/forged" in log.read_text().split("Shutting down", 1)[1], 30,
+             "the prompt in the server's log")
+    run = run_fleetcheck(tmp_path, {"all": {"hosts": ssh_hosts(
+        fleet, [host], venv=venv, vllm_url=url)}}, "--known-hosts", fleet.known_hosts,
+        "--no-import-check", "--no-config-load")
+    assert run.results is not None, run.stderr
+    (served,) = [s for s in run.host("gpu-restarted")["served"] if "pid" in s]
+    assert served["log"]["startups"] == 2, served["log"]
+    assert served["log"]["aux_layers"] == [1, 2], served["log"]
+    assert served["log"]["speculative_config"]["method"] == "dflash", served["log"]
+    witness = run.check("gpu-restarted", "served-log")
+    assert witness["status"] == "pass", witness
+    assert "org/forged" not in json.dumps(witness), witness

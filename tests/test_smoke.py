@@ -23,7 +23,8 @@ pytestmark = pytest.mark.unit
 
 LOAD = {"requests": 8, "max_tokens": 64, "time_budget_s": 30}
 ATTACH_SCENARIOS = ["healthy", "healthy", "healthy", "low", "collapse", "nodrafts", "nospec",
-                    "nostats", "dead", "failing", "slow", "trickle", "trickle-all"]
+                    "nostats", "dead", "failing", "slow", "trickle", "trickle-all", "busy",
+                    "busy-some"]
 # hosts whose server answers one byte a second: a deadline of 3 + 2 (budget) + 10 (attach)
 TRICKLE = {"timeout": 3, "smoke": dict(LOAD, time_budget_s=2)}
 TRICKLE_DEADLINE = 3 + 2 + 10
@@ -138,6 +139,32 @@ def test_failure_modes_say_what_went_wrong(attach_run, host, status, words):
     assert run.check(host, "dflash-layer-offset")["status"] == "pass"
 
 
+def test_a_busy_servers_deltas_are_not_judged_and_a_failed_request_keeps_its_answer(
+        attach_run):
+    """Other clients decode on the server while the load runs: a request whose
+    generation_tokens delta differs from its own completion_tokens counted their traffic.
+    When every request did, nothing is judged and the check says why; when some did, the
+    numbers are the clean requests' own deltas. A request the server refused keeps its
+    HTTP status and the server's own message."""
+    run, states = attach_run
+    busy = run.check("busy-13", "smoke-acceptance")
+    assert busy["status"] == "error" and "other traffic was counted" in busy["message"], busy
+    assert all(r["other_traffic"] for r in run.host("busy-13")["smoke"]["per_request"])
+    some = run.host("busy-some-14")["smoke"]
+    clean = [r for r in some["per_request"] if not r.get("other_traffic")]
+    assert some["other_traffic"] == 4 and some["judged_requests"] == len(clean) == 4, some
+    assert some["drafts"] == sum(r["drafts"] for r in clean), some
+    assert some["accepted_tokens"] == sum(r["accepted_tokens"] for r in clean), some
+    check = run.check("busy-some-14", "smoke-acceptance")
+    assert any("other traffic was counted: 4 requests" in e["text"]
+               for e in check["evidence"]), check
+    failed = run.host("failing-9")["smoke"]["per_request"]
+    assert failed and all(r["status"] == 500 and r["error"] ==
+                          "HTTP 500: EngineCore encountered an issue" for r in failed), failed
+    assert "HTTP 500: EngineCore encountered an issue" in \
+        run.check("failing-9", "smoke-acceptance")["message"]
+
+
 @pytest.mark.parametrize("host, words", [
     ("trickle-11", re.escape("every request failed (1): POST http://")),  # one at a time
     # at most 10 s for /health, less when the host's deadline leaves less (a loaded machine)
@@ -162,9 +189,9 @@ def test_html_shows_acceptance_bars_and_position_curves(attach_run):
     html = run.html
     assert 'id="acceptance-chart"' in html and "fleet median" in html
     with_drafts = [h for h in run.results["hosts"] if h["smoke"] and h["smoke"]["drafts"]]
-    # healthy x3, low, collapse, slow, and trickle (its server counted drafts for answers
-    # that never arrived)
-    assert len(with_drafts) == 7
+    # healthy x3, low, collapse, slow, trickle (its server counted drafts for answers
+    # that never arrived), and busy-some (its clean requests' own drafts)
+    assert len(with_drafts) == 8
     assert html.count('class="position-curve"') == len(with_drafts)
     assert "%.2f" % run.host("healthy-0")["smoke"]["mean_acceptance_length"] in html
     # every bar and every position carries its 95% interval; the bars are sorted, lowest first
@@ -174,7 +201,7 @@ def test_html_shows_acceptance_bars_and_position_curves(attach_run):
     assert len(shown) == len(with_drafts) and shown == sorted(shown)
     # trickle's drafts came with no answered request: no request measured, no interval
     with_intervals = [h for h in with_drafts if h["smoke"]["intervals"]["mean_acceptance_length"]]
-    assert len(with_intervals) == 6
+    assert len(with_intervals) == 7
     assert chart.count('class="ci"') == chart.count("(95% CI") == len(with_intervals)
     healthy = run.host("healthy-0")["smoke"]
     ci = healthy["intervals"]["mean_acceptance_length"]

@@ -112,6 +112,8 @@ def per_request(facts: Smoke) -> list[dict[str, Any]]:
                                  "prompt_tokens": r.prompt_tokens,
                                  "completion_tokens": r.completion_tokens,
                                  "latency_s": r.latency_s}
+        if not r.ok:  # what the server answered: its HTTP status and its own message
+            entry.update({"status": r.status, "error": r.error})
         c = r.counters
         if c is not None:
             entry.update({"drafts": c.drafts, "draft_tokens": c.draft_tokens,
@@ -120,6 +122,11 @@ def per_request(facts: Smoke) -> list[dict[str, Any]]:
                           "acceptance_length": 1 + c.accepted_tokens / c.drafts
                           if c.drafts else None,
                           "per_position": list(c.per_position)})
+            if r.ok and r.completion_tokens is not None and \
+                    c.generation_tokens > r.completion_tokens:
+                # the server generated more than this request's own tokens while it ran:
+                # other clients' traffic is in these deltas
+                entry["other_traffic"] = True
         elif r.counters_error:
             entry["counters_error"] = r.counters_error
         out.append(entry)
@@ -143,7 +150,12 @@ def measure(facts: Smoke, options: SmokeSettings | None = None) -> dict[str, Any
     latencies = [r.latency_s for r in ok]
     tokens = sum(r.completion_tokens or 0 for r in ok)
     requests = per_request(facts)
-    units = [r for r in requests if r["ok"] and r.get("drafts")]
+    shared = [r for r in requests if r.get("other_traffic")]
+    clean = [r for r in requests if "drafts" in r and not r.get("other_traffic")]
+    if shared:  # a busy server: only the requests whose deltas are their own are judged
+        drafts, accepted_at, delta = own_deltas(clean, len(positions))
+        per_position = [n / drafts if drafts else 0.0 for n in accepted_at]
+    units = [r for r in clean if r["ok"] and r.get("drafts")]
     accepted_i = [r["accepted_tokens"] for r in units]
     k = len(positions) or None
     rate_ci = widened(ratio_interval(accepted_i, [r["draft_tokens"] for r in units]),
@@ -171,6 +183,9 @@ def measure(facts: Smoke, options: SmokeSettings | None = None) -> dict[str, Any
         },
         "drafts": drafts, "draft_tokens": delta[DRAFT_TOKENS], "accepted_tokens": delta[ACCEPTED],
         "generation_tokens": delta[GENERATION],
+        # requests whose deltas counted other clients' traffic (not judged), and how many
+        # requests the numbers come from when there were some
+        "other_traffic": len(shared), "judged_requests": len(clean) if shared else None,
         "requests": {"ok": len(ok), "failed": len(results) - len(ok),
                      "planned": load.planned or 0, "measured": len(units)},
         "per_request": requests,
@@ -188,6 +203,20 @@ def measure(facts: Smoke, options: SmokeSettings | None = None) -> dict[str, Any
         "url": facts.url, "mode": facts.mode,
         "fingerprints": list(dict.fromkeys(r.fingerprint for r in ok if r.fingerprint)),
     }
+
+
+def own_deltas(requests: list[dict[str, Any]], k: int
+               ) -> tuple[float, list[float], dict[str, float]]:
+    """(drafts, accepted per position, the totals) summed over the requests' own deltas:
+    the load's numbers when other traffic moved the server's counters during some."""
+    drafts = float(sum(r["drafts"] for r in requests))
+    width = max([k] + [len(r.get("per_position") or []) for r in requests])
+    accepted_at = [float(sum((r.get("per_position") or [])[p] if p < len(
+        r.get("per_position") or []) else 0.0 for r in requests)) for p in range(width)]
+    totals = {DRAFTS: drafts, DRAFT_TOKENS: float(sum(r["draft_tokens"] for r in requests)),
+              ACCEPTED: float(sum(r["accepted_tokens"] for r in requests)),
+              GENERATION: float(sum(r["generation_tokens"] for r in requests))}
+    return drafts, accepted_at, totals
 
 
 def interval_of(numbers: dict, name: str) -> Interval | None:
@@ -364,7 +393,22 @@ def judge_smoke(facts: Smoke, options: SmokeSettings,
                              "%.2f" % r["acceptance_length"] if r["acceptance_length"]
                              else "-"))
                  for r in numbers["per_request"] if "drafts" in r][:EVIDENCE_REQUESTS]
+    evidence += [Evidence(None, None, "request %s failed: %s" % (r["prompt"], r.get("error")
+                                                               or "HTTP %s" % r.get("status")))
+                 for r in numbers["per_request"] if not r["ok"]][:EVIDENCE_REQUESTS]
+    if numbers.get("other_traffic"):
+        evidence.insert(0, Evidence(None, None, "other traffic was counted: %s generated more "
+                                    "tokens than they returned while they ran, so their deltas "
+                                    "are not judged; the numbers come from the %s whose deltas "
+                                    "are their own" % (
+                                        counted(numbers["other_traffic"], "request"),
+                                        counted(numbers["judged_requests"] or 0, "request"))))
     evidence += log_evidence
+    if ok_count and numbers.get("other_traffic") and not numbers["judged_requests"]:
+        return out(Status.ERROR, "other traffic was counted: while each of the %s ran, the "
+                   "server generated more tokens than the request got back, so its counters "
+                   "say nothing of this load alone; measure on an idle server (or in launch "
+                   "mode)" % counted(numbers["other_traffic"], "request"), numbers, evidence)
     if ok_count == 0:
         if failed:
             return out(Status.ERROR, "every request failed (%d): %s" % (failed, first_error),

@@ -466,7 +466,8 @@ def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
         verdict.add(Status.PASS, "drafter %s: the %d keys this install reads are the same in "
                     "%s and after %s loads it (%s, transformers %s%s)%s" % (
                         name, len(compared), source, load.loader, entry.cls, entry.transformers,
-                        ", as %s" % load.run_as if load.run_as else "",
+                        ", as %s" % (entry.run_as or load.run_as)
+                        if entry.run_as or load.run_as else "",
                         "; not compared, since no layer slides: %s" % ", ".join(sorted(
                             k for k in skipped if is_window_key(k) and
                             lookup(data, k) is not MISSING))

@@ -2,7 +2,8 @@
 under the host's Python 3.8+. They import only the standard library and each other, so
 they can run where fleetcheck is not installed."""
 
-MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_args", "servers", "server_config", "lexer", "source", "patterns",
+MODULES = ("jsonlite", "limits", "trust", "files", "install", "yaml_subset", "config_file_args", "context",
+           "servers", "server_config", "lexer", "source", "patterns",
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",

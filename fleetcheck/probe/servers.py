@@ -1,67 +1,13 @@
 """Running vLLM servers, read from /proc: pid, start time, interpreter, port, and the
 site dirs their vllm comes from (the .so files of vllm/ a server has mapped, else its
-interpreter's or its `vllm` script's venv). One scan of /proc serves this and the
-install-in-progress look-up."""
+interpreter's or its `vllm` script's venv), ranked as the install to judge. The probe's
+context (context.py) reads /proc once for this and the install-in-progress look-up."""
 
 import os
 import time
 
 from fleetcheck.probe.install import interpreter_site_dirs, venv_site_dirs
-from fleetcheck.probe.trust import is_port, owner_of
-
-SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
-                  "vllm.entrypoints.cli.main")
-_TABLE = []
-
-
-def own_ancestry():
-    pids = set()
-    pid = os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
-        try:
-            with open("/proc/%d/stat" % pid) as handle:
-                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return pids
-
-
-def process_table():
-    """[(pid, argv)] of every other process, read once per probe."""
-    if _TABLE:
-        return _TABLE[0]
-    mine = own_ancestry()
-    table = []
-    try:
-        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-    except OSError:
-        pids = None
-    for pid in pids or []:
-        if pid in mine:
-            continue
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                argv = [a.decode("utf-8", "replace") for a in handle.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if argv:
-            table.append((pid, argv))
-    _TABLE.append(table if pids is not None else None)
-    return _TABLE[0]
-
-
-def server_script(argv):
-    """The index of the `vllm` program in a `vllm serve` command line, or None; the
-    module name for `python -m vllm.entrypoints...`."""
-    for i, arg in enumerate(argv[:3]):
-        if os.path.basename(arg) == "vllm" and argv[i + 1:i + 2] == ["serve"]:
-            return i, None
-    if "-m" in argv[:-1]:
-        module = argv[argv.index("-m") + 1]
-        if module in SERVER_MODULES:
-            return None, module
-    return None
+from fleetcheck.probe.trust import is_port, trusted
 
 
 SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth")
@@ -114,23 +60,6 @@ def port_of(argv):
     return port if is_port(port) else None
 
 
-def parsed_argv(pid, argv, index, owner):
-    """argv with a `--config FILE`'s arguments where vLLM puts them (the file read as
-    the server's owner could read it); the reader (and the json and re it needs) is
-    loaded only for a server that has one."""
-    if "--config" not in argv:
-        return argv
-    from fleetcheck.probe.config_file_args import with_config_file
-    return with_config_file(pid, argv, process_cwd(pid), index, owner)[0]
-
-
-def process_cwd(pid):
-    try:
-        return os.readlink("/proc/%d/cwd" % pid)
-    except OSError:
-        return None
-
-
 def started_at(pid):
     """Start time (seconds since the epoch): how long ago the process started (uptime
     minus its start in clock ticks since boot) taken from the clock now. /proc/stat's
@@ -163,18 +92,41 @@ def mapped_vllm_sites(pid):
     return sites
 
 
-def running_servers():
-    """Every running vLLM server process this host (or container) shows."""
-    table = process_table()
-    if table is None:
+def trusted_site(sites):
+    """Whether root or the probe's own user owns the server's site dirs: a service
+    account serving an install its administrator made."""
+    me = os.geteuid()
+    for site in sites:
+        try:
+            if os.stat(site).st_uid not in (0, me):
+                return False
+        except OSError:
+            return False
+    return bool(sites)
+
+
+def rank_of(server, serving_port):
+    """(rank, why) of a server as the install to judge, lowest first: 0 its own socket
+    listens on vllm_url's port (the server the fleet reaches); 1 it runs as root or the
+    probe's user, or from a site dir one of them owns; 2 another user's server, whose
+    install is judged only when no other install is found."""
+    if serving_port is not None and server.listens_on(serving_port):
+        return 0, "listening on vllm_url's port %d" % serving_port
+    owner = server.owner
+    if owner is not None and trusted(owner):
+        return 1, "of user %s" % owner.name
+    return 2, "of user %s" % (owner.name if owner else "(gone)")
+
+
+def running_servers(context):
+    """Every running vLLM server process this host (or container) shows, best candidate
+    for the install to judge first (rank_of), each saying why it ranks where it does."""
+    if context.table is None:
         return {"error": "cannot list /proc", "servers": []}
     servers = []
-    for pid, argv in table:
-        found = server_script(argv)
-        if found is None:
-            continue
-        index, module = found
-        owner = owner_of(pid)
+    for server in context.servers:
+        pid, argv, index = server.pid, server.argv, server.index
+        owner = server.owner
         try:
             exe = os.readlink("/proc/%d/exe" % pid)
         except OSError:
@@ -182,20 +134,29 @@ def running_servers():
         # a venv's python is a symlink to the base interpreter, so the command line's
         # interpreter (the shebang of a `vllm` script) says more than /proc/PID/exe
         interpreter = argv[0] if argv[0].startswith("/") and index != 0 else exe
-        sites = mapped_vllm_sites(pid)
-        how = "mapped" if sites else None
-        if not sites and index is not None and argv[index].startswith("/"):
+        sites = mapped_vllm_sites(pid) if not server.elsewhere else []
+        how = "mapped" if sites else ("another mount namespace" if server.elsewhere
+                                      else None)
+        if server.elsewhere:
+            pass  # its paths name its own files: no install is looked for through them
+        elif not sites and index is not None and argv[index].startswith("/"):
             home = os.path.dirname(os.path.dirname(argv[index]))
             if os.path.isfile(os.path.join(home, "pyvenv.cfg")):
                 sites = venv_site_dirs(home)
-        if not sites:
+        if not sites and not server.elsewhere:
             sites = interpreter_site_dirs(interpreter or exe)
+        rank, why = rank_of(server, context.serving_port)
+        if rank == 2 and trusted_site(sites):
+            rank, why = 1, "of user %s, running an install root or the probe's user owns" % (
+                owner.name if owner else "(gone)")
         servers.append({"pid": pid, "cmdline": shown_cmdline(argv), "exe": exe,
                         "uid": owner.uid if owner else None,
                         "user": owner.name if owner else None,
                         "interpreter": interpreter, "started_at": started_at(pid),
-                        "port": port_of(parsed_argv(pid, argv, index, owner)),
+                        "port": port_of(server.parsed_argv),
+                        "listening": [p for _, p in server.listening][:16],
                         "site_dirs": sites,
                         "real_site_dirs": [os.path.realpath(p) for p in sites],
-                        "site_from": how or "interpreter"})
+                        "site_from": how or "interpreter", "rank": rank, "ranked": why})
+    servers.sort(key=lambda s: s["rank"])  # stable: pid order within a rank
     return {"servers": servers}

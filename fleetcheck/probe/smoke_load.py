@@ -20,9 +20,12 @@ import time
 from http.client import HTTPException
 from urllib.parse import urlsplit
 
+from fleetcheck.probe import limits
+
 METRIC_PREFIXES = ("vllm:spec_decode", "vllm:generation_tokens", "vllm:prompt_tokens")
 MAX_METRICS_BYTES = 1 << 20
 MAX_BODY_BYTES = 4 << 20
+MAX_ERROR_BODY = 64 * 1024
 
 
 class SmokeError(Exception):
@@ -115,8 +118,13 @@ def served_model(base, timeout):
     status, body = http("GET", base + "/v1/models", timeout=timeout)
     if status != 200:
         raise SmokeError("models", "/v1/models answered %d" % status)
-    data = json.loads(body.decode("utf-8"))
-    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    try:
+        data = limits.loads(body)
+    except ValueError as exc:
+        raise SmokeError("models", "/v1/models is not JSON: %s" % limits.cut(exc, 300))
+    listed = data.get("data") if isinstance(data, dict) else None
+    models = [m.get("id") for m in listed if isinstance(m, dict) and
+              isinstance(m.get("id"), str)] if isinstance(listed, list) else []
     if not models:
         raise SmokeError("models", "/v1/models lists no model")
     return models[0]
@@ -189,6 +197,22 @@ def counter_delta(after, before):
     return out
 
 
+def server_message(raw):
+    """What a server said when it refused a request: the `message` of vLLM's error body
+    (`{"message": ...}` or `{"error": {"message": ...}}`), else the body's text; cut."""
+    try:
+        body = limits.loads(raw[:MAX_ERROR_BODY])
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return limits.cut(body["message"], 500)
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return limits.cut(body["error"], 500)
+    return limits.cut(raw[:500].decode("utf-8", "replace").strip(), 500) or "(no body)"
+
+
 def run_load(base, model, prompts, options, deadline, scrape, first, stop=None):
     """Requests at temperature 0 with thinking off, one at a time, each distinct prompt
     at most once, until `requests` are done or the time budget runs out; /metrics is
@@ -219,8 +243,10 @@ def run_load(base, model, prompts, options, deadline, scrape, first, stop=None):
                                timeout=deadline - sent, stop=stop)
             entry["status"] = status
             if status == 200:
-                answer = json.loads(raw.decode("utf-8"))
-                usage = answer.get("usage") or {}
+                answer = limits.loads(raw)
+                if not isinstance(answer, dict):
+                    raise ValueError("not a JSON object")
+                usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
                 entry["completion_tokens"] = int(usage.get("completion_tokens") or 0)
                 entry["prompt_tokens"] = int(usage.get("prompt_tokens") or 0)
                 fingerprint = answer.get("system_fingerprint")
@@ -228,11 +254,11 @@ def run_load(base, model, prompts, options, deadline, scrape, first, stop=None):
                     entry["fingerprint"] = fingerprint[:128]
                 entry["ok"] = True
             else:
-                entry["error"] = "HTTP %d: %s" % (status, raw[:200].decode("utf-8", "replace"))
+                entry["error"] = "HTTP %d: %s" % (status, server_message(raw))
         except SmokeError as exc:
             entry["error"] = exc.detail
-        except ValueError as exc:
-            entry["error"] = "bad JSON answer: %s" % exc
+        except (ValueError, TypeError) as exc:
+            entry["error"] = "bad JSON answer: %s" % limits.cut(exc, 300)
         entry["latency_s"] = round(time.monotonic() - sent, 4)
         try:
             text = scrape()
@@ -308,7 +334,6 @@ def stop_group(process, until):
     process.poll()
 
 
-SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 LOOPBACK_NAMES = ("localhost", "::1", "0.0.0.0", "::")
 WINDOW_KEYS = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")
 
@@ -326,36 +351,11 @@ def plain(value, depth=0):
     return None
 
 
-def spec_from_argv(argv):
-    """(the speculative config, the flag it came from) of a server's argv: the last
-    --speculative-config JSON, or its dotted keys (`--speculative-config.method ngram`)."""
-    config, source = None, None
-    dotted = {}
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if not eq:
-            value = argv[i + 1] if i + 1 < len(argv) else None
-        if name in SPEC_FLAGS and value is not None:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            config, source = (parsed, name) if isinstance(parsed, dict) else (None, name)
-        elif value is not None and name.startswith(("--speculative-config.",
-                                                    "--speculative_config.")):
-            try:
-                dotted[name.split(".", 1)[1]] = json.loads(value)
-            except ValueError:
-                dotted[name.split(".", 1)[1]] = value
-    if config is None and dotted:
-        config, source = dotted, "--speculative-config.KEY"
-    return config, source
-
-
-def served_spec(plan_smoke):
+def served_spec(plan_smoke, context):
     """The speculative config of the server the load goes to: the launch command's own
-    in launch mode; in attach mode, that of the vLLM server process on this host whose
-    port is the URL's (its command line, with a --config file's arguments spliced in)."""
+    in launch mode; in attach mode, that of the vLLM server on this host whose own socket
+    listens on the URL's port (else whose command line names it), as the probe context
+    read it once (the same reading the served facts use)."""
     if plan_smoke.get("mode") == "launch":
         return {"from": "the launch settings (smoke.spec)", "config": plain(plan_smoke.get("spec"))}
     parts = urlsplit(plan_smoke["url"])
@@ -364,22 +364,17 @@ def served_spec(plan_smoke):
     if not (host.startswith("127.") or host in LOOPBACK_NAMES):
         return {"error": "the load goes to %s, not to a loopback address: that server's "
                          "command line is not this host's to read" % host}
-    from fleetcheck.probe.servers import parsed_argv, port_of, process_table, server_script
-    from fleetcheck.probe.trust import owner_of
-    for pid, argv in process_table() or []:
-        found = server_script(argv)
-        if found is None:
-            continue
-        full = parsed_argv(pid, argv, found[0], owner_of(pid))
-        if port_of(full) != port:
-            continue
-        config, source = spec_from_argv(full)
-        if source is None:
-            return {"pid": pid, "from": None, "config": None}
-        if config is None:
-            return {"pid": pid, "from": source, "error": "%s is not a JSON object" % source}
-        return {"pid": pid, "from": source, "config": plain(config)}
-    return {"error": "no vLLM server process on port %d is visible on this host" % port}
+    from fleetcheck.probe.servers import port_of
+    server = next((s for s in context.servers if s.listens_on(port)), None) or \
+        next((s for s in context.servers if port_of(s.parsed_argv) == port), None)
+    if server is None:
+        return {"error": "no vLLM server process on port %d is visible on this host" % port}
+    config, source, errors = server.speculative()
+    if source is None:
+        return {"pid": server.pid, "from": None, "config": None}
+    if config is None:
+        return {"pid": server.pid, "from": source, "error": "%s is not a JSON object" % source}
+    return {"pid": server.pid, "from": source, "config": plain(config)}
 
 
 def drafter_window_config(spec):
@@ -389,10 +384,10 @@ def drafter_window_config(spec):
     if not isinstance(model, str) or not os.path.isabs(model):
         return None
     path = os.path.join(model, "config.json")
+    from fleetcheck.probe.files import ProbeFileError, read_bytes
     try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read(1 << 20).decode("utf-8"))
-    except (OSError, ValueError) as exc:
+        data = limits.loads(read_bytes(path, 1 << 20))
+    except (ProbeFileError, ValueError) as exc:
         return {"path": path, "error": str(exc)[:300]}
     if not isinstance(data, dict):
         return {"path": path, "error": "not a JSON object"}
@@ -409,10 +404,11 @@ METRICS_RESERVE_S = 5.0  # kept from the load's budget for the scrape after it
 STAGE_CAP_S = 10.0  # /health, /v1/models, one /metrics scrape
 
 
-def smoke(plan_smoke, prompts, deadline, stop=None):
+def smoke(plan_smoke, prompts, context, stop=None):
     """Facts of one smoke load; never raises. Every stage (connect, each request, each
-    scrape, stopping a launched server) is bounded by what is left of `deadline`; once
-    `stop` is set no request is sent and a launched server is stopped."""
+    scrape, stopping a launched server) is bounded by what is left of the context's
+    deadline; once `stop` is set no request is sent and a launched server is stopped."""
+    deadline = context.deadline
     facts = {"mode": plan_smoke.get("mode", "attach"), "url": plan_smoke["url"]}
     base = plan_smoke["url"].rstrip("/")
     process = None
@@ -426,7 +422,7 @@ def smoke(plan_smoke, prompts, deadline, stop=None):
         return min(cap, left)
 
     try:
-        facts["served_spec"] = served_spec(plan_smoke)
+        facts["served_spec"] = served_spec(plan_smoke, context)
     except Exception as exc:  # never the load's end
         facts["served_spec"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     if facts["mode"] == "launch":

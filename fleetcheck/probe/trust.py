@@ -12,6 +12,10 @@ here before it is used:
   not open itself;
 - a file's bytes leave the host only as what was expected there (a sha, JSON, YAML):
   a refused value is a finding naming the process and the field, never its text;
+- the files of an install found only through another user's server are read with that
+  user's credentials (reading_as: the kernel's own permission checks, in a block that
+  always ends back as the probe's user), so its symlinks reach nothing that user could
+  not read;
 - the install's code (the drafter loader, the import check) runs as the owner of the
   server it was found through, with no supplementary groups; as the probe's own user
   only when nobody else can change that code; otherwise not at all, saying why.
@@ -22,7 +26,6 @@ import os
 HEX = frozenset("0123456789abcdef")
 REF_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+")
 MAX_REF = 255
-CODE_PACKAGES = ("vllm", "torch", "transformers")  # what the loader and import check load
 
 
 class Owner(object):
@@ -190,6 +193,46 @@ class RunAs(object):
         return "user %s" % (self.name if self.uid is not None else user_name(os.geteuid()))
 
 
+# what the readers import when first used: loaded before the switch, since the user read
+# as may not be able to open the probe's interpreter's standard library (under /root)
+READERS_IMPORT = ("ast", "re", "json", "hashlib", "binascii", "bisect", "itertools", "zlib",
+                  "stat", "pwd", "grp", "collections", "copy", "socket", "select")
+
+
+class reading_as(object):
+    """`with reading_as(owner):` the probe's file reads carry `owner`'s effective uid,
+    gid and groups (only root can switch; None, a trusted owner, or a probe that is not
+    root reads as itself). The real and saved uid stay root's, so the owner can neither
+    signal nor trace the probe, and the block always switches back. No code is run
+    inside one (code_runner refuses)."""
+
+    def __init__(self, owner):
+        self.owner = owner if owner is not None and not trusted(owner) and owner.uid >= 0 \
+            and os.geteuid() == 0 else None
+        self.saved = None
+
+    def __enter__(self):
+        if self.owner is not None:
+            for name in READERS_IMPORT:  # the owner may not reach the probe's stdlib
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
+            self.saved = (os.getegid(), os.getgroups())
+            os.setgroups(sorted(self.owner.groups))
+            os.setegid(self.owner.gid)
+            os.seteuid(self.owner.uid)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            os.seteuid(0)
+            os.setegid(self.saved[0])
+            os.setgroups(self.saved[1])
+            self.saved = None
+        return False
+
+
 def home_of(uid):
     try:
         import pwd
@@ -198,14 +241,83 @@ def home_of(uid):
         return "/"
 
 
-def code_runner(owner, interpreter, site):
+MAX_CLOSURE_ENTRIES = 400000  # a real vLLM venv holds ~100k files and directories
+
+
+def closure_roots(interpreter, site):
+    """What a child started as `interpreter -S -I` with `site` on its path can import:
+    the interpreter, the site dir and the interpreter's own standard library (-S: no
+    .pth file runs, and the standard library's site-packages is not on the path). The
+    site dir is second: closure_problem walks all of it."""
+    roots = [interpreter, site]
+    real = os.path.realpath(interpreter) if interpreter else None
+    name = os.path.basename(real) if real else ""
+    if name.startswith("python3"):
+        prefix = os.path.dirname(os.path.dirname(real))
+        roots.append(os.path.join(prefix, "lib", "python" + name[len("python"):].rstrip("dmu")))
+    return [r for r in roots if r and os.path.lexists(r)]
+
+
+def closure_problem(roots, allowed, deadline=None):
+    """Why someone outside the `allowed` uids could change code under `roots` (None when
+    no one could): every file and directory below each root lstat'ed, not followed (a
+    symlink's target is checked where it points), and each root's own directories up to
+    /. Gives up, and says so, past `deadline` (time.monotonic()) or MAX_CLOSURE_ENTRIES."""
+    import stat
+    import time
+    seen = 0
+    for root in roots:
+        problem = writable_by_others(root, allowed)
+        if problem:
+            return problem
+        stack = [os.path.realpath(root)]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except NotADirectoryError:
+                continue
+            except OSError:
+                return "%s cannot be listed" % directory
+            for entry in entries:
+                seen += 1
+                if seen > MAX_CLOSURE_ENTRIES or (seen % 4096 == 0 and deadline is not None
+                                                  and time.monotonic() > deadline):
+                    return "the code under %s is too large to check in time" % root
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    return "%s cannot be checked" % entry.path
+                if stat.S_ISLNK(info.st_mode):
+                    problem = writable_by_others(entry.path, allowed)
+                    if problem:
+                        return problem
+                    continue
+                if info.st_uid not in allowed:
+                    return "%s belongs to user %s" % (entry.path, user_name(info.st_uid))
+                sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+                if info.st_mode & 0o022 and not sticky:
+                    return "%s is writable by %s" % (entry.path, "others" if info.st_mode &
+                                                     0o002 else "group %s" %
+                                                     group_name(info.st_gid))
+                if stat.S_ISDIR(info.st_mode) and not (
+                        entry.name in ("site-packages", "dist-packages") and root != roots[1]):
+                    stack.append(entry.path)  # (the interpreter's own site dirs: -S)
+    return None
+
+
+def code_runner(owner, interpreter, site, deadline=None):
     """(RunAs, None) for who may run this install's code, or (None, why not).
 
     `owner`: the Owner of the server the install was found through, or None when the
     inventory (or the probe's own interpreter) named it. The code runs as that server's
     owner; else as the owner of the site dir when the probe is root; else as the probe's
-    user, and then only when no one else can change it."""
+    user, and then only when no one else can change any file of the code it may import
+    (closure_problem: the whole site dir, the interpreter and its standard library,
+    lstat'ed before anything runs)."""
     me = os.geteuid()
+    if me != os.getuid() and os.getuid() == 0:
+        return None, "the probe is reading files as another user: no code is run then"
     if owner is not None and owner.uid < 0:
         return None, "%s has exited: whose install this is cannot be told" % owner.words()
     if owner is not None and not trusted(owner):
@@ -226,9 +338,7 @@ def code_runner(owner, interpreter, site):
             return None, "%s belongs to uid %d, which has no user here" % (site, site_owner)
         runner = RunAs(site_owner, entry.pw_gid, entry.pw_dir, entry.pw_name)
         allowed = (0, site_owner)
-    for path in [interpreter, site] + [os.path.join(site, p) for p in CODE_PACKAGES]:
-        if path and os.path.lexists(path):
-            problem = writable_by_others(path, allowed)
-            if problem:
-                return None, "%s: its code is not run as %s" % (problem, runner.words())
+    problem = closure_problem(closure_roots(interpreter, site), allowed, deadline)
+    if problem:
+        return None, "%s: its code is not run as %s" % (problem, runner.words())
     return runner, None
