@@ -45,7 +45,7 @@ from fleetcheck.faults import describe
 from fleetcheck.input_error import InputError
 from fleetcheck.inventory import Host
 from fleetcheck.playbook import Playbook
-from fleetcheck.probe.servers import server_script
+from fleetcheck.probe.context import server_script
 from fleetcheck.results import HostResult, ResultsWriter, RunResult, now_iso
 from fleetcheck.runner import DEFAULT_TIMEOUT, RunOptions, check_host
 from fleetcheck.shared_analysis import SharedAnalysis

@@ -16,6 +16,8 @@ import os
 import sys
 
 MAX_DATABASE_BYTES = 1 << 20
+PATHS_NAMESPACE = "FLEETCHECK_PATHS_NAMESPACE"  # as probe/context.py reads it
+KEPT_PROC_FD = "FLEETCHECK_PROC_FD"  # as probe/trust.py reads it
 
 
 class Entry(object):
@@ -105,6 +107,9 @@ def enter(root, cwd, modules, namespace):
             __import__(name)
         except ImportError:
             pass
+    # the host's /proc stays reachable (the container's own knows no process of ours):
+    # the probe reopens files it checked through /proc/self/fd (probe/trust.py)
+    os.environ[KEPT_PROC_FD] = str(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY))
     fd = open_root(root, namespace)
     os.fchdir(fd)
     os.close(fd)
@@ -120,6 +125,9 @@ def enter(root, cwd, modules, namespace):
     sys.meta_path[:] = [finder for finder in sys.meta_path
                         if getattr(finder, "__name__", "") != "PathFinder"]
     os.environ["PATH"] = ""
+    # the probe reads paths as this mount namespace names them (its root is that
+    # namespace's root now), so its servers are not "in another mount namespace"
+    os.environ[PATHS_NAMESPACE] = namespace
     text_databases()
 
 

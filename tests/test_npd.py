@@ -148,3 +148,11 @@ def test_a_bug_in_a_round_costs_that_round_not_the_agent(monkeypatch, capsys):
     assert calls == ["n1", "n1"]
     assert "internal error while running a round: RuntimeError: a bug" in \
         capsys.readouterr().err
+
+
+def test_the_chroot_prelude_names_the_namespace_the_probe_reads_paths_in():
+    """The probe context takes the namespace the prelude entered as its own, by one name."""
+    from fleetcheck import node_chroot
+    from fleetcheck.probe import context, trust
+    assert node_chroot.PATHS_NAMESPACE == context.PATHS_NAMESPACE
+    assert node_chroot.KEPT_PROC_FD == trust.KEPT_PROC_FD

@@ -13,6 +13,8 @@ SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_se
 MAX_ENVIRON_BYTES = 1024 * 1024
 WITNESS_BUDGET_S = 3.0  # the HTTP witness's time for every server of a host together
 TCP_LISTEN = "0A"
+# set by the node agent's chroot prelude (node_chroot.py): the mount namespace it entered
+PATHS_NAMESPACE = "FLEETCHECK_PATHS_NAMESPACE"
 OTHER_MOUNTS = "runs in another mount namespace, whose paths this probe does not read: " \
     "set `container:` to probe inside it"
 
@@ -202,7 +204,9 @@ class ProbeContext(object):
         self.deadline = started + float(plan.get("time_budget_s") or 60.0) - 1.0
         self.serving_port = plan.get("serving_port")
         self.table = process_table()
-        self.mount_ns = link_of("/proc/self/ns/mnt")
+        # the mount namespace whose paths this probe reads: its own, or the one the node
+        # agent chrooted it into (node_chroot.py says which)
+        self.mount_ns = os.environ.get(PATHS_NAMESPACE) or link_of("/proc/self/ns/mnt")
         self.servers = []
         for pid, argv in self.table or []:
             found = server_script(argv)

@@ -10,7 +10,7 @@ import hashlib
 import os
 import stat
 
-from fleetcheck.probe.trust import unreadable_by
+from fleetcheck.probe.trust import own_fd_path, unreadable_by
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
@@ -53,7 +53,8 @@ def open_for(path, reader):
         if refused:
             raise ProbeFileError("%s: %s" % (path, refused))
         try:
-            fd = os.open("/proc/self/fd/%d" % handle, flags)
+            reopened, proc = own_fd_path(handle)
+            fd = os.open(reopened, flags, dir_fd=proc)
         except OSError as exc:
             raise ProbeFileError("%s: %s" % (path, exc.strerror or exc))
     finally:

@@ -23,6 +23,19 @@ here before it is used:
 
 import os
 
+# node_chroot.py: a descriptor of the host's /proc, kept open across its chroot
+KEPT_PROC_FD = "FLEETCHECK_PROC_FD"
+
+
+def own_fd_path(fd):
+    """(path, dir_fd) of /proc/self/fd/`fd`: through the host's /proc the node agent kept
+    open when it chrooted the probe into a container's root, whose own /proc (another PID
+    namespace's) knows no process of ours; else the usual path."""
+    kept = os.environ.get(KEPT_PROC_FD, "")
+    if kept.isdigit():
+        return "self/fd/%d" % fd, int(kept)
+    return "/proc/self/fd/%d" % fd, None
+
 HEX = frozenset("0123456789abcdef")
 REF_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+")
 MAX_REF = 255
@@ -120,7 +133,8 @@ def unreadable_by(fd, owner):
     if not permits(os.fstat(fd), owner, 4):
         return "not readable by %s" % owner.words()
     try:
-        real = os.readlink("/proc/self/fd/%d" % fd)
+        path, proc = own_fd_path(fd)
+        real = os.readlink(path, dir_fd=proc)
     except OSError:
         return "its real path cannot be read, so it is not read for %s" % owner.words()
     directory = os.path.dirname(real)
