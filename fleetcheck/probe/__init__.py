@@ -6,5 +6,5 @@ MODULES = ("jsonlite", "trust", "files", "install", "yaml_subset", "config_file_
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
-           "child", "config_loader",
+           "child", "config_loader", "executor_script", "executor_findings", "executor",
            "integrity", "shared_bytes", "smoke_load", "main")

@@ -47,6 +47,9 @@ def probe(plan, ask=None):
     if code_root:
         examined = analyse(plan, install, code_root, facts, ask)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
+    if code_root:
+        facts["executed"] = execute_fixes(plan, install, code_root, owner, deadline,
+                                          facts["errors"])
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, deadline,
@@ -88,6 +91,18 @@ def runner_for(install, plan, owner):
     interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
     runner, why = code_runner(owner, interpreter, install.get("site_packages"))
     return interpreter, runner, why
+
+
+def execute_fixes(plan, install, code_root, owner, deadline, errors):
+    """The fix checks' `run` finders, answered by running the install's code (executor.py)
+    on every host: a result of running code is never taken from another host."""
+    from fleetcheck.probe.executor import execute
+    interpreter, runner, why = runner_for(install, plan, owner)
+    try:
+        return execute(plan, code_root, interpreter, runner, why, deadline)
+    except Exception as exc:  # a bug here must not cost the host's other facts
+        errors.append("running the install's code: %s: %s" % (type(exc).__name__, exc))
+        return {}
 
 
 def analyse(plan, install, code_root, facts, ask):

@@ -1,0 +1,255 @@
+"""The executor's answers (what the install's code did with DFlash's inputs, run by run)
+turned into findings the playbook's outcomes name: `NAME:LABEL` with a hit each whose text
+is what was observed and whose trail is the lines that ran. Runs that disagree are a `?`
+naming the condition (file:line: text) that separates them: never a pass."""
+
+MAX_TRAIL = 12
+MAX_HITS = 5
+
+
+def split_at(line_text):
+    """("file", line, "text") of "file:line: text"."""
+    head, _, text = line_text.partition(": ")
+    path, _, line = head.rpartition(":")
+    try:
+        return path, int(line), text
+    except ValueError:
+        return None, None, line_text
+
+
+def trail_of(lines):
+    out = []
+    for item in lines[:MAX_TRAIL]:
+        path, line, text = split_at(item)
+        out.append({"file": path, "line": line, "text": text, "step": "ran"})
+    return out
+
+
+def hit(path, line, text, step, lines=(), why=None):
+    found = {"file": path, "line": line, "text": text, "step": step,
+             "trail": trail_of(list(lines))}
+    if why:
+        found["why"] = why
+    return found
+
+
+def at_hit(at, text, step, lines=(), why=None):
+    path, line, _ = split_at(at or "")
+    return hit(path, line, text, step, lines, why)
+
+
+def separating(runs, differs):
+    """The condition that separates the first two runs that `differs` tells apart."""
+    for a in runs:
+        for b in runs:
+            if a is b or not differs(a, b):
+                continue
+            for ca, cb in zip(a.get("choices", []), b.get("choices", [])):
+                if ca["where"] == cb["where"] and ca["value"] != cb["value"]:
+                    return "%s (%s)" % (ca["where"], ca["what"])
+            return "%s" % (a.get("choices") or [{"where": "an unknown"}])[-1]["where"]
+    return None
+
+
+def feasible(runs):
+    return [r for r in runs if r["observation"].get("kind") != "infeasible"]
+
+
+def error_hit(answer, what):
+    why = "%s: %s" % (what, answer["error"])
+    return hit(None, None, why, "could not run", why=why)
+
+
+def ids_words(value):
+    return "(%s)" % ", ".join(str(v) for v in value) if isinstance(value, list) else repr(value)
+
+
+def offset_findings(name, answer):
+    """Each def that reads the key: the shift of the ids it returned in every run."""
+    out = {}
+    if isinstance(answer, dict):
+        out[name + ":?"] = [error_hit(answer, "the layer-id functions")]
+        return out
+    for entry in answer:
+        where = "%s:%s" % (entry.get("file"), entry.get("line"))
+        if entry.get("error"):
+            out.setdefault(name + ":?", []).append(hit(
+                entry.get("file"), entry.get("line"), entry["error"], "could not run",
+                why="%s at %s: %s" % (entry.get("function"), where, entry["error"])))
+            continue
+        runs = feasible(entry.get("runs", []))
+        ids = entry.get("ids")
+        shifts = set(r["observation"].get("shift") if r["observation"].get("kind") == "ids"
+                     else None for r in runs)
+        first = runs[0] if runs else None
+        if not runs or None in shifts or len(shifts) != 1:
+            def differs(a, b):
+                return a["observation"] != b["observation"]
+            condition = separating(runs, differs)
+            seen = "; ".join(sorted(set(describe_offset(r["observation"], ids) for r in runs)))
+            why = "%s: %s%s" % (entry.get("function"), seen or "no run finished",
+                                " depending on %s" % condition if condition else "")
+            out.setdefault(name + ":?", []).append(hit(
+                entry.get("file"), entry.get("line"), why, "runs disagree",
+                first["lines"] if first else (), why=why))
+            continue
+        shift = shifts.pop()
+        label = "<0" if shift < 0 else (str(shift) if shift < 2 else "2+")
+        text = "%s %s" % (entry.get("function"), describe_offset(first["observation"], ids))
+        if len(runs) > 1:
+            text += " (all %d runs)" % len(runs)
+        out.setdefault("%s:%s" % (name, label), []).append(hit(
+            entry.get("file"), entry.get("line"), text, "returned" if shift == 1 else
+            "shift %+d" % shift, first["lines"]))
+    return out
+
+
+def describe_offset(observation, ids):
+    kind = observation.get("kind")
+    if kind == "ids":
+        return "%s %s for target_layer_ids %s" % (
+            observation.get("how"), ids_words(observation.get("value")), ids)
+    if kind == "returned":
+        return "returned %s, not layer ids, for target_layer_ids %s" % (
+            observation.get("value"), ids)
+    return "%s %s at %s" % (kind, observation.get("detail"), observation.get("at"))
+
+
+def layer_words(layers):
+    return ", ".join("layer %s got %s" % (l.get("layer"), "window %s" % l["window"]
+                                          if l.get("window") is not None else "None")
+                     for l in layers if "error" not in l) or "no attention layer was built"
+
+
+def judge_layers(observation, expected):
+    """("right" | "wrong" | "raised", words) of one run of one drafter."""
+    layers = observation.get("layers") or []
+    if observation.get("kind") == "raised":
+        return "raised", "%s at %s" % (observation.get("detail"), observation.get("at"))
+    errors = [l["error"] for l in layers if "error" in l]
+    if errors:
+        return "wrong", errors[0]
+    got = dict((l["layer"], l.get("window")) for l in layers)
+    wrong = [i for i, want in enumerate(expected) if got.get(i, "missing") != want]
+    if wrong:
+        return "wrong", "%s (expected %s)" % (layer_words(layers), ", ".join(
+            "layer %d %s" % (i, expected[i]) for i in wrong[:3]))
+    return "right", layer_words(layers)
+
+
+def window_findings(name, answer):
+    out = {}
+    if answer.get("error"):
+        out[name + ":?"] = [error_hit(answer, "the drafter")]
+        return out
+    labels = []
+    for kind in ("uniform", "mixed"):
+        scenario = answer.get("scenarios", {}).get(kind) or {}
+        runs = feasible(scenario.get("runs", []))
+        expected = scenario.get("expected") or []
+        judged = [(judge_layers(r["observation"], expected), r) for r in runs]
+        verdicts = set(j[0][0] for j in judged)
+        subject = "a %s sliding drafter (%s)" % (kind, "4 sliding layers, 1 full" if
+                                                 kind == "mixed" else "every layer sliding")
+        if not judged:
+            why = "%s: no run finished" % subject
+            out.setdefault(name + ":?", []).append(hit(answer.get("file"), None, why,
+                                                       "could not run", why=why))
+            labels.append("?")
+            continue
+        right = [r for (v, _), r in judged if v == "right"]
+        wrong = [(w, r) for (v, w), r in judged if v == "wrong"]
+        raised = [(w, r) for (v, w), r in judged if v == "raised"]
+        if right and wrong:
+            condition = separating(runs, lambda a, b: judge_layers(
+                a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])
+            why = "%s: the windows depend on %s: %s in one run, %s in another" % (
+                subject, condition, layer_words(right[0]["observation"]["layers"]), wrong[0][0])
+            out.setdefault(name + ":?", []).append(at_hit(
+                condition, why, "runs disagree", right[0]["lines"], why=why))
+            labels.append("?")
+        elif wrong:
+            out.setdefault(name + ":wrong", []).append(at_hit(
+                (wrong[0][1]["observation"].get("layers") or [{}])[0].get("at"),
+                "%s: %s" % (subject, wrong[0][0]), "built", wrong[0][1]["lines"]))
+            labels.append("wrong")
+        elif right and raised:
+            condition = separating(runs, lambda a, b: judge_layers(
+                a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])
+            text = "%s: %s; it raises %s when %s" % (
+                subject, layer_words(right[0]["observation"]["layers"]), raised[0][0],
+                condition)
+            out.setdefault(name + ":config", []).append(at_hit(
+                right[0]["observation"]["layers"][0].get("at"), text, "built",
+                right[0]["lines"]))
+            out.setdefault(name + ":conditional", []).append(at_hit(
+                raised[0][0].rpartition(" at ")[2], text, "raised", raised[0][1]["lines"]))
+            labels.append("config")
+        elif right:
+            out.setdefault(name + ":config", []).append(at_hit(
+                right[0]["observation"]["layers"][0].get("at"), "%s: %s" % (
+                    subject, layer_words(right[0]["observation"]["layers"])), "built",
+                right[0]["lines"]))
+            labels.append("config")
+        else:
+            label = "rejected" if kind == "mixed" else "?"
+            text = "%s: raised %s" % (subject, raised[0][0])
+            out.setdefault("%s:%s" % (name, label), []).append(at_hit(
+                raised[0][0].rpartition(" at ")[2], text, "raised", raised[0][1]["lines"],
+                why=text if label == "?" else None))
+            labels.append(label)
+    return out
+
+
+def drop_findings(name, answer):
+    out = {}
+    if answer.get("error"):
+        out[name + ":?"] = [error_hit(answer, "the speculative config")]
+        return out
+    said = []
+    for method, decided in sorted((answer.get("decisions") or {}).items()):
+        values = set(repr(r["observation"].get("value")) if r["observation"].get(
+            "kind") == "returned" else "?" for r in feasible(decided.get("runs", [])))
+        said.append("%s() -> %s" % (method, "/".join(sorted(values))))
+    scheduler = answer.get("scheduler") or {}
+    if scheduler.get("error"):
+        out[name + ":?"] = [error_hit(scheduler, "the scheduler")]
+        return out
+    runs = feasible(scheduler.get("runs", []))
+    got = set(r["observation"].get("use_eagle") if r["observation"].get("kind") == "built"
+              else "?" for r in runs)
+    decisions = "; ".join(said)
+    if not runs or "?" in got or len(got) != 1 or not isinstance(next(iter(got)), bool):
+        condition = separating(runs, lambda a, b: a["observation"] != b["observation"])
+        seen = sorted(set(str(r["observation"].get("use_eagle", r["observation"].get(
+            "detail"))) for r in runs))
+        why = "the KV cache manager's use_eagle for DFlash was %s%s (%s)" % (
+            " or ".join(seen) or "never reached", " depending on %s" % condition
+            if condition else "", decisions)
+        out[name + ":?"] = [hit(scheduler.get("file"), scheduler.get("to_line"), why,
+                                "runs disagree", runs[0]["lines"] if runs else (), why=why)]
+        return out
+    dropped = got.pop()
+    text = "%s: KVCacheManager got use_eagle=%s for method dflash at its defaults (%s; %d " \
+           "runs)" % (scheduler.get("function"), dropped, decisions, len(runs))
+    lines = runs[0]["lines"]
+    out["%s:%s" % (name, "dropped" if dropped else "kept")] = [
+        hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines[-MAX_TRAIL:])]
+    opt_out = answer.get("scheduler_opt_out") or {}
+    if dropped and opt_out.get("runs"):
+        values = set(r["observation"].get("use_eagle") for r in feasible(opt_out["runs"]))
+        if values == {False}:
+            out[name + ":opt-in"] = [hit(scheduler.get("file"), scheduler.get("to_line"),
+                                         "with disable_eagle_block_drop=True the manager gets "
+                                         "use_eagle=False", "built")]
+    return out
+
+
+def findings_of(name, question, answer):
+    """{label: [hits]} of one finder's answer."""
+    kind = question["kind"]
+    if kind == "offset":
+        return offset_findings(name, answer)
+    if kind == "window":
+        return window_findings(name, answer)
+    return drop_findings(name, answer)
