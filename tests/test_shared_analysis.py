@@ -23,7 +23,7 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
-from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
+from probe_helpers import (STATIC_PLAYBOOK, ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
                            facts_of, linked_copy, rewrite, site_packages)
 from waits import wait_for
 
@@ -104,7 +104,7 @@ def test_shared_results_equal_every_host_analysing_its_own(shared_runs, label):
 def lead_answer(tmp_path, files=None):
     """What a lead's probe sends: its own analysis and the bytes it read."""
     root = write_install(str(tmp_path / "venv"), "0.33.0", files or FIXED)
-    signatures = load_playbook().probe_signatures()
+    signatures = load_playbook(STATIC_PLAYBOOK).probe_signatures()
     cache, walks = {}, {}
     facts = {s["id"]: run_signature(root, s, cache, walks)
              for s in json.loads(json.dumps(signatures))}

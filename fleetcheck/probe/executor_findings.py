@@ -148,7 +148,6 @@ def window_findings(name, answer):
         runs = feasible(scenario.get("runs", []))
         expected = scenario.get("expected") or []
         judged = [(judge_layers(r["observation"], expected), r) for r in runs]
-        verdicts = set(j[0][0] for j in judged)
         subject = "a %s sliding drafter (%s)" % (kind, "4 sliding layers, 1 full" if
                                                  kind == "mixed" else "every layer sliding")
         if not judged:

@@ -547,8 +547,8 @@ def recorder(name, signature, origin):
     records what each parameter of the install's own __init__ got."""
 
     def __init__(self, *args, **kwargs):
-        if signature is None:
-            RECORDED.append((name, {"args": list(args), "kwargs": kwargs}, where()))
+        if signature is None:  # the install has no such class to bind to: keywords only
+            RECORDED.append((name, dict(kwargs, args=list(args)), where()))
             return
         try:
             bound = signature.bind(self, *args, **kwargs)
@@ -684,7 +684,8 @@ def drafter_config(kind):
         quantization_config=None)
     window = REQUEST.get("window", 2048)
     if kind == "uniform":
-        return Namespace(num_hidden_layers=5, layer_types=None, use_sliding_window=True,
+        return Namespace(num_hidden_layers=5, layer_types=["sliding_attention"] * 5,
+                         use_sliding_window=True,
                          sliding_window=window, max_window_layers=5,
                          dflash_config={"target_layer_ids": [1, 9, 17], "mask_token_id": 5,
                                         "use_swa": True, "swa_window_size": window},
@@ -1136,7 +1137,8 @@ def run_slice(relative, class_node, method, stop, make_spec, manager):
         self = standin_self(cls, class_node.name, {
             "vllm_config": vllm_config, "speculative_config": spec})
         args, kwargs = bind_arguments(real_init if callable(real_init) else sliced,
-                                      [(r"^self$", self), (r"vllm_config", vllm_config)])
+                                      [(r"^self$", self), (r"vllm_config", vllm_config),
+                                       (r"spec", spec)])
         if not args or args[0] is not self:
             args.insert(0, self)
         outcome, lines = traced(lambda: sliced(*args, **kwargs))

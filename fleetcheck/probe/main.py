@@ -47,7 +47,8 @@ def probe(plan, ask=None):
     if code_root:
         examined = analyse(plan, install, code_root, facts, ask)
     deadline = started + (plan.get("time_budget_s") or 60.0) - 1.0
-    if code_root:
+    if code_root and any(f.get("kind") == "run" for s in plan.get("signatures", [])
+                         for f in s.get("find", {}).values()):
         facts["executed"] = execute_fixes(plan, install, code_root, owner, deadline,
                                           facts["errors"])
     options = plan.get("integrity")
