@@ -218,6 +218,7 @@ def test_judge_and_report_each_name_the_other_for_the_others_files(tmp_path):
         "fleetcheck reads schema 1)\n" % other))
 
 
+@pytest.mark.internal_errors
 def test_judge_keeps_a_null_entry_and_a_fleetcheck_bug_to_their_own_hosts(tmp_path):
     """A null where the probe always sends an object is the host's protocol error naming
     the field (read as empty it would be a verdict: an empty signature fails its check);
