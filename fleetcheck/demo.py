@@ -90,9 +90,6 @@ def run_demo(run_fleetcheck: Callable[[list[str]], int], keep: bool = False,
                                                                     signal.SIGTERM,
                                                                     signal.SIGHUP)}
     workdir = tempfile.mkdtemp(prefix="fleetcheck-demo-")
-    # the demo's installs belong to whoever runs it; as root, their code runs as nobody
-    # (probe/executor.py), which must be able to read them
-    os.chmod(workdir, 0o755)
     try:
         healthy = os.path.join(workdir, "healthy-env")
         stale = os.path.join(workdir, "stale-env")

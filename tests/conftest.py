@@ -60,25 +60,6 @@ def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     assert not found, "internal errors in the results:\n" + "\n".join(found)
 
 
-@pytest.fixture(autouse=True)
-def installs_readable_by_nobody(request: pytest.FixtureRequest) -> None:
-    """Run as root, the probe runs a root-owned install's code as nobody (probe/executor.py),
-    as it would on a host whose installs are readable by every user: a test's tmp_path and
-    the directories above it (pytest makes them 0700) are opened to nobody for traversal."""
-    if os.geteuid() != 0:
-        return
-    paths = []
-    if "tmp_path" in request.fixturenames:
-        paths.append(str(request.getfixturevalue("tmp_path")))
-    paths.append(str(request.config._tmp_path_factory.getbasetemp()))  # type: ignore[attr-defined]
-    for path in paths:
-        while path not in ("/", "/tmp", ""):
-            mode = os.stat(path).st_mode
-            if not mode & 0o001:
-                os.chmod(path, (mode & 0o7777) | 0o055)
-            path = os.path.dirname(path)
-
-
 @pytest.fixture(scope="session")
 def real_venvs() -> dict[str, str]:
     return {version: real_install(version) for version in REAL_VERSIONS}

@@ -101,13 +101,28 @@ def run_questions(interpreter, site, asked, timeout, runner):
         if left <= 0.5:
             answers[name] = {"error": "no time left in the host's deadline to run the code"}
             continue
-        request = {"site": site, "budget_s": max(left - 0.5, 0.5), "max_runs": 64,
-                   "real": question["real"], "questions": [question], "ids": IDS,
-                   "window": WINDOW}
+        try:
+            site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            answers[name] = {"error": "cannot open %s: %s" % (site, exc.strerror)}
+            continue
+        # the child reads the site through this descriptor (/proc/self/fd/N), so the
+        # directories above it (a private home, a 0700 temp dir) need not be open to it;
+        # what is inside is still read with the child's own permissions
+        os.set_inheritable(site_fd, True)
+        request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(left - 0.5, 0.5),
+                   "max_runs": 64, "real": question["real"], "questions": [question],
+                   "ids": IDS, "window": WINDOW}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        out, err, code, timed_out = run_child(
-            [interpreter, "-S", "-I", "-B", "-c", SCRIPT, jsonlite.dumps(request)], left,
-            env, runner, prepare=confine)
+        try:
+            out, err, code, timed_out = run_child(
+                # the binary itself: a venv's python is a link into a tree the child may
+                # not be able to enter, and -S -I leaves the venv's site out anyway
+                [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", SCRIPT,
+                 jsonlite.dumps(request)], left,
+                env, runner, prepare=confine)
+        finally:
+            os.close(site_fd)
         if timed_out:
             answers[name] = {"error": "the install's code did not finish in %.1f s" % left}
             continue

@@ -16,7 +16,7 @@ SCRIPT = r'''
 import ast, builtins, dataclasses, fnmatch, inspect, json, os, re, sys, time, types
 
 REQUEST = json.loads(sys.argv[1])
-SITE = os.path.realpath(REQUEST["site"])
+SITE = REQUEST["site"].rstrip("/")  # /proc/self/fd/N: the site dir the probe opened for it
 START = time.monotonic()
 DEADLINE = START + float(REQUEST.get("budget_s", 10))
 MAX_RUNS = int(REQUEST.get("max_runs", 64))
@@ -1160,6 +1160,29 @@ def run_slice(relative, class_node, method, stop, make_spec, manager):
     return answer
 
 
+class UnknownEnviron(dict):
+    """os.environ for the install's code: the host's variables are not DFlash's inputs, so
+    a variable the child was not given is an unknown, set (to a stand-in) or not."""
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or CHOICES.choose(
+            "environment variable %s is set" % key)
+
+    def get(self, key, default=None):
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if CHOICES.choose("environment variable %s is set" % key):
+            return StandIn("os.environ[%r]" % key)
+        return default
+
+    def __getitem__(self, key):
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if CHOICES.choose("environment variable %s is set" % key):
+            return StandIn("os.environ[%r]" % key)
+        raise KeyError(key)
+
+
 def out_of_time(signum, frame):
     raise OutOfTime()
 
@@ -1178,6 +1201,7 @@ def confine():
 
 def main():
     confine()
+    os.environ = UnknownEnviron(os.environ)
     out = {"python": sys.version.split()[0], "answers": {}}
     try:
         for question in REQUEST["questions"]:

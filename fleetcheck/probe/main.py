@@ -99,6 +99,10 @@ def execute_fixes(plan, install, code_root, owner, deadline, errors):
     on every host: a result of running code is never taken from another host."""
     from fleetcheck.probe.executor import execute
     interpreter, runner, why = runner_for(install, plan, owner)
+    venv = plan.get("venv")
+    if venv and not install.get("interpreter") and \
+            os.path.lexists(os.path.join(venv, "bin", "python")):
+        interpreter = os.path.join(venv, "bin", "python")  # the install's own, not the probe's
     try:
         return execute(plan, code_root, interpreter, runner, why, deadline)
     except Exception as exc:  # a bug here must not cost the host's other facts
