@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 import textwrap
 
 import pytest
@@ -128,10 +129,20 @@ def test_a_root_owned_install_never_runs_as_root(tmp_path):
 
 
 def test_a_broken_install_interpreter_is_a_warn_naming_it(tmp_path):
-    broken = tmp_path / "broken-python"
-    broken.write_text("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
-    broken.chmod(0o755)
-    venv = synthetic(tmp_path, python=str(broken))
+    shared = tempfile.mkdtemp(prefix="fleetcheck-broken-python-")  # one nobody may enter
+    os.chmod(shared, 0o755)
+    broken = os.path.join(shared, "python")
+    with open(broken, "w") as handle:
+        handle.write("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
+    os.chmod(broken, 0o755)
+    try:
+        check_broken(tmp_path, broken)
+    finally:
+        shutil.rmtree(shared)
+
+
+def check_broken(tmp_path, broken: str) -> None:
+    venv = synthetic(tmp_path, python=broken)
     results = verdicts(venv, python=shutil.which("python3"))
     for result in results.values():
         assert result.status == "warn", result.message
