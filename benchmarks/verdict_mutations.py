@@ -41,10 +41,12 @@ def judge_all(mutations: list[Mutation]) -> list[tuple[Mutation, str, str, bool]
             if mutation.version not in releases:
                 releases[mutation.version] = MutableRelease(mutation.version, workdir)
             with releases[mutation.version].apply(mutation) as root:
-                facts = probe_tree(root)
+                facts = probe_tree(root, [checks[mutation.check].signature()])
             result = judge_fix(checks[mutation.check], facts, None)
-            unknown = any(label.endswith(":?") for label in
-                          facts.signatures[mutation.check].findings)
+            executed = (facts.executed or {}).get(mutation.check)
+            labels = list(facts.signatures[mutation.check].findings) + (
+                list(executed.findings) if executed is not None else [])
+            unknown = any(label.endswith(":?") for label in labels)
             message = result.message
             if vacuous(mutation, result):
                 message = "(a pass that lacks a rewritten site's evidence) " + message
