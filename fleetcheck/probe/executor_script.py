@@ -99,20 +99,18 @@ def where():
     return "%s:%d: %s" % (rel(path), line, line_text(path, line))
 
 
-ASSERTS = {}
-
-
 def assert_lines(path):
-    if path not in ASSERTS:
-        lines = set()
-        try:
-            for node in ast.walk(parse(path)):
-                if isinstance(node, ast.Assert):
-                    lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-        except (OSError, SyntaxError, ValueError):
-            pass
-        ASSERTS[path] = lines
-    return ASSERTS[path]
+    """Whether a line is an assert's: its text starts with `assert` (a cheap reading; an
+    unknown on an assert's continuation line is explored like any other)."""
+    return AssertLines(path)
+
+
+class AssertLines(object):
+    def __init__(self, path):
+        self.path = path
+
+    def __contains__(self, line):
+        return line_text(self.path, line).startswith("assert ")
 
 
 # --- stand-ins ---------------------------------------------------------------------------
@@ -361,9 +359,30 @@ def load_real(name, path):
     module.__dict__["__builtins__"] = dict(BUILTINS, __import__=fake_import)
     MODULES[name] = module
     sys.modules[name] = module  # dataclasses and typing look a class's module up there
+    with open(path, "rb") as handle:
+        source = handle.read()
+    try:  # most modules run whole: one compile, no syntax tree
+        exec(compile(source, path, "exec", 0, True), module.__dict__)
+        return module
+    except OutOfTime:
+        raise
+    except BaseException as exc:
+        failed = failing_line(sys.exc_info()[2], path)
+        error = exc
     tree = parse(path)
     flags = future_flags(tree)
-    for node in tree.body:
+    after = None
+    for index, node in enumerate(tree.body):
+        if node.lineno <= (failed or 0) <= (getattr(node, "end_lineno", None) or node.lineno):
+            after = index
+            SKIPPED.append("%s:%d: %s (%s: %s)" % (
+                rel(path), node.lineno, line_text(path, node.lineno), type(error).__name__,
+                str(error)[:TEXT]))
+            break
+    if after is None:  # it failed before any statement of its own ran (a SyntaxError)
+        SKIPPED.append("%s: %s: %s" % (rel(path), type(error).__name__, str(error)[:TEXT]))
+        return module
+    for node in tree.body[after + 1:]:
         if time.monotonic() > DEADLINE:
             raise OutOfTime()
         code = compile(ast.Module(body=[node], type_ignores=[]), path, "exec", flags,
@@ -377,6 +396,17 @@ def load_real(name, path):
                 rel(path), node.lineno, line_text(path, node.lineno), type(exc).__name__,
                 str(exc)[:TEXT]))
     return module
+
+
+def failing_line(tb, path):
+    """The line of the module's own top-level code where it raised."""
+    line = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == path and code.co_name == "<module>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def vllm_module(name):
@@ -403,6 +433,84 @@ def resolve(name, globals_, level):
     return base + "." + name if name else base
 
 
+class Lazy(object):
+    """A name imported from a fix-path module not loaded yet: the module is executed only
+    when the name is used (called, read, subclassed, tested), so a fix-path module's
+    dozens of imports cost nothing until one of them is on DFlash's path."""
+
+    def __init__(self, module, attr):
+        object.__setattr__(self, "_fc_where", (module, attr))
+
+    def _fc(self):
+        cache = object.__getattribute__(self, "__dict__")
+        if "_fc_value" not in cache:
+            module, attr = object.__getattribute__(self, "_fc_where")
+            loaded = vllm_module(module)
+            value = getattr(loaded, attr, None) if isinstance(loaded, types.ModuleType) \
+                else getattr(loaded, attr)
+            if value is None and isinstance(loaded, types.ModuleType) and \
+                    not hasattr(loaded, attr):
+                value = vllm_module(module + "." + attr) if module_file(
+                    module + "." + attr) else StandIn(module + "." + attr)
+            cache["_fc_value"] = value
+        return cache["_fc_value"]
+
+    def __getattr__(self, attr):
+        return getattr(Lazy._fc(self), attr)
+
+    def __setattr__(self, attr, value):
+        setattr(Lazy._fc(self), attr, value)
+
+    def __call__(self, *args, **kwargs):
+        return Lazy._fc(self)(*args, **kwargs)
+
+    def __mro_entries__(self, bases):
+        value = Lazy._fc(self)
+        if isinstance(value, type):
+            return (value,)
+        return value.__mro_entries__(bases)
+
+    def __instancecheck__(self, obj):
+        value = Lazy._fc(self)
+        return isinstance(obj, value) if isinstance(value, (type, tuple)) else False
+
+    def __subclasscheck__(self, cls):
+        value = Lazy._fc(self)
+        return issubclass(cls, value) if isinstance(value, (type, tuple)) else False
+
+    def __bool__(self):
+        return bool(Lazy._fc(self))
+
+    def __eq__(self, other):
+        return Lazy._fc(self) == other
+
+    def __ne__(self, other):
+        return Lazy._fc(self) != other
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        return iter(Lazy._fc(self))
+
+    def __len__(self):
+        return len(Lazy._fc(self))
+
+    def __getitem__(self, key):
+        return Lazy._fc(self)[key]
+
+    def __contains__(self, item):
+        return item in Lazy._fc(self)
+
+    def __or__(self, other):  # an annotation's `X | None`: nothing to load for it
+        return StandIn("(annotation)")
+
+    __ror__ = __or__
+
+    def __repr__(self):
+        return "<lazy %s.%s>" % object.__getattribute__(self, "_fc_where")
+
+
 def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
     full = resolve(name, globals, level)
     top = full.split(".")[0]
@@ -415,6 +523,12 @@ def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
         if fromlist:
             return module
         return sys.modules.get(top) or MODULES.get(top) or module
+    if fromlist and full not in MODULES and is_real(full) and not any(
+            module_file(full + "." + item) for item in fromlist):
+        holder = types.SimpleNamespace()
+        for item in fromlist:
+            setattr(holder, item, REPLACEMENTS.get(item) or Lazy(full, item))
+        return holder
     module = vllm_module(full)
     for item in fromlist or ():
         if item == "*":
@@ -455,12 +569,15 @@ def module_name(relative):
     return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
-def defs_reading(tree, key):
+def defs_reading(tree, key, lines):
     """(class name or None, def node) of each def or method that holds the string `key`
-    outside a nested def of its own."""
+    (only the defs around the `lines` where the key's text is are walked)."""
     found = []
 
     def holds(node):
+        end = getattr(node, "end_lineno", None) or node.lineno
+        if not any(node.lineno <= line <= end for line in lines):
+            return False
         for child in ast.walk(node):
             if isinstance(child, ast.Constant) and child.value == key:
                 return True
@@ -791,13 +908,15 @@ def ask_offset(question):
         path = os.path.join(SITE, relative)
         try:
             with open(path, "rb") as handle:
-                if key.encode() not in handle.read():
-                    continue
+                data = handle.read()
+            if key.encode() not in data:
+                continue
+            lines = [i + 1 for i, text in enumerate(data.split(b"\n")) if key.encode() in text]
             tree = parse(path)
         except (OSError, SyntaxError, ValueError) as exc:
             answers.append({"file": relative, "error": "cannot parse: %s" % exc})
             continue
-        for class_name, node in defs_reading(tree, key):
+        for class_name, node in defs_reading(tree, key, lines):
             answers.append(offset_entry(relative, class_name, node, ids))
     return answers
 
