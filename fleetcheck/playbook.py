@@ -30,7 +30,7 @@ FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
 OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"},
                  "run": {"key", "module"}}
 # what each question of a `run` finder files its findings under (probe/executor_findings.py)
-RUN_FINDINGS = {"offset": (":0", ":1", ":2+", ":<0", ":?"),
+RUN_FINDINGS = {"offset": (":0", ":1", ":2+", ":<0", ":wrong", ":?"),
                 "window": (":config", ":conditional", ":wrong", ":rejected", ":?"),
                 "drop": (":kept", ":dropped", ":opt-in", ":?")}
 KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")

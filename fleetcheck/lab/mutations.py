@@ -1352,9 +1352,104 @@ def evaluation_cases() -> list[Mutation]:
     return list(out) + list(fixed) + list(window)
 
 
+DECODER_RESOLVE = "        sliding_window, causal = _resolve_layer_attention(config, layer_idx)\n"
+SLIDING_NAME = '_SLIDING_ATTENTION = "sliding_attention"\n'
+RESOLVE_RETURN = "    return sliding_window, _dflash_layer_causal(config, layer_idx)\n"
+ATTENTION_WINDOW = "            per_layer_sliding_window=sliding_window,\n"
+GATE = "        return self.use_eagle() and not (self.use_dflash() or self.use_dspark())\n"
+
+
+def held_out_cases() -> list[Mutation]:
+    """Rewrites of the kinds the static readers missed (issue 41), held out of their
+    development: each decided by running the code."""
+    out = Cases("held-", "0.33.0", SWA)
+    out.add("swa-read-before-set", False, "the window read from self before the line that "
+            "sets it", {DRAFTER: ((DECODER_RESOLVE,
+                                   '        sliding_window = getattr(self, "_window", None)\n'
+                                   "        self._window, causal = "
+                                   "_resolve_layer_attention(config, layer_idx)\n"),)},
+            kind="order")
+    out.add("swa-layer-index-off-by-one", False, "layer_types read one layer early",
+            {DRAFTER: (("        is_sliding = layer_types[layer_idx] == _SLIDING_ATTENTION\n",
+                        "        is_sliding = layer_types[layer_idx - 1] == _SLIDING_ATTENTION\n"),)},
+            kind="index")
+    out.add("swa-type-name-no-layer-has", False, "a layer-type name no layer has",
+            {DRAFTER: ((SLIDING_NAME, '_SLIDING_ATTENTION = "sliding_window_attention"\n'),)},
+            kind="name")
+    out.add("swa-pair-swapped", False, "the returned (window, causal) pair in the wrong order",
+            {DRAFTER: ((RESOLVE_RETURN,
+                        "    return _dflash_layer_causal(config, layer_idx), sliding_window\n"),)},
+            kind="order")
+    out.add("swa-namedtuple-classmethod", True, "a NamedTuple's classmethod resolves the "
+            "layer", {DRAFTER: ((DECODER_RESOLVE,
+                                 "        sliding_window, causal = _LayerAttention.of(config, "
+                                 "layer_idx)\n"),
+                                ("", "\n\nfrom typing import NamedTuple\n\n\n"
+                                     "class _LayerAttention(NamedTuple):\n"
+                                     "    window: int | None\n"
+                                     "    causal: bool\n\n"
+                                     "    @classmethod\n"
+                                     "    def of(cls, config, layer_idx):\n"
+                                     "        return cls(*_resolve_layer_attention(config, "
+                                     "layer_idx))\n"))},
+            kind="namedtuple")
+    out.add("swa-dict-merge-kwargs", True, "the window passed in a dict merge as **kwargs",
+            {DRAFTER: ((ATTENTION_WINDOW,
+                        '            **({"per_layer_sliding_window": sliding_window} | {}),\n'),)},
+            kind="kwargs")
+    out.add("swa-dict-merge-kwargs-none", False, "a dict merge whose right side overrides "
+            "the window with None", {DRAFTER: ((ATTENTION_WINDOW,
+                                               '            **({"per_layer_sliding_window": '
+                                               'sliding_window} | {"per_layer_sliding_window": '
+                                               "None}),\n"),)},
+            kind="kwargs")
+    layers = Cases("held-", "0.33.0", LAYER)
+    layers.add("offset-lambda-table", True, "a table of lambdas shifts the ids",
+               v1(v1_lines('_shift = {"dflash": lambda ids: [i + 1 for i in ids]}',
+                           'layer_ids = _shift["dflash"](dflash_config.get("target_layer_ids")'
+                           " or [])")), kind="lambda-table")
+    layers.add("offset-lambda-table-wrong-key", False, "a table of lambdas whose DFlash entry "
+               "does not shift", v1(v1_lines(
+                   '_shift = {"dflash": lambda ids: list(ids), "eagle": lambda ids: '
+                   "[i + 1 for i in ids]}",
+                   'layer_ids = _shift["dflash"](dflash_config.get("target_layer_ids") or [])')),
+               kind="lambda-table")
+    layers.add("offset-enumerate", True, "enumerate over the ids",
+               v1(v1_lines('layer_ids = [i + 1 for _, i in enumerate('
+                           'dflash_config.get("target_layer_ids") or [])]')), kind="enumerate")
+    layers.add("offset-enumerate-index", False, "enumerate's index shifted instead of the id",
+               v1(v1_lines('layer_ids = [n + 1 for n, i in enumerate('
+                           'dflash_config.get("target_layer_ids") or [])]')), kind="enumerate")
+    drops = Cases("held-", "0.33.0", DROP)
+    drops.add("drop-any-generator", True, "a generator inside any() excludes DFlash",
+              {SPECULATIVE: ((GATE, "        return self.use_eagle() and not any(m == "
+                                    "self.method for m in (\"dflash\", \"dspark\"))\n"),)},
+              kind="generator")
+    drops.add("drop-any-generator-without-dflash", False, "a generator inside any() that "
+              "leaves DFlash in the drop", {SPECULATIVE: ((GATE, "        return self.use_eagle() "
+                                                                 "and not any(m == self.method "
+                                                                 "for m in (\"dspark\",))\n"),)},
+              kind="generator")
+    drops.add("drop-enum", True, "an Enum of the drafters that skip the drop",
+              {SPECULATIVE: ((GATE, "        return self.use_eagle() and self.method not in "
+                                    "{d.value for d in _NoDrop}\n"),
+                             ("", "\n\nimport enum\n\n\nclass _NoDrop(enum.Enum):\n"
+                                  "    DFLASH = \"dflash\"\n    DSPARK = \"dspark\"\n"))},
+              kind="enum")
+    drops.add("drop-enum-without-dflash", False, "an Enum of the drafters that skip the "
+              "drop, without DFlash", {SPECULATIVE: ((GATE, "        return self.use_eagle() and "
+                                                            "self.method not in {d.value for d "
+                                                            "in _NoDrop}\n"),
+                                                     ("", "\n\nimport enum\n\n\nclass "
+                                                          "_NoDrop(enum.Enum):\n"
+                                                          "    DSPARK = \"dspark\"\n"))},
+              kind="enum")
+    return out + layers + drops
+
+
 def every_case() -> list[Mutation]:
     return (offset_cases() + offset_cases_020() + swa_cases() + swa_cases_020() +
-            drop_cases() + drop_cases_020() + evaluation_cases())
+            drop_cases() + drop_cases_020() + evaluation_cases() + held_out_cases())
 
 
 # Cases whose verdict is still wrong because the interpreter (probe/trace/: key_offset,

@@ -82,6 +82,12 @@ def offset_findings(name, answer):
         shifts = set(r["observation"].get("shift") if r["observation"].get("kind") == "ids"
                      else None for r in runs)
         first = runs[0] if runs else None
+        if runs and all(other_ids(r["observation"], ids) for r in runs):
+            out.setdefault(name + ":wrong", []).append(hit(
+                entry.get("file"), entry.get("line"), "%s %s" % (
+                    entry.get("function"), describe_offset(first["observation"], ids)),
+                "returned", first["lines"]))
+            continue
         if not runs or None in shifts or len(shifts) != 1:
             def differs(a, b):
                 return a["observation"] != b["observation"]
@@ -102,6 +108,14 @@ def offset_findings(name, answer):
             entry.get("file"), entry.get("line"), text, "returned" if shift == 1 else
             "shift %+d" % shift, first["lines"]))
     return out
+
+
+def other_ids(observation, ids):
+    """Layer ids that are not the ids shifted by one amount: a list of as many ints."""
+    value = observation.get("value")
+    return observation.get("kind") == "returned" and isinstance(value, list) and \
+        isinstance(ids, list) and len(value) == len(ids) and value != ids and \
+        all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def describe_offset(observation, ids):
@@ -215,33 +229,60 @@ def drop_findings(name, answer):
         out[name + ":?"] = [error_hit(scheduler, "the scheduler")]
         return out
     runs = feasible(scheduler.get("runs", []))
-    got = set(r["observation"].get("use_eagle") if r["observation"].get("kind") == "built"
-              else "?" for r in runs)
+    treated = [eagle_treatment(r["observation"]) for r in runs]
     decisions = "; ".join(said)
-    if not runs or "?" in got or len(got) != 1 or not isinstance(next(iter(got)), bool):
-        condition = separating(runs, lambda a, b: a["observation"] != b["observation"])
-        seen = sorted(set(str(r["observation"].get("use_eagle", r["observation"].get(
-            "detail"))) for r in runs))
-        why = "the KV cache manager's use_eagle for DFlash was %s%s (%s)" % (
-            " or ".join(seen) or "never reached", " depending on %s" % condition
+    if not runs or "?" in treated or len(set(t == "kept" for t in treated)) != 1:
+        condition = separating(runs, lambda a, b: (eagle_treatment(a["observation"]) == "kept")
+                               != (eagle_treatment(b["observation"]) == "kept"))
+        seen = sorted(set(treatment_words(r["observation"]) for r in runs))
+        why = "the KV cache manager got %s for DFlash%s (%s)" % (
+            " or ".join(seen) or "nothing (never reached)", " depending on %s" % condition
             if condition else "", decisions)
         out[name + ":?"] = [hit(scheduler.get("file"), scheduler.get("to_line"), why,
                                 "runs disagree", runs[0]["lines"] if runs else (), why=why)]
         return out
-    dropped = got.pop()
-    text = "%s: KVCacheManager got use_eagle=%s for method dflash at its defaults (%s; %d " \
-           "runs)" % (scheduler.get("function"), dropped, decisions, len(runs))
+    dropped = treated[0] != "kept"
+    text = "%s: %s for method dflash at its defaults (%s; %d runs)" % (
+        scheduler.get("function"), treatment_words(runs[0]["observation"]), decisions,
+        len(runs))
     lines = runs[0]["lines"]
     out["%s:%s" % (name, "dropped" if dropped else "kept")] = [
         hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines[-MAX_TRAIL:])]
     opt_out = answer.get("scheduler_opt_out") or {}
-    if dropped and opt_out.get("runs"):
-        values = set(r["observation"].get("use_eagle") for r in feasible(opt_out["runs"]))
-        if values == {False}:
+    # the opt-in flag alone (0.30-0.32): no gate of the config's own decides the drop; where
+    # one does (needs_eagle_block_drop) and still gives DFlash the drop, it is a fail
+    gated = "needs_eagle_block_drop" in (answer.get("decisions") or {})
+    if dropped and not gated and opt_out.get("runs"):
+        values = set(eagle_treatment(r["observation"]) for r in feasible(opt_out["runs"]))
+        if values == {"kept"}:
             out[name + ":opt-in"] = [hit(scheduler.get("file"), scheduler.get("to_line"),
                                          "with disable_eagle_block_drop=True the manager gets "
                                          "use_eagle=False", "built")]
     return out
+
+
+def eagle_treatment(observation):
+    """What the KV cache manager was given for DFlash: "dropped" (EAGLE's block drop),
+    "hashed" (the lookahead block hashes that stand in for it), "kept", or "?"."""
+    if observation.get("kind") != "built" or not isinstance(observation.get("use_eagle"), bool):
+        return "?"
+    lookahead = observation.get("lookahead")
+    if observation["use_eagle"]:
+        return "dropped"
+    if isinstance(lookahead, int) and not isinstance(lookahead, bool) and lookahead > 0:
+        return "hashed"
+    if lookahead is None or isinstance(lookahead, int):
+        return "kept"
+    return "?"
+
+
+def treatment_words(observation):
+    if observation.get("kind") != "built":
+        return "%s %s" % (observation.get("kind"), observation.get("detail"))
+    words = "KVCacheManager got use_eagle=%s" % observation.get("use_eagle")
+    if observation.get("lookahead") is not None:
+        words += ", num_hash_lookahead_tokens=%s" % observation.get("lookahead")
+    return words
 
 
 def findings_of(name, question, answer):

@@ -1220,11 +1220,42 @@ def drop_in_scheduler(globs, make_spec, question):
                         c.func, "attr", None)) == manager for c in ast.walk(s))), None)
                 if stop is None:
                     continue
-                return run_slice(relative, node, method, stop, make_spec, manager)
+                return run_slice(relative, node, method, stop, make_spec, manager, globs)
     return {"error": "no method builds %s in %s" % (manager, ", ".join(globs))}
 
 
-def run_slice(relative, class_node, method, stop, make_spec, manager):
+def engine_config_class(globs):
+    """The install's VllmConfig, when the question's files hold it: its properties (the
+    lookahead hashes, say) are the install's own decisions for DFlash too."""
+    for relative in files_under(globs):
+        path = os.path.join(SITE, relative)
+        with open(path, "rb") as handle:
+            if b"class VllmConfig" not in handle.read():
+                continue
+        cls = load_entry(relative).__dict__.get("VllmConfig")
+        return cls if isinstance(cls, type) else None
+    return None
+
+
+def config_instance(cls, fields):
+    """The install's config class made without __init__, its fields at their defaults,
+    the given ones set, any other attribute a stand-in."""
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return StandIn("%s.%s" % (cls.__name__, attr))
+    try:
+        sub = type(cls)(cls.__name__, (cls,), {"__getattr__": __getattr__,
+                                               "__abstractmethods__": frozenset()})
+        self = dataclass_defaults(sub)
+    except Exception:
+        return standin_self(None, cls.__name__, fields)
+    for key, value in fields.items():
+        object.__setattr__(self, key, value)
+    return self
+
+
+def run_slice(relative, class_node, method, stop, make_spec, manager, question_files):
     path = os.path.join(SITE, relative)
     begin = next((i for i, s in enumerate(method.body[:stop + 1]) if any(
         isinstance(c, (ast.Attribute, ast.Name)) and "speculative_config" in (
@@ -1250,9 +1281,12 @@ def run_slice(relative, class_node, method, stop, make_spec, manager):
     sliced = namespace["_fleetcheck_slice"]
     real_init = getattr(cls, method.name, None)
 
+    config_cls = engine_config_class(question_files)
+
     def run():
         spec = make_spec(False)
-        vllm_config = vllm_config_standin(spec)
+        vllm_config = vllm_config_standin(spec) if config_cls is None else \
+            config_instance(config_cls, {"speculative_config": spec})
         self = standin_self(cls, class_node.name, {
             "vllm_config": vllm_config, "speculative_config": spec})
         args, kwargs = bind_arguments(real_init if callable(real_init) else sliced,
@@ -1271,6 +1305,7 @@ def run_slice(relative, class_node, method, stop, make_spec, manager):
         out = describe_plain(outcome)
         if got:
             out["use_eagle"] = plain(got[0].get("use_eagle", got[0].get("error")))
+            out["lookahead"] = plain(got[0].get("num_hash_lookahead_tokens"))
             out["kind"] = "built"
         return out
 
