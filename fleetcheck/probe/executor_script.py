@@ -723,12 +723,26 @@ def traced(call):
     except AssertionError as exc:
         outcome = ("infeasible", "assert", last_install_line(sys.exc_info()[2]))
     except BaseException as exc:
-        outcome = ("raised", "%s: %s" % (type(exc).__name__, str(exc)[:TEXT]),
-                   last_install_line(sys.exc_info()[2]))
+        tb = sys.exc_info()[2]
+        kind = "rejected" if raised_by_install(tb) else "raised"
+        outcome = (kind, "%s: %s" % (type(exc).__name__, str(exc)[:TEXT]),
+                   last_install_line(tb))
     finally:
         sys.settrace(None)
     lines = ["%s:%d: %s" % (rel(f), n, line_text(f, n)) for f, n in tracer.lines]
     return outcome, lines
+
+
+def raised_by_install(tb):
+    """Whether the install's own `raise` statement raised it (a refusal the code means),
+    not Python or a stand-in failing under it."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = tb.tb_frame.f_code.co_filename
+    if rel(path) is None:
+        return False
+    line = tb.tb_lineno
+    return any(line_text(path, n).startswith("raise ") for n in range(max(line - 3, 1), line + 1))
 
 
 def last_install_line(tb):

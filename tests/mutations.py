@@ -1452,29 +1452,9 @@ def every_case() -> list[Mutation]:
             drop_cases() + drop_cases_020() + evaluation_cases() + held_out_cases())
 
 
-# Cases whose verdict is still wrong because the interpreter (probe/trace/: key_offset,
-# value_source, predicates) must learn a construct: kept out
-# of corpus() so the benchmark and the tests stay green, each with what it must learn.
-# Move a case into the corpus (delete its line) once the dataflow gives its label.
-PENDING_REASONS = {
-    # value_source: the window's value is the operands of `and` joined, and a value
-    # computed under a test on the config counts as the config's (as the drop decision
-    # needs: `gate() and not flag` is decided by the gate), so a constant last operand
-    # does not make the window a constant
-    "swa-getattr-window-and-none": 'getattr(config, "sliding_window", None) and None is '
-                                   "None (or a falsy window) whatever the config holds: a "
-                                   "constant operand of `and` decides (today: a FALSE PASS)",
-    "swa-dict-comprehension-pairs": '**{k: v for k, v in (("per_layer_sliding_window", '
-                                    "sliding_window),)}: a dict comprehension over literal "
-                                    "pairs gives known keys (today: **attn_kwargs not "
-                                    "followed, warn)",
-    "swa-dict-comprehension-keys": '**{k: sliding_window for k in ("per_layer_sliding_window",)}'
-                                   ": a dict comprehension over literal keys (today: warn)",
-    "swa-dict-comprehension-keys-none": '**{k: None for k in ("per_layer_sliding_window",)}: '
-                                        "the comprehension's constant None (today: warn)",
-    "swa-dict-comprehension-pairs-none": '**{k: v for k, v in (("per_layer_sliding_window", '
-                                         "None),)}: the pair's constant None (today: warn)",
-}
+# Cases whose verdict is still wrong, kept out of corpus() with what the executor must
+# learn (none today: the cases the static readers could not decide run with the rest).
+PENDING_REASONS: dict[str, str] = {}
 
 
 def corpus() -> list[Mutation]:
