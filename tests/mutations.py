@@ -193,9 +193,12 @@ def offset_cases() -> list[Mutation]:
                  ("", "\n\ndef _uses_dflash(config) -> bool:\n"
                       '    return config.method == "%s"\n' % method),),
               V2: guarded("", 'spec_config.method == "dflash"')[V2]})
-    case("isinstance-dflash", ok, "isinstance(self.drafter, DFlashProposer)",
+    # a known warn on a present fix: which proposer self.drafter holds is not DFlash's input
+    # (the runner's __init__ builds it), so the executor runs both ways and names the test
+    case("isinstance-dflash", ok, "isinstance(self.drafter, DFlashProposer): the proposer "
+         "is not an input, a warn naming the test",
          guarded("isinstance(self.drafter, DFlashProposer)",
-                 'spec_config.method == "dflash"'))
+                 'spec_config.method == "dflash"'), expect=Status.WARN)
     case("ternary", ok, "a conditional expression on the method",
          {RUNNER: ((V1_READ, V1_PLAIN), (V1_RETURN,
                     "        if layer_ids and isinstance(layer_ids, (list, tuple)):\n"
@@ -256,8 +259,10 @@ def offset_cases() -> list[Mutation]:
          v1("                layer_ids = []\n"
             '                for i in dflash_config.get("target_layer_ids") or []:\n'
             "                    layer_ids.append(i + 1)\n"))
-    case("array-plus", ok, "np.asarray(ids) + 1",
-         v1("                layer_ids = (np.asarray(%s) + 1).tolist()\n" % IDS))
+    # a known warn on a present fix: numpy is a stand-in in the executor (never run)
+    case("array-plus", ok, "np.asarray(ids) + 1: numpy is not run, a warn naming the line",
+         v1("                layer_ids = (np.asarray(%s) + 1).tolist()\n" % IDS),
+         expect=Status.WARN)
     for read, keeps, tag in ((V1_READ, ok, ""), (V1_PLAIN, bad, "-dropped")):
         case("int-cast" + tag, keeps, "each id cast with int()",
              v1(read.replace("i + 1 for i", "int(i) + 1 for i").replace(
@@ -1373,18 +1378,18 @@ def held_out_cases() -> list[Mutation]:
                                    '        sliding_window = getattr(self, "_window", None)\n'
                                    "        self._window, causal = "
                                    "_resolve_layer_attention(config, layer_idx)\n"),)},
-            kind="order")
+            kind="held-out")
     out.add("swa-layer-index-off-by-one", False, "layer_types read one layer early",
             {DRAFTER: (("        is_sliding = layer_types[layer_idx] == _SLIDING_ATTENTION\n",
                         "        is_sliding = layer_types[layer_idx - 1] == _SLIDING_ATTENTION\n"),)},
-            kind="index")
+            kind="held-out")
     out.add("swa-type-name-no-layer-has", False, "a layer-type name no layer has",
             {DRAFTER: ((SLIDING_NAME, '_SLIDING_ATTENTION = "sliding_window_attention"\n'),)},
-            kind="name")
+            kind="held-out")
     out.add("swa-pair-swapped", False, "the returned (window, causal) pair in the wrong order",
             {DRAFTER: ((RESOLVE_RETURN,
                         "    return _dflash_layer_causal(config, layer_idx), sliding_window\n"),)},
-            kind="order")
+            kind="held-out")
     out.add("swa-namedtuple-classmethod", True, "a NamedTuple's classmethod resolves the "
             "layer", {DRAFTER: ((DECODER_RESOLVE,
                                  "        sliding_window, causal = _LayerAttention.of(config, "
@@ -1397,7 +1402,7 @@ def held_out_cases() -> list[Mutation]:
                                      "    def of(cls, config, layer_idx):\n"
                                      "        return cls(*_resolve_layer_attention(config, "
                                      "layer_idx))\n"))},
-            kind="namedtuple")
+            kind="held-out")
     out.add("swa-dict-merge-kwargs", True, "the window passed in a dict merge as **kwargs",
             {DRAFTER: ((ATTENTION_WINDOW,
                         '            **({"per_layer_sliding_window": sliding_window} | {}),\n'),)},

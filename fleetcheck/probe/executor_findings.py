@@ -18,8 +18,11 @@ def split_at(line_text):
 
 
 def trail_of(lines):
+    """The lines that ran, bounded: the first and the last (where the value came out)."""
+    if len(lines) > MAX_TRAIL:
+        lines = lines[:MAX_TRAIL // 2] + lines[-(MAX_TRAIL // 2):]
     out = []
-    for item in lines[:MAX_TRAIL]:
+    for item in lines:
         path, line, text = split_at(item)
         out.append({"file": path, "line": line, "text": text, "step": "ran"})
     return out
@@ -296,7 +299,8 @@ def eagle_treatment(observation):
 
 def treatment_words(observation):
     if observation.get("kind") != "built":
-        return "%s %s" % (observation.get("kind"), observation.get("detail"))
+        return "%s %s at %s" % (observation.get("kind"), observation.get("detail"),
+                                observation.get("at"))
     words = "KVCacheManager got use_eagle=%s" % observation.get("use_eagle")
     if observation.get("lookahead") is not None:
         words += ", num_hash_lookahead_tokens=%s" % observation.get("lookahead")

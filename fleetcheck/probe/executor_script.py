@@ -270,7 +270,10 @@ def permissive_base(name):
         pass
 
     def __getattr__(self, attr):
-        if attr.startswith("__") and attr.endswith("__"):
+        """A name the code sets on its objects somewhere and this one has not been given
+        yet is missing (read before the line that sets it); any other name may be the
+        stood-in base's own (nn.Module's), so it is a stand-in."""
+        if attr.startswith("__") and attr.endswith("__") or attr in set_on_self(type(self)):
             raise AttributeError(attr)
         value = StandIn("%s.%s" % (type(self).__name__, attr))
         object.__setattr__(self, attr, value)
@@ -909,7 +912,8 @@ def load_entry(relative):
     return vllm_module(module_name(relative))
 
 
-SET_ON_SELF = re.compile(r"\.\s*(\w+)\s*(?::[^=\n]*)?=[^=]")
+ASSIGNMENT_TARGET = re.compile(r"(?m)^[ \t]*([^=\n#(]*?)(?::[^=\n]*)?[-+*/|&]?=(?!=)")
+ATTRIBUTE = re.compile(r"\.\s*(\w+)")
 
 
 def set_on_self(cls):
@@ -921,7 +925,8 @@ def set_on_self(cls):
         if path and path not in SET_NAMES:
             try:
                 with open(path, encoding="utf-8", errors="replace") as handle:
-                    SET_NAMES[path] = set(SET_ON_SELF.findall(handle.read()))
+                    SET_NAMES[path] = set(name for target in ASSIGNMENT_TARGET.findall(
+                        handle.read()) for name in ATTRIBUTE.findall(target))
             except OSError:
                 SET_NAMES[path] = set()
         names |= SET_NAMES.get(path, set())
