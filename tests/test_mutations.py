@@ -63,7 +63,7 @@ def test_every_mutation_gives_its_labelled_verdict(releases, mutation_id):
     mutation, facts, result = judged(releases, mutation_id)
     assert result.status == mutation.expected, (mutation.construct, result.message)
     assert not vacuous(mutation, result), result.evidence
-    if mutation.keeps:
+    if mutation.keeps and mutation.expected != "warn":  # a known warn is labelled so
         assert not any(label.endswith(":?") for label in findings(facts, mutation.check))
 
 
