@@ -192,6 +192,16 @@ class Signature:
 
 
 @facts_class
+class Executed:
+    """One fix check's findings from running the install's code (probe/executor.py), on
+    every host: who ran it and with which interpreter."""
+    findings: dict[str, list[Finding]]
+    errors: list[str]
+    run_as: str | None
+    interpreter: str | None
+
+
+@facts_class
 class SharedAnalysisFacts:
     build: str | None
     files: int | None
@@ -687,6 +697,7 @@ class Facts:
     version_file: VersionFile
     # None: the host verified its build's bytes and the controller fills in the analysis
     signatures: dict[str, Signature] | None
+    executed: dict[str, Executed] | None
     shared_analysis: SharedAnalysisFacts
     shared_read: str | None = fact(limit=BIG_TEXT)
     integrity: Integrity | None

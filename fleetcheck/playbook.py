@@ -27,8 +27,14 @@ PACKAGED_PLAYBOOK = os.path.join(os.path.dirname(__file__), "playbooks", "dflash
 FINDER_KINDS = {"pattern": {"files", "patterns"}, "string": {"files", "text"},
                 "key-offset": {"files", "key"},
                 "value-source": {"files", "call", "argument", "sources"},
-                "decision": {"files", "function"}}
-OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"}}
+                "decision": {"files", "function"},
+                "run": {"files", "question"}}
+OPTIONAL_KEYS = {"key-offset": {"container"}, "value-source": {"constants"},
+                 "run": {"key", "module"}}
+# what each question of a `run` finder files its findings under (probe/executor_findings.py)
+RUN_FINDINGS = {"offset": (":0", ":1", ":2+", ":<0", ":wrong", ":?"),
+                "window": (":config", ":conditional", ":wrong", ":rejected", ":?"),
+                "drop": (":kept", ":dropped", ":opt-in", ":?")}
 KEY_OFFSET_FINDINGS = (":0", ":1", ":2+", ":<0", ":?")
 DECISION_FINDINGS = (":true", ":false", ":?")
 OUTCOME_STATUSES = {Status.PASS, Status.WARN, Status.FAIL}
@@ -153,6 +159,16 @@ def _finder(source: str, where: str, name: str, raw: Any) -> dict[str, Any]:
                 raise InputError(source, fwhere, key, "must be a non-empty string")
             if key in raw:
                 finder[key] = raw[key]
+    elif kind == "run":
+        if raw["question"] not in RUN_FINDINGS:
+            raise InputError(source, fwhere, "question", "must be one of %s" % ", ".join(
+                sorted(RUN_FINDINGS)))
+        finder["question"] = raw["question"]
+        for key in ("key", "module"):
+            if key in raw and (not isinstance(raw[key], str) or not IDENTIFIER.match(raw[key])):
+                raise InputError(source, fwhere, key, "must be a Python identifier")
+            if key in raw:
+                finder[key] = raw[key]
     elif kind == "decision":
         if not isinstance(raw["function"], str) or not IDENTIFIER.match(raw["function"]):
             raise InputError(source, fwhere, "function", "must be a Python identifier")
@@ -201,6 +217,8 @@ def finding_names(finders: dict[str, dict[str, Any]]) -> set[str]:
             names.update(name + suffix for suffix in KEY_OFFSET_FINDINGS)
         elif finder["kind"] == "decision":
             names.update(name + suffix for suffix in DECISION_FINDINGS)
+        elif finder["kind"] == "run":
+            names.update(name + suffix for suffix in RUN_FINDINGS[finder["question"]])
         elif finder["kind"] == "value-source":
             names.update(name + ":" + label for label in
                          list(finder["sources"]) + list(finder["constants"]) +

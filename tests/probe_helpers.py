@@ -19,6 +19,20 @@ from fleetcheck.facts_decoder import decode_facts
 from waits import wait_listening  # noqa: F401 (the tests import it from here)
 
 
+# The static interpreters' playbook (key-offset, value-source and decision finders): the
+# packaged playbook's verdicts come from running the code (probe/executor.py); these tests
+# hold the static readers to what they were written to find while they remain in the tree.
+STATIC_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
+                               "static-playbook.yaml")
+
+
+def static_probe_tree(venv: str) -> Facts:
+    """The probe's facts of `venv` with the static playbook's signatures."""
+    from fleetcheck.lab.local_probe import probe_tree
+    from fleetcheck.playbook import load_playbook
+    return probe_tree(venv, load_playbook(STATIC_PLAYBOOK).probe_signatures())
+
+
 def judged_tree(tmp_path, files: dict, check_id: str):
     """(facts, result) of a synthetic 0.33.0 install (the fixed release's fix sites, with
     `files` dedented over them) probed and judged by check `check_id`."""
@@ -30,8 +44,8 @@ def judged_tree(tmp_path, files: dict, check_id: str):
     contents.update({rel: textwrap.dedent(text) for rel, text in files.items()})
     venv = str(tmp_path / "env")
     write_install(venv, "0.33.0", contents)
-    facts = probe_tree(venv)
-    check = next(c for c in load_playbook().checks if c.id == check_id)
+    facts = probe_tree(venv, load_playbook(STATIC_PLAYBOOK).probe_signatures())
+    check = next(c for c in load_playbook(STATIC_PLAYBOOK).checks if c.id == check_id)
     return facts, judge_fix(check, facts, None)
 
 # where every loopback test host sees its vLLM install (a mount namespace per host)

@@ -316,6 +316,7 @@ def test_no_file_matching_a_checks_paths_names_the_paths():
     facts = copy.deepcopy(recorded("0.33.0"))
     signature = facts["signatures"]["dflash-cache-drop"]
     signature["findings"] = {}
+    facts["executed"]["dflash-cache-drop"]["findings"] = {}
     for entry in signature["files_searched"].values():
         entry.update(count=0, first=[])
     result = judge_fix(CHECKS["dflash-cache-drop"], facts_of(facts), "0.33.0")

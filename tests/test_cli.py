@@ -254,14 +254,14 @@ def test_packaged_playbook_checks_the_three_fixes():
 
 @pytest.mark.parametrize("mutate, needles", [
     (lambda p: p["checks"][0]["outcomes"][0].update(when=["nope"]), ["unknown finding 'nope'"]),
-    (lambda p: p["checks"][1]["find"]["pr_layer_types"].update(kind="regex"), ["field 'kind'"]),
+    (lambda p: p["checks"][1]["find"]["windows"].update(kind="regex"), ["field 'kind'"]),
     (lambda p: p["checks"][2].update(id="Bad Id"), ["field 'id'"]),
-    (lambda p: p["checks"][0]["find"]["layer_ids"].update(files=["/etc/passwd"]),
+    (lambda p: p["checks"][0]["find"]["aux_ids"].update(files=["/etc/passwd"]),
      ["inside site-packages"]),
-    (lambda p: p["checks"][2]["find"]["decision"].update(constants={"eagle": ["True"]}),
-     ["field 'constants.eagle'", "the sources' labels"]),
-    (lambda p: p["checks"][2]["find"]["decision"].update(constants={"drops": []}),
-     ["field 'constants.drops'"]),
+    (lambda p: p["checks"][2]["find"]["block_drop"].update(question="nope"),
+     ["field 'question'", "drop, offset, window"]),
+    (lambda p: p["checks"][0]["find"]["aux_ids"].update(key="not a name"),
+     ["field 'key'", "identifier"]),
 ])
 def test_playbook_errors_name_the_check_and_field(tmp_path, mutate, needles):
     data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
@@ -294,7 +294,8 @@ def test_packaged_playbook_keeps_its_pr_numbers_and_a_comment_cut_reference_is_r
 
 def test_a_pattern_without_anything_to_search_for_is_refused(tmp_path):
     data = yaml.safe_load(open(PACKAGED_PLAYBOOK))
-    data["checks"][1]["find"]["pr_layer_types"]["patterns"] = ["( ... ) = $x"]
+    data["checks"][1]["find"]["shape"] = {"kind": "pattern", "files": ["vllm/a.py"],
+                                          "patterns": ["( ... ) = $x"]}
     path = tmp_path / "pb.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match="no name or word to search for"):

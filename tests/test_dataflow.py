@@ -13,12 +13,11 @@ import pytest
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
 from fleetcheck.lab.synthetic import FIXED
-from fleetcheck.lab.local_probe import probe_tree
-from probe_helpers import edited_copy, findings, judged_tree
+from probe_helpers import STATIC_PLAYBOOK, static_probe_tree, edited_copy, findings, judged_tree
 
 pytestmark = pytest.mark.unit
 
-CHECKS = {c.id: c for c in load_playbook().checks}
+CHECKS = {c.id: c for c in load_playbook(STATIC_PLAYBOOK).checks}
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
 DRAFTER = "vllm/model_executor/models/qwen3_dflash.py"
@@ -288,7 +287,7 @@ def real_refactor(tmp_path, real_venvs, added: int) -> dict:
                       % added)],
     }
     venv = edited_copy(real_venvs["0.33.0"], str(tmp_path / "refactored"), edits)
-    return probe_tree(venv)
+    return static_probe_tree(venv)
 
 
 def test_real_refactor_without_plus_one_fails_despite_dsparks(tmp_path, real_venvs):
@@ -323,7 +322,7 @@ def test_real_refactor_with_plus_one_in_the_helpers_passes_on_their_lines(tmp_pa
 def test_real_install_whose_value_no_longer_reaches_the_call_fails(tmp_path, real_venvs, rel,
                                                                    old, new, check_id, label):
     venv = edited_copy(real_venvs["0.33.0"], str(tmp_path / "edited"), {rel: [(old, new)]})
-    facts = probe_tree(venv)
+    facts = static_probe_tree(venv)
     result = judge_fix(CHECKS[check_id], facts, "0.33.0")
     assert result.status == "fail", result.message
     assert label in findings(facts, check_id)

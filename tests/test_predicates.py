@@ -8,9 +8,8 @@ import textwrap
 
 import pytest
 
-from fleetcheck.lab.local_probe import probe_tree
 from fleetcheck.lab.synthetic import FIXED, write_install
-from probe_helpers import findings
+from probe_helpers import static_probe_tree, findings
 
 pytestmark = pytest.mark.unit
 
@@ -57,4 +56,4 @@ def test_a_guard_follows_what_its_predicate_returns_for_dflash(tmp_path, body, p
     contents[RUNNER] = GUARDED + textwrap.indent(body, " " * 8)
     venv = str(tmp_path / "env")
     write_install(venv, "0.33.0", contents)
-    assert sorted(findings(probe_tree(venv), "dflash-layer-offset")) == paths
+    assert sorted(findings(static_probe_tree(venv), "dflash-layer-offset")) == paths

@@ -11,12 +11,11 @@ import pytest
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.playbook import load_playbook
 from fleetcheck.lab.synthetic import FIXED, UNFIXED, write_install
-from fleetcheck.lab.local_probe import probe_tree
-from probe_helpers import findings
+from probe_helpers import STATIC_PLAYBOOK, static_probe_tree, findings
 
 pytestmark = pytest.mark.unit
 
-PLAYBOOK = load_playbook()
+PLAYBOOK = load_playbook(STATIC_PLAYBOOK)
 CHECKS = {c.id: c for c in PLAYBOOK.checks}
 
 
@@ -61,7 +60,7 @@ def runner_with(body: str) -> dict:
     "    out.append(layer + 1)\nreturn tuple(out)\n",
 ])
 def test_layer_offset_fixed_in_any_spelling(tmp_path, body):
-    facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
+    facts = static_probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
     assert "layer_ids:1" in findings(facts, "dflash-layer-offset")
     assert verdict(facts, "dflash-layer-offset") == "pass"
 
@@ -77,7 +76,7 @@ def test_layer_offset_fixed_in_any_spelling(tmp_path, body):
      '    out.append(x)\nreturn out\n', "layer_ids:0"),
 ])
 def test_layer_offset_missing_or_doubled_fails(tmp_path, body, expected):
-    facts = probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
+    facts = static_probe_tree(tree(tmp_path, FIXED, **runner_with(body)))
     assert expected in findings(facts, "dflash-layer-offset")
     assert verdict(facts, "dflash-layer-offset") == "fail"
 
@@ -92,7 +91,7 @@ def test_layer_offset_moved_to_another_file_keeps_verdict(tmp_path):
                      "    return tuple(aux_ids(dflash_config.get('target_layer_ids')))\n")
     moved["vllm/v1/worker/spec/dflash_layers.py"] = (
         "def aux_ids(ids):\n    return [n + 1 for n in ids]\n")
-    facts = probe_tree(tree(tmp_path, moved))
+    facts = static_probe_tree(tree(tmp_path, moved))
     hits = findings(facts, "dflash-layer-offset")["layer_ids:1"]
     assert hits[0].file == "vllm/v1/worker/spec/dflash_layers.py"
     assert hits[0].line == 2
@@ -100,8 +99,8 @@ def test_layer_offset_moved_to_another_file_keeps_verdict(tmp_path):
 
 
 def test_synthetic_fixed_and_unfixed_trees(tmp_path):
-    fixed = probe_tree(tree(tmp_path / "a", FIXED))
-    broken = probe_tree(tree(tmp_path / "b", UNFIXED, version="0.20.1"))
+    fixed = static_probe_tree(tree(tmp_path / "a", FIXED))
+    broken = static_probe_tree(tree(tmp_path / "b", UNFIXED, version="0.20.1"))
     for check_id in CHECKS:
         assert verdict(fixed, check_id) == "pass", check_id
         assert verdict(broken, check_id) == "fail", check_id
@@ -113,7 +112,7 @@ def test_swa_lookalike_in_laguna_module_does_not_count(tmp_path):
     files = dict(UNFIXED)
     files["vllm/transformers_utils/configs/speculators/algos.py"] = (
         'KEEP = ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers")\n')
-    facts = probe_tree(tree(tmp_path, files))
+    facts = static_probe_tree(tree(tmp_path, files))
     swa = facts.signatures["dflash-swa"]
     assert swa.modules["drafter"].file == "vllm/model_executor/models/qwen3_dflash.py"
     assert "pr_layer_types" not in swa.findings
@@ -144,7 +143,7 @@ def test_swa_pr_branch_form_passes(tmp_path):
             ):
                 cfg[key] = src.get(key)
         '''
-    facts = probe_tree(tree(tmp_path, files))
+    facts = static_probe_tree(tree(tmp_path, files))
     assert verdict(facts, "dflash-swa") == "pass"
 
 
@@ -155,7 +154,7 @@ def test_swa_registry_pointing_elsewhere_follows_the_registry(tmp_path):
         'MODELS = {"DFlashDraftModel": ("dflash_qwen", "DFlashQwen3ForCausalLM")}\n')
     files["vllm/model_executor/models/dflash_qwen.py"] = files.pop(
         "vllm/model_executor/models/qwen3_dflash.py")
-    facts = probe_tree(tree(tmp_path, files))
+    facts = static_probe_tree(tree(tmp_path, files))
     assert facts.signatures["dflash-swa"].modules["drafter"].file.endswith("dflash_qwen.py")
     assert verdict(facts, "dflash-swa") == "pass"
 
@@ -168,7 +167,7 @@ def test_cache_drop_opt_in_flag_only_is_warn(tmp_path):
             def use_eagle(self) -> bool:
                 return self.method in ("eagle", "dflash")
         '''
-    facts = probe_tree(tree(tmp_path, files))
+    facts = static_probe_tree(tree(tmp_path, files))
     result = judge_fix(CHECKS["dflash-cache-drop"], facts, "0.30.0")
     assert result.status == "warn"
     assert "disable_eagle_block_drop" in result.message
@@ -176,7 +175,7 @@ def test_cache_drop_opt_in_flag_only_is_warn(tmp_path):
 
 def test_version_file_and_dist_info_facts(tmp_path):
     venv = tree(tmp_path, FIXED, version="0.33.0")
-    facts = probe_tree(venv)
+    facts = static_probe_tree(venv)
     assert facts.version_file.version == "0.33.0"
     assert facts.version_file.commit_id == "g0a1b2c3d4"
     dist = facts.install.dist_infos[0]
@@ -189,7 +188,7 @@ def test_broken_venv_interpreter_falls_back_to_python3(tmp_path):
     with open(os.path.join(venv, "bin", "python"), "w") as handle:
         handle.write("#!/nonexistent/interpreter\n")
     os.chmod(os.path.join(venv, "bin", "python"), 0o755)
-    facts = probe_tree(venv)
+    facts = static_probe_tree(venv)
     assert facts.python.executable != os.path.join(venv, "bin", "python")
     assert verdict(facts, "dflash-layer-offset") == "pass"
 
@@ -200,7 +199,7 @@ def test_fifo_in_place_of_a_source_file_is_an_error_not_a_hang(tmp_path):
     path = next(os.path.join(d, RUNNER) for d, _, _ in os.walk(site) if d.endswith("site-packages"))
     os.unlink(path)
     os.mkfifo(path)
-    facts = probe_tree(venv)
+    facts = static_probe_tree(venv)
     result = judge_fix(CHECKS["dflash-layer-offset"], facts, None)
     assert result.status == "error"
     assert "not a regular file" in result.message
@@ -503,7 +502,7 @@ def test_the_probe_runs_under_python_3_8_on_a_real_install(real_venvs):
         assert facts.errors == [] and facts.served is not None and not facts.served.error
         if python:
             assert facts.python.version.startswith("3.8."), facts.python
-        _, checks, _ = CheckPlan(PLAYBOOK).judge(facts)
+        _, checks, _ = CheckPlan(load_playbook()).judge(facts)  # the executor's verdicts
         verdicts[python] = [(c.id, c.status, c.message) for c in checks]
     assert verdicts[PYTHON_38] == verdicts[None]
     assert [s for _, s, _ in verdicts[PYTHON_38][:3]] == ["pass"] * 3

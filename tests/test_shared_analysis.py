@@ -23,7 +23,7 @@ from fleetcheck.shared_analysis import (ALONE, QUESTION, SharedAnalysis, Shipmen
                                         analyse_shipment, unpack)
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.connectors.base import Deadline
-from probe_helpers import (ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
+from probe_helpers import (STATIC_PLAYBOOK, ENV, FIXED_LINE, RUNNER, UNFIXED_LINE, assert_holds, comparable,
                            facts_of, linked_copy, rewrite, site_packages)
 from waits import wait_for
 
@@ -49,7 +49,9 @@ def shared_runs(tmp_path_factory, fleet_factory, real_venvs):
         hosts = [fleet.add(name, mounts={ENV: source + ":ro"}) for name, source in mounts]
         fleet.start()
         inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, hosts)}}
-        common = ("--known-hosts", fleet.known_hosts, "--no-smoke")
+        # the static finders: what a build shares (the executor's runs are every host's own)
+        common = ("--known-hosts", fleet.known_hosts, "--no-smoke", "--playbook",
+                  STATIC_PLAYBOOK)
         runs = {}
         for label, args in (("shared-j1", ("-j", "1")), ("own", ("-j", "1", "--no-shared-analysis")),
                             ("shared-j6", ("-j", "6"))):
@@ -104,7 +106,7 @@ def test_shared_results_equal_every_host_analysing_its_own(shared_runs, label):
 def lead_answer(tmp_path, files=None):
     """What a lead's probe sends: its own analysis and the bytes it read."""
     root = write_install(str(tmp_path / "venv"), "0.33.0", files or FIXED)
-    signatures = load_playbook().probe_signatures()
+    signatures = load_playbook(STATIC_PLAYBOOK).probe_signatures()
     cache, walks = {}, {}
     facts = {s["id"]: run_signature(root, s, cache, walks)
              for s in json.loads(json.dumps(signatures))}

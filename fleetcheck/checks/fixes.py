@@ -115,7 +115,10 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
     if signature is None:
         return check_result(check.id, check.title, Status.ERROR, no_findings_reason(facts),
                             details=details)
-    findings = signature.findings
+    findings = dict(signature.findings)
+    executed = facts.executed.get(check.id) if facts.executed else None
+    if executed is not None:  # what running the install's code showed, on this host
+        findings.update(executed.findings)
     outcome = choose_outcome(check, set(findings))
     evidence = evidence_for(outcome, findings)
     details["findings"] = sorted(findings)
@@ -127,7 +130,10 @@ def judge_fix(check: FixCheck, facts: Facts, version: str | None) -> CheckResult
         message += " " + "; ".join(whys[:3]) + "."
     if not evidence:
         evidence = [nothing_found(check, signature)]
-    errors = signature.errors
+    errors = list(signature.errors) + (list(executed.errors) if executed is not None else [])
+    if executed is not None:
+        details["run_as"] = executed.run_as
+        details["interpreter"] = executed.interpreter
     if errors:
         status = Status.ERROR
         message = "could not read everything this check needs: %s (findings so far: %s)" % (

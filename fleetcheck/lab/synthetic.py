@@ -35,6 +35,7 @@ FIXED = {
         ''',
     "vllm/model_executor/models/qwen3_dflash.py": '''
         from vllm.attention import Attention
+        from vllm.config import get_current_vllm_config
 
         def _window_for(config, idx):
             kinds = getattr(config, "layer_types", None) or []
@@ -53,10 +54,18 @@ FIXED = {
         class DFlashAttention:
             def __init__(self, config, idx):
                 self.attn = Attention(
-                    config.num_heads,
+                    config.num_attention_heads,
                     config.head_dim,
                     per_layer_sliding_window=_window_for(config, idx),
+                    prefix="model.layers.%d.self_attn.attn" % idx,
                 )
+
+        class DFlashQwen3ForCausalLM:
+            def __init__(self, *, vllm_config, prefix=""):
+                config = vllm_config.speculative_config.draft_model_config.hf_config
+                _check_mixed(config, get_current_vllm_config().use_v2_model_runner)
+                self.layers = [DFlashAttention(config, i)
+                               for i in range(config.num_hidden_layers)]
         ''',
     "vllm/model_executor/models/laguna_dflash.py": '''
         def _get_dflash_layer_types(config):
@@ -116,7 +125,14 @@ UNFIXED.update({
 
         class DFlashAttention:
             def __init__(self, config, idx):
-                self.attn = Attention(config.num_heads, config.head_dim)
+                self.attn = Attention(config.num_attention_heads, config.head_dim,
+                                      prefix="model.layers.%d.self_attn.attn" % idx)
+
+        class DFlashQwen3ForCausalLM:
+            def __init__(self, *, vllm_config, prefix=""):
+                config = vllm_config.speculative_config.draft_model_config.hf_config
+                self.layers = [DFlashAttention(config, i)
+                               for i in range(config.num_hidden_layers)]
         ''',
     "vllm/config/speculative.py": '''
         class SpeculativeConfig:

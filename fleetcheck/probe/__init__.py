@@ -7,5 +7,5 @@ MODULES = ("jsonlite", "limits", "trust", "files", "install", "yaml_subset", "co
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
-           "child", "config_loader",
+           "child", "config_loader", "executor_script", "executor_findings", "executor",
            "integrity", "patch_presence", "shared_bytes", "smoke_load", "main")

@@ -77,9 +77,10 @@ def collect(pid, out_r, err_r, timeout):
     return got[out_r], got[err_r], code, timed_out
 
 
-def run_child(argv, timeout, env, runner, run=None):
+def run_child(argv, timeout, env, runner, run=None, prepare=None):
     """Start `argv` (or, with `run`, fork and call it: the same interpreter, no second
-    start-up) as `runner` says, stdin from /dev/null, and collect it (see collect)."""
+    start-up) as `runner` says, stdin from /dev/null, and collect it (see collect).
+    `prepare` runs in the child just before its credentials change (limits, namespaces)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -93,6 +94,8 @@ def run_child(argv, timeout, env, runner, run=None):
             for fd in (out_r, err_r, out_w, err_w, devnull):
                 os.close(fd)
             os.chdir("/")
+            if prepare is not None:
+                prepare()
             runner.switch()
             if run is not None:
                 run()

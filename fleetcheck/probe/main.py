@@ -58,6 +58,12 @@ def probe(plan, ask=None, stop_watch=None):
         if plan.get("patches"):
             facts["patches"] = gather_patches(plan["patches"], code_root, dists,
                                               context.deadline)
+    # install code runs outside reading_as (trust.code_runner refuses it there): as the
+    # site's owner, or an unprivileged user of its own when that is root (executor.py)
+    if code_root and any(f.get("kind") == "run" for s in plan.get("signatures", [])
+                         for f in s.get("find", {}).values()):
+        facts["executed"] = execute_fixes(plan, install, code_root, owner, context,
+                                          facts["errors"])
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, context,
@@ -143,6 +149,23 @@ def runner_for(install, plan, owner, context):
                                                 install.get("site_packages"), context.deadline)
     runner, why = context.code_runners[key]
     return interpreter, runner, why
+
+
+def execute_fixes(plan, install, code_root, owner, context, errors):
+    """The fix checks' `run` finders, answered by running the install's code (executor.py)
+    on every host: a result of running code is never taken from another host."""
+    from fleetcheck.probe.executor import execute
+    venv = plan.get("venv")
+    if venv and not install.get("interpreter") and \
+            os.path.lexists(os.path.join(venv, "bin", "python")):
+        # the install's own interpreter, not the probe's
+        install = dict(install, interpreter=os.path.join(venv, "bin", "python"))
+    interpreter, runner, why = runner_for(install, plan, owner, context)
+    try:
+        return execute(plan, code_root, interpreter, runner, why, context.deadline)
+    except Exception as exc:  # a bug here must not cost the host's other facts
+        errors.append("running the install's code: %s: %s" % (type(exc).__name__, exc))
+        return {}
 
 
 def analyse(plan, install, code_root, facts, ask):

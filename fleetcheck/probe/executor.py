@@ -1,0 +1,190 @@
+"""Fix verdicts by running the code: each `run` finder's question is answered by a child of
+the install's own interpreter that executes the install's functions with DFlash's inputs
+(executor_script.py), and its runs become findings with the lines that ran as evidence.
+
+Where it runs: as the owner of the server the install was found through, else of the site
+dir (trust.code_runner), and when that would be root, as `nobody`: install code never runs
+as root. The child gets `-S -I -B`, an empty environment but PATH and LANG, an empty
+working directory where the host has one, no network where the probe can make it a
+namespace (root), resource limits (CPU, address space, no file writes, no new processes)
+and a deadline inside the host's budget; its output is bounded. When it cannot run, each
+question is a `?` finding that says why: never a pass from a static reading."""
+
+import os
+import time
+
+MAX_ANSWER = 2 * 1024 * 1024
+CPU_S = 20
+MEMORY = 2 << 30
+EMPTY_DIRS = ("/var/empty", "/run/sshd", "/usr/share/empty")
+CLONE_NEWNET = 0x40000000
+IDS = [1, 9, 17]
+WINDOW = 2048
+
+
+def unprivileged(runner):
+    """The runner to use: the one trust.code_runner chose, unless that is root."""
+    from fleetcheck.probe.trust import RunAs
+    if runner.uid is not None and runner.uid != 0:
+        return runner, None
+    if runner.uid is None and os.geteuid() != 0:
+        return runner, None
+    try:
+        import pwd
+        entry = pwd.getpwnam("nobody")
+    except (ImportError, KeyError):
+        return None, "root owns this install and no unprivileged user (nobody) exists to run it"
+    return RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name), None
+
+
+def empty_dir():
+    for path in EMPTY_DIRS:
+        try:
+            if not os.listdir(path):
+                return path
+        except OSError:
+            continue
+    return "/"
+
+
+def confine():
+    """In the child, before its credentials change and it execs: no network (a namespace of
+    its own, when the probe may make one), limits, an empty working directory."""
+    import resource
+    if os.geteuid() == 0:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.unshare(CLONE_NEWNET)
+        except (OSError, AttributeError):
+            pass
+    for limit, value in ((resource.RLIMIT_CPU, CPU_S), (resource.RLIMIT_AS, MEMORY),
+                         (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass
+    os.chdir(empty_dir())
+
+
+def questions(signature, substitutions):
+    """The executor's questions of one check's `run` finders: {finder name: question}."""
+    out = {}
+    for name, finder in sorted(signature.get("find", {}).items()):
+        if finder.get("kind") != "run":
+            continue
+        files = []
+        for pattern in finder["files"]:
+            for key, value in substitutions.items():
+                pattern = pattern.replace("{" + key + "}", value)
+            files.append(pattern)
+        question = {"id": name, "kind": finder["question"], "files": files, "real": files}
+        if finder["question"] == "window":
+            spec = signature.get("modules", {}).get(finder.get("module", "drafter"), {})
+            question.update(drafter=files[0], registry=spec.get("registry"),
+                            arch=spec.get("arch"))
+        if finder["question"] == "offset":
+            question["key"] = finder.get("key", "target_layer_ids")
+            # the install's own SpeculativeConfig answers its predicates (use_dflash())
+            question["real"] = files + ["vllm/config/speculative.py"]
+        out[name] = question
+    return out
+
+
+def run_questions(interpreter, site, asked, timeout, runner):
+    """{question id: answer} from one child per question, or {id: {"error": why}}."""
+    from fleetcheck.probe import jsonlite
+    from fleetcheck.probe.child import run_child
+    from fleetcheck.probe.executor_script import SCRIPT
+    answers = {}
+    end = time.monotonic() + timeout
+    for name, question in sorted(asked.items()):
+        left = end - time.monotonic()
+        if left <= 0.5:
+            answers[name] = {"error": "no time left in the host's deadline to run the code"}
+            continue
+        try:
+            site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            answers[name] = {"error": "cannot open %s: %s" % (site, exc.strerror)}
+            continue
+        # the child reads the site through this descriptor (/proc/self/fd/N), so the
+        # directories above it (a private home, a 0700 temp dir) need not be open to it;
+        # what is inside is still read with the child's own permissions
+        os.set_inheritable(site_fd, True)
+        request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(left - 0.5, 0.5),
+                   "max_runs": 64, "real": question["real"], "questions": [question],
+                   "ids": IDS, "window": WINDOW}
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        try:
+            out, err, code, timed_out = run_child(
+                # the binary itself: a venv's python is a link into a tree the child may
+                # not be able to enter, and -S -I leaves the venv's site out anyway
+                [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", SCRIPT,
+                 jsonlite.dumps(request)], left,
+                env, runner, prepare=confine)
+        finally:
+            os.close(site_fd)
+        if timed_out:
+            answers[name] = {"error": "the install's code did not finish in %.1f s" % left}
+            continue
+        try:
+            reply = jsonlite.loads(out[:MAX_ANSWER].decode("utf-8", "replace").strip()
+                                   .splitlines()[-1])
+            answers[name] = reply["answers"][name]
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+            tail = err.decode("utf-8", "replace").strip()[-300:]
+            answers[name] = {"error": "the install's interpreter %s %s%s" % (
+                interpreter, "exited with %s" % code if code else "answered nothing",
+                ": " + tail if tail else "")}
+    return answers
+
+
+def execute(plan, code_root, interpreter, runner, why, deadline):
+    """{check id: {"findings": {label: [hits]}, "errors": [...], "run_as": who}} for every
+    check with a `run` finder."""
+    from fleetcheck.probe.executor_findings import findings_of
+    out = {}
+    signatures = [s for s in plan.get("signatures", []) if any(
+        f.get("kind") == "run" for f in s.get("find", {}).values())]
+    if not signatures:
+        return out
+    if runner is not None:
+        runner, why = unprivileged(runner)
+    for signature in signatures:
+        substitutions = resolved_modules(code_root, signature)
+        asked = questions(signature, substitutions)
+        entry = {"findings": {}, "errors": []}
+        if runner is None:
+            answers = dict((name, {"error": "the install's code was not run: %s" % why})
+                           for name in asked)
+        elif not os.path.isfile(interpreter or ""):
+            answers = dict((name, {"error": "the install's interpreter %s does not exist" %
+                                   interpreter}) for name in asked)
+        else:
+            entry["run_as"] = runner.words()
+            entry["interpreter"] = interpreter
+            answers = run_questions(interpreter, code_root, asked,
+                                    deadline - time.monotonic(), runner)
+        for name, answer in sorted(answers.items()):
+            for label, hits in findings_of(name, asked[name], answer).items():
+                entry["findings"].setdefault(label, []).extend(hits)
+        out[signature["id"]] = entry
+    return out
+
+
+def resolved_modules(code_root, signature):
+    """{module name: file} of the registry lookups the check's finders name (static: the
+    registry maps an architecture to a module by a literal)."""
+    from fleetcheck.probe.files import ProbeFileError
+    from fleetcheck.probe.signatures import resolve_registry_module
+    substitutions = {}
+    cache = {}
+    for name, spec in sorted(signature.get("modules", {}).items()):
+        try:
+            rel, _ = resolve_registry_module(code_root, spec, cache)
+        except ProbeFileError:
+            continue
+        if rel:
+            substitutions[name] = rel
+    return substitutions
