@@ -1,0 +1,115 @@
+"""The served drafter run through the install's own code: for each server of a DFlash
+drafter (and each drafter a plan names), one child of the install's interpreter (the
+executor's, executor.py: same runner, confinement and deadline) calls what the server
+will call on the drafter's config and its target's, as this install loads them
+(drafter_script.py). The answers are raw: checks/drafter_run.py turns them into verdicts.
+
+Which configs: the loader child's (config_loader.py) where it loaded them, else the
+config as the install's own conversions give it (config_conversion.py), else the file."""
+
+import os
+import time
+
+# the files each runner reads the drafter's settings in (globs under the site dir)
+RUNNERS = {
+    "v1": {"aux": ["vllm/v1/worker/gpu_model_runner.py"],
+           "mask": ["vllm/v1/spec_decode/llm_base_proposer.py",
+                    "vllm/v1/spec_decode/dflash.py"],
+           "anchor": ["vllm/v1/spec_decode/llm_base_proposer.py",
+                      "vllm/v1/spec_decode/dflash.py"]},
+    "v2": {"aux": ["vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"],
+           "mask": ["vllm/v1/worker/gpu/spec_decode/utils.py"],
+           "anchor": ["vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"]},
+}
+
+
+def config_of(model, loaded):
+    """(config dict, whence) of a model place as this install loads it."""
+    if not model:
+        return None, None
+    entry = ((loaded or {}).get("configs") or {}).get(model.get("dir") or "")
+    if entry and isinstance(entry.get("config"), dict):
+        return entry["config"], "loader"
+    reading = model.get("reading") or {}
+    if isinstance(reading.get("data"), dict):
+        return reading["data"], "conversion"
+    config = model.get("config") or {}
+    if isinstance(config.get("data"), dict):
+        return config["data"], "file"
+    return None, None
+
+
+def drafter_questions(served, codes):
+    """{question id: question} for every served DFlash drafter and each one named."""
+    loaded = served.get("loaded")
+    out = {}
+    places = [(s.get("drafter_model"), s) for s in served.get("servers", [])
+              if str(s.get("method") or "").lower() == "dflash"]
+    places += [(m, None) for m in served.get("named", [])]
+    for model, server in places:
+        drafter, whence = config_of(model, loaded)
+        if drafter is None:
+            continue
+        arch = ((model.get("reading") or {}).get("architecture"))
+        code = (codes or {}).get(arch) or {}
+        target, target_whence = config_of(server.get("target_model") if server else None,
+                                          loaded)
+        name = "pid:%s" % server["pid"] if server else "named:%s" % model.get("dir")
+        out[name] = {"id": name, "kind": "drafter", "drafter_config": drafter,
+                     "drafter_from": whence, "target_config": target,
+                     "target_from": target_whence, "module": code.get("module"),
+                     "max_model_len": server.get("max_model_len") if server else None,
+                     "runners": RUNNERS, "drafter_dir": model.get("dir")}
+    return out
+
+
+def run_drafters(interpreter, site, asked, timeout, runner):
+    """{question id: answer}: one executor child per drafter question."""
+    from fleetcheck.probe import jsonlite
+    from fleetcheck.probe.child import run_child
+    from fleetcheck.probe.drafter_script import script
+    from fleetcheck.probe.executor import MAX_ANSWER, confine
+    text = script()
+    answers = {}
+    end = time.monotonic() + timeout
+    for name, question in sorted(asked.items()):
+        left = end - time.monotonic()
+        if left <= 0.5:
+            answers[name] = {"error": "no time left in the host's deadline to run the code"}
+            continue
+        try:
+            site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            answers[name] = {"error": "cannot open %s: %s" % (site, exc.strerror)}
+            continue
+        os.set_inheritable(site_fd, True)
+        real = sorted(set([question["module"]] if question.get("module") else []) | set(
+            g for files in RUNNERS.values() for globs in files.values() for g in globs))
+        request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(left - 0.5, 0.5),
+                   "max_runs": 16, "real": real, "questions": [question]}
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        try:
+            out, err, code, timed_out = run_child(
+                [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", text,
+                 jsonlite.dumps(request)], left, env, runner, prepare=confine)
+        finally:
+            os.close(site_fd)
+        if timed_out:
+            answers[name] = {"error": "the install's code did not finish in %.1f s" % left}
+            continue
+        try:
+            reply = jsonlite.loads(out[:MAX_ANSWER].decode("utf-8", "replace").strip()
+                                   .splitlines()[-1])
+            answer = reply["answers"][name]
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+            tail = err.decode("utf-8", "replace").strip()[-300:]
+            answer = {"error": "the install's interpreter %s %s%s" % (
+                interpreter, "exited with %s" % code if code else "answered nothing",
+                ": " + tail if tail else "")}
+        answer.update(drafter_from=question["drafter_from"],
+                      target_from=question["target_from"], drafter_dir=question["drafter_dir"],
+                      max_model_len=question["max_model_len"],
+                      target_config=question["target_config"],
+                      drafter_config=question["drafter_config"])
+        answers[name] = answer
+    return answers
