@@ -113,3 +113,25 @@ def run_drafters(interpreter, site, asked, timeout, runner):
                       drafter_config=question["drafter_config"])
         answers[name] = answer
     return answers
+
+
+def drafter_facts(served, interpreter, code_root, runner, why, timeout):
+    """The `runs` facts: each served drafter's answers, or why the code was not run (never
+    a verdict from a static reading in its place)."""
+    from fleetcheck.probe.executor import unprivileged
+    asked = drafter_questions(served, served.get("codes"))
+    if not asked:
+        return {}
+    if runner is not None:
+        runner, why = unprivileged(runner)
+    if runner is None:
+        return dict((name, {"error": "the install's code was not run: %s" % why})
+                    for name in asked)
+    if not os.path.isfile(interpreter or ""):
+        return dict((name, {"error": "the install's interpreter %s does not exist" %
+                            interpreter}) for name in asked)
+    try:
+        return run_drafters(interpreter, code_root, asked, timeout, runner)
+    except Exception as exc:  # a bug here must not cost the host's other facts
+        return dict((name, {"error": "running the install's code: %s: %s" % (
+            type(exc).__name__, exc)}) for name in asked)

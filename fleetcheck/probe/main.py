@@ -174,8 +174,17 @@ def gather_served(plan, install, code_root, deadline, owner):
         from fleetcheck.probe.config_loader import load_configs, not_loaded
         interpreter, runner, why = runner_for(install, plan, owner)
         timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
+        targets = [(s.get("target_model") or {}).get("dir") for s in out["servers"]
+                   if s.get("drafter_model")]
+        dirs += [d for d in targets if d and d not in dirs]  # the target as loaded too
         out["loaded"] = not_loaded(interpreter, why) if runner is None else \
             load_configs(interpreter, site, dirs, timeout, runner)
+    if options.get("run_drafter", True):
+        from fleetcheck.probe.drafter_run import drafter_facts
+        interpreter, runner, why = runner_for(install, plan, owner)
+        out["runs"] = drafter_facts(out, interpreter, code_root, runner, why,
+                                    min(float(options.get("run_timeout", 30)),
+                                        deadline - time.monotonic() - 1))
     return out
 
 

@@ -152,6 +152,17 @@ def positional_model(argv, index):
     return None
 
 
+def max_model_len(text):
+    """--max-model-len as vLLM parses it (an int, or 1k / 1K / 1m: powers of 1000 and
+    1024), else the text as given."""
+    text = text.strip()
+    scale = {"k": 1000, "K": 1024, "m": 1000 ** 2, "M": 1024 ** 2}.get(text[-1:], 1)
+    digits = text[:-1] if scale != 1 else text
+    if digits.isascii() and digits.isdigit():
+        return int(digits) * scale
+    return text[:40]
+
+
 def server_settings(argv, index):
     """The target, the speculative settings and the served names from a server's argv;
     `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`)."""
@@ -159,7 +170,8 @@ def server_settings(argv, index):
                                "--host", "--download-dir", "--download_dir",
                                "--speculative-model", "--speculative_model",
                                "--num-speculative-tokens", "--num_speculative_tokens",
-                               "--speculative-model-revision", "--speculative-method")
+                               "--speculative-model-revision", "--speculative-method",
+                               "--max-model-len", "--max_model_len")
                         + SPEC_FLAGS)
     out = {"served_names": served_names(argv), "errors": []}
     model = (flags.get("--model") or [None])[-1]
@@ -172,6 +184,9 @@ def server_settings(argv, index):
                       ("--download-dir", "download_dir")):
         if flags.get(name):
             out[key] = flags[name][-1]
+    length = (flags.get("--max-model-len") or flags.get("--max_model_len") or [None])[-1]
+    if length is not None:
+        out["max_model_len"] = max_model_len(length)
     if flags.get("-sc"):  # vLLM's short alias of --speculative-config
         flags.setdefault("--speculative-config", []).extend(flags.pop("-sc"))
     spec = None
