@@ -510,12 +510,17 @@ def judge_runs(facts: Facts, model: ModelPlace, servers: list[ServedProcess], na
     keyed = [("pid:%d" % s.pid, s) for s in servers]
     if not servers:
         keyed = [("named:%s" % model.dir, None)]
+    reading = model.reading
+    code = (facts.served.codes or {}).get(reading.architecture or "") if facts.served and \
+        reading else None
+    default = code.v2_default.default if code and code.v2_default and \
+        not code.v2_default.error else None
     for key, server in keyed:
         here = "drafter %s%s, run through the install's code" % (
             drafter_name(model), " for server pid %d" % server.pid if server else "")
         for verdict in verdicts:
             judge_run(verdict, runs.get(key), here, server.env if server else None,
-                      server.environ_error if server else None)
+                      server.environ_error if server else None, default)
 
 
 def drafter_checks(facts: Facts) -> list[CheckResult]:

@@ -18,15 +18,19 @@ FALSE = ("0", "false", "no", "off")
 RUNNER_NAMES = {"v1": "the V1 model runner", "v2": "the V2 model runner"}
 
 
-def runner_in_use(env: dict[str, str] | None, environ_error: str | None
-                  ) -> tuple[str | None, str]:
-    """("v1"/"v2"/None, why) from the server's VLLM_USE_V2_MODEL_RUNNER."""
+def runner_in_use(env: dict[str, str] | None, environ_error: str | None,
+                  default: str | None = None) -> tuple[str | None, str]:
+    """("v1"/"v2"/None, why) from the server's VLLM_USE_V2_MODEL_RUNNER, else the
+    install's own default for it (vllm/envs.py), else unknown: the install then picks."""
     if env is None:
-        return None, "no server: the runner is not known"
+        return None, "no server here says which runner"
     value = env.get("VLLM_USE_V2_MODEL_RUNNER")
     if value is None:
         if environ_error:
             return None, "the server's environment cannot be read (%s)" % environ_error
+        if default is not None and default.strip().lower() in TRUE + FALSE:
+            return ("v2" if default.strip().lower() in TRUE else "v1"), \
+                "VLLM_USE_V2_MODEL_RUNNER unset, this install's default %r" % default
         return None, "VLLM_USE_V2_MODEL_RUNNER is unset, so this install picks the runner"
     if value.strip().lower() in TRUE:
         return "v2", "VLLM_USE_V2_MODEL_RUNNER=%s" % value
@@ -178,16 +182,19 @@ def judge_target(verdict: Verdict, answer: dict[str, Any], here: str) -> None:
 
 
 def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
-              env: dict[str, str] | None, environ_error: str | None) -> None:
-    """One drafter's run answers into `verdict`."""
+              env: dict[str, str] | None, environ_error: str | None,
+              default: str | None = None) -> None:
+    """One drafter's run answers into `verdict`. `env` None: a drafter only a plan names,
+    no server: what depends on the runner or the target is noted, not warned."""
     if answer is None:
         return
+    unknown = Status.WARN if env is not None else Status.SKIP
     if answer.get("error"):
-        verdict.add(Status.WARN, "%s: not run through the install's code: %s" % (
+        verdict.add(unknown, "%s: not run through the install's code: %s" % (
             here, answer["error"]))
         return
     config = answer.get("drafter_config") or {}
-    used, why = runner_in_use(env, environ_error)
+    used, why = runner_in_use(env, environ_error, default)
     problems = dict((runner, runner_problems(answer.get("runners", {}).get(runner) or {},
                                              config)) for runner in ("v1", "v2"))
     source = "as the install's loader loads it" if answer.get("drafter_from") == "loader" \
@@ -201,7 +208,7 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
             verdict.add(Status.FAIL, "%s (%s) on %s (%s): %s" % (
                 here, source, RUNNER_NAMES[runner], why, words), *[e for _, e in found][:3])
         elif used is None:
-            verdict.add(Status.WARN, "%s on %s only (%s): %s" % (
+            verdict.add(unknown, "%s on %s only (%s): %s" % (
                 here, RUNNER_NAMES[runner], why, words), *[e for _, e in found][:3])
     if used and not problems[used]:
         verdict.add(Status.PASS, "%s: %s (%s) takes this drafter in the install's own "
@@ -209,4 +216,5 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
     elif used is None and not problems["v1"] and not problems["v2"]:
         verdict.add(Status.PASS, "%s: both model runners take this drafter in the install's "
                     "own code" % here)
-    judge_target(verdict, answer, here)
+    if env is not None or isinstance(answer.get("target_config"), dict):
+        judge_target(verdict, answer, here)
