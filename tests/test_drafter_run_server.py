@@ -7,6 +7,7 @@ loads it, on the V1 model runner the server is started with."""
 from __future__ import annotations
 
 import copy
+import glob
 import json
 import os
 import shutil
@@ -25,13 +26,16 @@ from fleetcheck.probe.config_loader import load_configs
 from fleetcheck.probe.drafter_run import RUNNERS, run_drafters
 from fleetcheck.probe.trust import RunAs
 from fleetcheck.status import Status
-from test_drafter_run import site_of
 from waits import wait_for
 
 pytestmark = pytest.mark.vllm_server
 
 RUNNER = "0"  # the V1 model runner, which this CPU build serves DFlash with
 MAX_MODEL_LEN = int(real_vllm.FLAGS[real_vllm.FLAGS.index("--max-model-len") + 1])
+
+
+def site_of(venv: str) -> str:
+    return glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
 
 
 def sliding_without_window(config: dict[str, Any]) -> None:
