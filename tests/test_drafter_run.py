@@ -139,3 +139,26 @@ def test_unknown_target_is_a_warn_naming_it(loaded_032):
     verdict = verdict_of(venv, loaded["good-dflash"]["config"], None, None, "1", "loader")
     assert any(s == Status.WARN and "target's config was not read" in t
                for s, t in verdict.items), verdict.items
+
+
+def test_a_speculators_checkpoint_without_hidden_act_is_decided_by_the_run(tmp_path):
+    """drafter-config read the converted file (which has no key for hidden_act to miss)
+    while drafter-loaded found it missing after loading: the run builds the decoder layer
+    on the loaded config, and both checks fail quoting what the install raises."""
+    from fleetcheck.checks.drafter import drafter_checks
+    from fleetcheck.inventory import Host
+    from fleetcheck.lab.local_probe import probe_answer
+    from fleetcheck.wire_protocol import decode_answer
+
+    venv, _ = real_vllm.install()
+    config = copy.deepcopy(drafter_trees.SPECULATORS)
+    del config["transformer_layer_config"]["hidden_act"]
+    directory = drafter_trees.write_model_dir(str(tmp_path / "no-hidden-act"), config)
+    host = Host(name="local", address="local", connection="local", venv=venv)
+    facts = decode_answer(probe_answer(host, served={"drafters": [directory]}), host)
+    checks = {c.id: c for c in drafter_checks(facts)}
+    for check in ("drafter-config", "drafter-loaded"):
+        assert checks[check].status == Status.FAIL, checks[check]
+        assert any(a["status"] == Status.FAIL and "run through the install's code" in a["text"]
+                   and "no attribute 'hidden_act'" in a["text"]
+                   for a in checks[check].details["aspects"]), checks[check]

@@ -75,14 +75,21 @@ def at(entry: dict[str, Any], run: dict[str, Any] | None = None) -> Evidence:
 
 
 def raised(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The failing run when every run raised (the stand-in config's class name is the
+    loaded config's to a reader)."""
     runs = outcomes(entry)
     failing = [r for r in runs if r.get("kind") == "raised"]
-    return failing[0] if failing and len(failing) == len(runs) else None
+    if not failing or len(failing) != len(runs):
+        return None
+    return dict(failing[0], detail=str(failing[0].get("detail")).replace(
+        "'Namespace' object", "the loaded config"))
 
 
-def runner_problems(part: dict[str, Any], config: dict[str, Any]
+def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool = False
                     ) -> list[tuple[str, Evidence]]:
-    """What one runner refuses or gets wrong: (words, evidence)."""
+    """What one runner refuses or gets wrong: (words, evidence). The decoder layer's
+    construction counts only on a config the install's loader loaded (`loaded`): a file's
+    config lacks the class defaults the loader fills, which the layer reads."""
     problems: list[tuple[str, Evidence]] = []
     for function in part.get("attention") or []:
         name = (function.get("function") or "").rsplit(": ", 1)[-1]
@@ -99,6 +106,12 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any]
                                  "but %s gives it no window" % (index, name),
                                  at(function)))
                 break
+    for entry in part.get("build") if loaded else []:
+        failing = raised(entry)
+        if failing and not any(str(failing.get("detail")) in w for w, _ in problems):
+            problems.append(("building %s for layer 0 raises: %s" % (
+                entry["function"].rsplit(": ", 1)[-1], failing.get("detail")),
+                at(entry, failing)))
     intent, source = intended_aux(config)
     for entry in part.get("aux") or []:
         failing = raised(entry)
@@ -195,8 +208,9 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
         return
     config = answer.get("drafter_config") or {}
     used, why = runner_in_use(env, environ_error, default)
+    loaded = answer.get("drafter_from") == "loader"
     problems = dict((runner, runner_problems(answer.get("runners", {}).get(runner) or {},
-                                             config)) for runner in ("v1", "v2"))
+                                             config, loaded)) for runner in ("v1", "v2"))
     source = "as the install's loader loads it" if answer.get("drafter_from") == "loader" \
         else "as the install converts config.json"
     for runner in ("v1", "v2"):

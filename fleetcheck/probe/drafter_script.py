@@ -114,6 +114,32 @@ def layer_attention(relative, hf_config, spec, use_v2):
     return out
 
 
+def layer_builds(relative, hf_config, spec, use_v2):
+    """Each class of the drafter's module built per layer (its __init__ takes a config and
+    a layer index: the decoder layer), on the first layer: every attribute of the config
+    it reads, as the server's model construction reads them."""
+    vllm_config = vllm_config_standin(spec, use_v2=use_v2)
+    vllm_config.model_config = Given("model_config")
+    CURRENT_CONFIG[:] = [vllm_config]
+    REPLACEMENTS["get_current_vllm_config"] = lambda *a, **k: CURRENT_CONFIG[0]
+    module = load_entry(relative)
+    out = []
+    for name, cls in sorted(module.__dict__.items()):
+        init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
+        if not inspect.isfunction(init) or rel(init.__code__.co_filename) != relative:
+            continue
+        try:
+            names = list(inspect.signature(init).parameters)
+        except (TypeError, ValueError):
+            continue
+        if "config" not in names or not any("layer" in n for n in names):
+            continue
+        roles = [(r"vllm_config", vllm_config), (r"^config$", hf_config), (r"layer", 0)]
+        out.append(dict(called(init, roles, cls, {"_watch": ()}), function="%s:%d: %s" % (
+            relative, init.__code__.co_firstlineno, name + ".__init__")))
+    return out
+
+
 def fc_input(relative, spec, key):
     vllm_config = vllm_config_standin(spec)
     out = []
@@ -167,6 +193,7 @@ def ask_drafter(question):
         part = {}
         if module:
             part["attention"] = layer_attention(module, hf_config, spec, use_v2)
+            part["build"] = layer_builds(module, hf_config, spec, use_v2)
         part["aux"] = runner_calls(files["aux"], "eagle_aux_hidden_state_layer_ids",
                                    hf_config, spec)
         part["mask"] = runner_calls(files["mask"], "mask_token_id", hf_config, spec,
