@@ -106,7 +106,7 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
                                  "but %s gives it no window" % (index, name),
                                  at(function)))
                 break
-    for entry in part.get("build") if loaded else []:
+    for entry in (part.get("build") or []) if loaded else []:
         failing = raised(entry)
         if failing and not any(str(failing.get("detail")) in w for w, _ in problems):
             problems.append(("building %s for layer 0 raises: %s" % (
