@@ -49,7 +49,9 @@ def shared_runs(tmp_path_factory, fleet_factory, real_venvs):
         hosts = [fleet.add(name, mounts={ENV: source + ":ro"}) for name, source in mounts]
         fleet.start()
         inventory = {"all": {"vars": {"venv": ENV}, "hosts": ssh_hosts(fleet, hosts)}}
-        common = ("--known-hosts", fleet.known_hosts, "--no-smoke")
+        # the static finders: what a build shares (the executor's runs are every host's own)
+        common = ("--known-hosts", fleet.known_hosts, "--no-smoke", "--playbook",
+                  STATIC_PLAYBOOK)
         runs = {}
         for label, args in (("shared-j1", ("-j", "1")), ("own", ("-j", "1", "--no-shared-analysis")),
                             ("shared-j6", ("-j", "6"))):

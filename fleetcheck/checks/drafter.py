@@ -75,9 +75,13 @@ def layer_offset(facts: Facts) -> tuple[int | None, str]:
     """The constant this install adds to target_layer_ids, from the dflash-layer-offset
     fix check's findings (every DFlash path), or None when they disagree or are absent."""
     signature = (facts.signatures or {}).get("dflash-layer-offset")
-    if signature is None:
+    executed = (facts.executed or {}).get("dflash-layer-offset")
+    if signature is None and executed is None:
         return None, "the dflash-layer-offset check did not run"
-    offsets = {label.rsplit(":", 1)[-1] for label, items in signature.findings.items() if items}
+    findings = dict(signature.findings) if signature is not None else {}
+    if executed is not None:  # what running the install's code found
+        findings.update(executed.findings)
+    offsets = {label.rsplit(":", 1)[-1] for label, items in findings.items() if items}
     if len(offsets) == 1 and next(iter(offsets)).isdigit():
         value = int(next(iter(offsets)))
         return value, "+%d, as dflash-layer-offset found on every DFlash path" % value

@@ -85,6 +85,8 @@ def questions(signature, substitutions):
                             arch=spec.get("arch"))
         if finder["question"] == "offset":
             question["key"] = finder.get("key", "target_layer_ids")
+            # the install's own SpeculativeConfig answers its predicates (use_dflash())
+            question["real"] = files + ["vllm/config/speculative.py"]
         out[name] = question
     return out
 

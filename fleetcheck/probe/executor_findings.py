@@ -18,8 +18,11 @@ def split_at(line_text):
 
 
 def trail_of(lines):
+    """The lines that ran, bounded: the first and the last (where the value came out)."""
+    if len(lines) > MAX_TRAIL:
+        lines = lines[:MAX_TRAIL // 2] + lines[-(MAX_TRAIL // 2):]
     out = []
-    for item in lines[:MAX_TRAIL]:
+    for item in lines:
         path, line, text = split_at(item)
         out.append({"file": path, "line": line, "text": text, "step": "ran"})
     return out
@@ -114,7 +117,7 @@ def other_ids(observation, ids):
     """Layer ids that are not the ids shifted by one amount: a list of as many ints."""
     value = observation.get("value")
     return observation.get("kind") == "returned" and isinstance(value, list) and \
-        isinstance(ids, list) and len(value) == len(ids) and value != ids and \
+        isinstance(ids, list) and bool(value) and \
         all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
@@ -138,11 +141,18 @@ def layer_words(layers):
 def judge_layers(observation, expected):
     """("right" | "wrong" | "raised", words) of one run of one drafter."""
     layers = observation.get("layers") or []
-    if observation.get("kind") == "raised":
+    if observation.get("kind") == "rejected":
         return "raised", "%s at %s" % (observation.get("detail"), observation.get("at"))
+    if observation.get("kind") == "raised":
+        return "failed", "%s at %s" % (observation.get("detail"), observation.get("at"))
     errors = [l["error"] for l in layers if "error" in l]
     if errors:
         return "wrong", errors[0]
+    unknown = [l for l in layers if l.get("unknown")]
+    if unknown:
+        return "failed", "layer %s got %s, a value the install's code took from a stand-in " \
+            "(not run) at %s" % (unknown[0].get("layer"), unknown[0].get("window"),
+                                unknown[0].get("at"))
     got = dict((l["layer"], l.get("window")) for l in layers)
     wrong = [i for i, want in enumerate(expected) if got.get(i, "missing") != want]
     if wrong:
@@ -173,7 +183,14 @@ def window_findings(name, answer):
         right = [r for (v, _), r in judged if v == "right"]
         wrong = [(w, r) for (v, w), r in judged if v == "wrong"]
         raised = [(w, r) for (v, w), r in judged if v == "raised"]
-        if right and wrong:
+        failed = [(w, r) for (v, w), r in judged if v == "failed"]
+        if failed:  # the code failed under the executor, not by a raise of its own
+            why = "%s: %s" % (subject, failed[0][0])
+            out.setdefault(name + ":?", []).append(at_hit(
+                failed[0][0].rpartition(" at ")[2], why, "could not run", failed[0][1]["lines"],
+                why=why))
+            labels.append("?")
+        elif right and wrong:
             condition = separating(runs, lambda a, b: judge_layers(
                 a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])
             why = "%s: the windows depend on %s: %s in one run, %s in another" % (
@@ -204,8 +221,8 @@ def window_findings(name, answer):
                     subject, layer_words(right[0]["observation"]["layers"])), "built",
                 right[0]["lines"]))
             labels.append("config")
-        else:
-            label = "rejected" if kind == "mixed" else "?"
+        else:  # every run refused by the install's own raise: it cannot be served
+            label = "rejected"
             text = "%s: raised %s" % (subject, raised[0][0])
             out.setdefault("%s:%s" % (name, label), []).append(at_hit(
                 raised[0][0].rpartition(" at ")[2], text, "raised", raised[0][1]["lines"],
@@ -220,7 +237,11 @@ def drop_findings(name, answer):
         out[name + ":?"] = [error_hit(answer, "the speculative config")]
         return out
     said = []
+    decided_lines = []
     for method, decided in sorted((answer.get("decisions") or {}).items()):
+        ran = feasible(decided.get("runs", []))
+        if ran:
+            decided_lines += [line for line in ran[0]["lines"] if line not in decided_lines]
         values = set(repr(r["observation"].get("value")) if r["observation"].get(
             "kind") == "returned" else "?" for r in feasible(decided.get("runs", [])))
         said.append("%s() -> %s" % (method, "/".join(sorted(values))))
@@ -245,9 +266,9 @@ def drop_findings(name, answer):
     text = "%s: %s for method dflash at its defaults (%s; %d runs)" % (
         scheduler.get("function"), treatment_words(runs[0]["observation"]), decisions,
         len(runs))
-    lines = runs[0]["lines"]
+    lines = decided_lines[:MAX_TRAIL // 2] + runs[0]["lines"][-(MAX_TRAIL // 2):]
     out["%s:%s" % (name, "dropped" if dropped else "kept")] = [
-        hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines[-MAX_TRAIL:])]
+        hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines)]
     opt_out = answer.get("scheduler_opt_out") or {}
     # the opt-in flag alone (0.30-0.32): no gate of the config's own decides the drop; where
     # one does (needs_eagle_block_drop) and still gives DFlash the drop, it is a fail
@@ -278,7 +299,8 @@ def eagle_treatment(observation):
 
 def treatment_words(observation):
     if observation.get("kind") != "built":
-        return "%s %s" % (observation.get("kind"), observation.get("detail"))
+        return "%s %s at %s" % (observation.get("kind"), observation.get("detail"),
+                                observation.get("at"))
     words = "KVCacheManager got use_eagle=%s" % observation.get("use_eagle")
     if observation.get("lookahead") is not None:
         words += ", num_hash_lookahead_tokens=%s" % observation.get("lookahead")

@@ -225,10 +225,10 @@ class StandIn(object):
         return False
 
     def __instancecheck__(self, obj):
-        return False
+        return CHOICES.choose("isinstance(%r, %r)" % (obj, self))
 
     def __subclasscheck__(self, cls):
-        return False
+        return CHOICES.choose("issubclass(%r, %r)" % (cls, self))
 
     def _fc_op(self, *other):
         return StandIn("(%s op)" % object.__getattribute__(self, "_fc_name"))
@@ -270,7 +270,10 @@ def permissive_base(name):
         pass
 
     def __getattr__(self, attr):
-        if attr.startswith("__") and attr.endswith("__"):
+        """A name the code sets on its objects somewhere and this one has not been given
+        yet is missing (read before the line that sets it); any other name may be the
+        stood-in base's own (nn.Module's), so it is a stand-in."""
+        if attr.startswith("__") and attr.endswith("__") or attr in set_on_self(type(self)):
             raise AttributeError(attr)
         value = StandIn("%s.%s" % (type(self).__name__, attr))
         object.__setattr__(self, attr, value)
@@ -309,7 +312,15 @@ REAL_GLOBS = [g for g in REQUEST.get("real", [])]
 REPLACEMENTS = {}  # name -> recorder: what `from ... import NAME` gives wherever it is
 MODULES = {}
 SKIPPED = []  # "file:line: text (error)" of top-level statements that could not run
-BUILTINS = dict(builtins.__dict__)
+def explored_isinstance(obj, classes):
+    """isinstance for the install's code: of a stand-in (what is not DFlash's input) the
+    answer is unknown, so it is one of the run's choices."""
+    if type(obj) is StandIn:
+        return CHOICES.choose("isinstance(%r, %r)" % (obj, classes))
+    return isinstance(obj, classes)
+
+
+BUILTINS = dict(builtins.__dict__, isinstance=explored_isinstance)
 
 
 def module_file(name):
@@ -507,6 +518,36 @@ class Lazy(object):
 
     __ror__ = __or__
 
+    def __index__(self):
+        return Lazy._fc(self).__index__()
+
+    def __int__(self):
+        return int(Lazy._fc(self))
+
+    def __neg__(self):
+        return -Lazy._fc(self)
+
+
+def _lazy_op(name):
+    import operator
+    function = getattr(operator, name)
+
+    def forward(self, other):
+        return function(Lazy._fc(self), other)
+
+    def reverse(self, other):
+        return function(other, Lazy._fc(self))
+    return forward, reverse
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and_", "xor",
+              "lshift", "rshift", "lt", "le", "gt", "ge"):
+    _forward, _reverse = _lazy_op(_name)
+    _dunder = _name.rstrip("_")
+    setattr(Lazy, "__%s__" % _dunder, _forward)
+    if _dunder not in ("lt", "le", "gt", "ge"):
+        setattr(Lazy, "__r%s__" % _dunder, _reverse)
+
     def __repr__(self):
         return "<lazy %s.%s>" % object.__getattribute__(self, "_fc_where")
 
@@ -569,7 +610,17 @@ def module_name(relative):
     return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
-def defs_reading(tree, key, lines):
+def key_names(tree, key):
+    """The key's text and the module-level names bound to it (`_KEY = "target_layer_ids"`)."""
+    names = [key]
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
+                node.value.value == key:
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def defs_reading(tree, names, lines):
     """(class name or None, def node) of each def or method that holds the string `key`
     (only the defs around the `lines` where the key's text is are walked)."""
     found = []
@@ -579,7 +630,8 @@ def defs_reading(tree, key, lines):
         if not any(node.lineno <= line <= end for line in lines):
             return False
         for child in ast.walk(node):
-            if isinstance(child, ast.Constant) and child.value == key:
+            if (isinstance(child, ast.Constant) and child.value == names[0]) or (
+                    isinstance(child, ast.Name) and child.id in names[1:]):
                 return True
         return False
 
@@ -723,12 +775,26 @@ def traced(call):
     except AssertionError as exc:
         outcome = ("infeasible", "assert", last_install_line(sys.exc_info()[2]))
     except BaseException as exc:
-        outcome = ("raised", "%s: %s" % (type(exc).__name__, str(exc)[:TEXT]),
-                   last_install_line(sys.exc_info()[2]))
+        tb = sys.exc_info()[2]
+        kind = "rejected" if raised_by_install(tb) else "raised"
+        outcome = (kind, "%s: %s" % (type(exc).__name__, str(exc)[:TEXT]),
+                   last_install_line(tb))
     finally:
         sys.settrace(None)
     lines = ["%s:%d: %s" % (rel(f), n, line_text(f, n)) for f, n in tracer.lines]
     return outcome, lines
+
+
+def raised_by_install(tb):
+    """Whether the install's own `raise` statement raised it (a refusal the code means),
+    not Python or a stand-in failing under it."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = tb.tb_frame.f_code.co_filename
+    if rel(path) is None:
+        return False
+    line = tb.tb_lineno
+    return any(line_text(path, n).startswith("raise ") for n in range(max(line - 3, 1), line + 1))
 
 
 def last_install_line(tb):
@@ -846,12 +912,39 @@ def load_entry(relative):
     return vllm_module(module_name(relative))
 
 
+ASSIGNMENT_TARGET = re.compile(r"(?m)^[ \t]*([^=\n#(]*?)(?::[^=\n]*)?[-+*/|&]?=(?!=)")
+ATTRIBUTE = re.compile(r"\.\s*(\w+)")
+
+
+def set_on_self(cls):
+    """The attribute names the code of the class's modules sets on an object (self in
+    __init__ and the other methods, a runner elsewhere): the others an instance lacks."""
+    names = set()
+    for klass in getattr(cls, "__mro__", ()):
+        path = getattr(sys.modules.get(getattr(klass, "__module__", "")), "__file__", None)
+        if path and path not in SET_NAMES:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    SET_NAMES[path] = set(name for target in ASSIGNMENT_TARGET.findall(
+                        handle.read()) for name in ATTRIBUTE.findall(target))
+            except OSError:
+                SET_NAMES[path] = set()
+        names |= SET_NAMES.get(path, set())
+    return names
+
+
+SET_NAMES = {}
+
+
 def standin_self(cls, name, fields):
     """An instance of the install's class without its __init__ (or, when the class could
-    not be built, a stand-in): the fields given, a stand-in for any other attribute."""
+    not be built, a stand-in): the fields given, a stand-in for any attribute the code
+    sets on self somewhere, AttributeError for the others (as the real instance)."""
     if isinstance(cls, type):
+        known = set_on_self(cls)
+
         def __getattr__(self, attr):
-            if attr.startswith("__") and attr.endswith("__"):
+            if attr.startswith("__") and attr.endswith("__") or attr not in known:
                 raise AttributeError(attr)
             value = StandIn("self." + attr)
             object.__setattr__(self, attr, value)
@@ -911,24 +1004,37 @@ def ask_offset(question):
                 data = handle.read()
             if key.encode() not in data:
                 continue
-            lines = [i + 1 for i, text in enumerate(data.split(b"\n")) if key.encode() in text]
             tree = parse(path)
+            names = key_names(tree, key)
+            lines = [i + 1 for i, text in enumerate(data.split(b"\n"))
+                     if any(n.encode() in text for n in names)]
         except (OSError, SyntaxError, ValueError) as exc:
             answers.append({"file": relative, "error": "cannot parse: %s" % exc})
             continue
-        for class_name, node in defs_reading(tree, key, lines):
-            answers.append(offset_entry(relative, class_name, node, ids))
+        for class_name, node in defs_reading(tree, names, lines):
+            entry = offset_entry(relative, class_name, node, ids)
+            answers.append(entry)
+            owner = entry.pop("_owner", None)
+            for sub in subclasses_overriding(owner, entry.pop("_function", None),
+                                             question["files"]):
+                answers.append(offset_entry(relative, class_name, node, ids, sub))
     return answers
 
 
-def offset_entry(relative, class_name, node, ids):
+def offset_entry(relative, class_name, node, ids, subclass=None):
     entry = {"file": relative, "line": node.lineno, "function": (
-        class_name + "." if class_name else "") + node.name}
+        (subclass.__name__ if subclass else class_name) + "." if class_name else "") +
+        node.name}
     try:
         module = load_entry(relative)
         owner = module.__dict__.get(class_name) if class_name else None
+        if subclass is not None:
+            owner = subclass
+        else:
+            entry["_owner"] = owner
         function = getattr(owner, node.name, None) if class_name else \
             module.__dict__.get(node.name)
+        entry["_function"] = function if subclass is None else None
         if not callable(function):
             entry["error"] = "%s did not load (%s)" % (entry["function"], "; ".join(
                 s for s in SKIPPED if s.startswith(relative))[:300] or "not defined")
@@ -941,7 +1047,7 @@ def offset_entry(relative, class_name, node, ids):
 
     def run():
         hf_config = drafter_config("offset")
-        spec = speculative_standin(hf_config)
+        spec = install_speculative_config(hf_config) or speculative_standin(hf_config)
         vllm_config = vllm_config_standin(spec)
         roles = [(r"^self$", None), (r"spec", spec), (r"vllm_config", vllm_config),
                  (r"hf_config|draft_config|^config$", hf_config), (r"draft_model_config",
@@ -970,7 +1076,9 @@ def offset_entry(relative, class_name, node, ids):
         if outcome[0] != "returned":
             return {"kind": outcome[0], "detail": outcome[1], "at": outcome[2]}
         value = outcome[1]
-        for how, candidates in (("returned", [value]), ("stored", stored), ("passed", passed)):
+        # what the function stored on self counts only when it returns nothing
+        later = (("stored", stored),) if value is None else ()
+        for how, candidates in (("returned", [value]),) + later:
             for candidate in candidates:
                 shift = shift_of(candidate, ids)
                 if shift is not None:
@@ -981,7 +1089,78 @@ def offset_entry(relative, class_name, node, ids):
     entry["runs"] = observe(results, describe)
     entry["complete"] = complete
     entry["ids"] = ids
+    if entry.get("_function") is None:
+        entry.pop("_function", None)
     return entry
+
+
+def install_speculative_config(hf_config):
+    """The install's SpeculativeConfig for DFlash (its fields at their defaults), when the
+    question runs it for real: its predicates (use_dflash()) are the install's own."""
+    if not is_real("vllm.config.speculative"):
+        return None
+    try:
+        module = vllm_module("vllm.config.speculative")
+        cls = module.__dict__.get("SpeculativeConfig")
+        if not isinstance(cls, type):
+            return None
+        draft = Given("draft_model_config")
+        draft.hf_config = hf_config
+        draft.hf_text_config = hf_config
+        draft.architectures = list(hf_config.architectures)
+        draft.model = "z-lab/Qwen3.6-27B-DFlash"
+        return config_instance(cls, {"method": "dflash", "num_speculative_tokens": 15,
+                                     "model": draft.model, "draft_model_config": draft})
+    except OutOfTime:
+        raise
+    except Exception:
+        return None
+
+
+def subclasses_overriding(owner, function, globs):
+    """Subclasses of the runner class, in the question's files, that define a name the
+    entry reads (an override of the helper it calls, a class constant): the code does not
+    say which class is built, so each is run."""
+    if not isinstance(owner, type):
+        return []
+    names = set()
+    codes = [getattr(function, "__code__", None)]
+    while codes:  # the function's code and the comprehensions and lambdas inside it
+        code = codes.pop()
+        if code is None:
+            continue
+        names |= set(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, str) and const.isidentifier():
+                names.add(const)
+            elif isinstance(const, types.CodeType):
+                codes.append(const)
+    marker = owner.__name__.encode()
+    for relative in files_under(globs):
+        path = os.path.join(SITE, relative)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if marker in data and re.search(rb"class\s+\w+\s*\([^)]*\b" + marker + rb"\b", data):
+            try:
+                load_entry(relative)
+            except OutOfTime:
+                raise
+            except Exception:
+                continue
+    found = []
+    for module in list(MODULES.values()):
+        if not isinstance(module, types.ModuleType):
+            continue
+        for value in list(module.__dict__.values()):
+            if isinstance(value, type) and value is not owner and issubclass(value, owner) \
+                    and value not in found and any(
+                        n in vars(k) for k in value.__mro__[:value.__mro__.index(owner)]
+                        for n in names):
+                found.append(value)
+    return found
 
 
 def shift_of(value, ids):
@@ -1072,9 +1251,12 @@ def window_scenario(cls, kind):
                 continue
             prefix = values.get("prefix")
             match = LAYER.search(prefix) if isinstance(prefix, str) else None
-            layers.append({"layer": int(match.group(1)) if match else len(layers),
-                           "window": plain(values.get("per_layer_sliding_window")),
-                           "at": at})
+            window = values.get("per_layer_sliding_window")
+            layer = {"layer": int(match.group(1)) if match else len(layers),
+                     "window": plain(window), "at": at}
+            if isinstance(window, (StandIn, Lazy)):
+                layer["unknown"] = True  # a value the executor stood in for
+            layers.append(layer)
         return (outcome, layers), lines
 
     results, complete = explore(run)

@@ -271,8 +271,10 @@ def install_templates(code_root, plan, drafter_module):
     key_files = []
     for signature in plan.get("signatures") or []:
         for finder in (signature.get("find") or {}).values():
-            if finder.get("kind") == "key-offset":
-                key_files.append((finder.get("key"), finder.get("files") or []))
+            if finder.get("kind") == "key-offset" or (
+                    finder.get("kind") == "run" and finder.get("question") == "offset"):
+                key_files.append((finder.get("key") or "target_layer_ids",
+                                  finder.get("files") or []))
     sources = [(None, list(LOG_FILES))] + key_files
     seen = set()
     for key, patterns in sources:
