@@ -78,7 +78,8 @@ def raised(entry: dict[str, Any]) -> dict[str, Any] | None:
     """The failing run when every run raised (the stand-in config's class name is the
     loaded config's to a reader)."""
     runs = outcomes(entry)
-    failing = [r for r in runs if r.get("kind") == "raised"]
+    # "rejected": a raise statement of the install's own; "raised": an error on the way
+    failing = [r for r in runs if r.get("kind") in ("raised", "rejected")]
     if not failing or len(failing) != len(runs):
         return None
     return dict(failing[0], detail=str(failing[0].get("detail")).replace(

@@ -28,6 +28,27 @@ def drafter_spec(hf_config, target, max_model_len):
     return spec
 
 
+def permissive_self(cls, fields):
+    """An instance of the install's class without its __init__: the fields given, a
+    stand-in for any other attribute (what a base class's __init__, not run, would have
+    set), so the method runs on to the checks it makes of the config."""
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        value = StandIn("self." + attr)
+        object.__setattr__(self, attr, value)
+        return value
+    try:
+        sub = type(cls)(cls.__name__, (cls,), {"__getattr__": __getattr__,
+                                               "__abstractmethods__": frozenset()})
+        self = object.__new__(sub)
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
+        return self
+    except Exception:
+        return standin_self(cls, cls.__name__, fields)
+
+
 def called(function, roles, owner=None, fields=None):
     """One call of the install's function, its unknowns explored: the distinct outcomes,
     each as (kind, value or text, install line). With `owner`, the function is a method
@@ -36,7 +57,7 @@ def called(function, roles, owner=None, fields=None):
         target = function
         self = None
         if owner is not None:
-            self = standin_self(owner, owner.__name__, dict(fields or {}))
+            self = permissive_self(owner, dict(fields or {}))
             target = types.MethodType(function, self)
         args, kwargs = bind_arguments(target, roles)
         outcome, lines = traced(lambda: target(*args, **kwargs))
@@ -71,7 +92,8 @@ def defs_in(relative, key):
     lines = [i + 1 for i, text in enumerate(data.split(b"\n")) if key.encode() in text]
     module = load_entry(relative)
     found = []
-    for class_name, node in defs_reading(parse(path), key, lines):
+    tree = parse(path)
+    for class_name, node in defs_reading(tree, key_names(tree, key), lines):
         owner = module.__dict__.get(class_name) if class_name else None
         function = getattr(owner, node.name, None) if class_name else \
             module.__dict__.get(node.name)
