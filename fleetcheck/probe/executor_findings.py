@@ -96,8 +96,8 @@ def offset_findings(name, answer):
                 return a["observation"] != b["observation"]
             condition = separating(runs, differs)
             seen = "; ".join(sorted(set(describe_offset(r["observation"], ids) for r in runs)))
-            why = "%s: %s%s" % (entry.get("function"), seen or "no run finished",
-                                " depending on %s" % condition if condition else "")
+            why = "%s (%s): %s%s" % (entry.get("function"), where, seen or "no run finished",
+                                     " depending on %s" % condition if condition else "")
             out.setdefault(name + ":?", []).append(hit(
                 entry.get("file"), entry.get("line"), why, "runs disagree",
                 first["lines"] if first else (), why=why))
