@@ -559,6 +559,7 @@ class ServedProcess:
     drafter: str | None
     drafter_revision: str | None
     num_speculative_tokens: Any
+    max_model_len: Any  # --max-model-len as given (vLLM otherwise takes the target's)
     env: dict[str, str]
     environ_error: str | None
     port: int | None
@@ -639,6 +640,9 @@ class Served:
     drafters_asked: list[str]
     codes: dict[str, ConfigCode]  # by the architecture the registry maps
     loaded: ConfigLoad | None
+    # drafter_run.py: each served drafter run through the install's own code, by
+    # "pid:N" or "named:DIR"; raw answers, judged by checks/drafter_run.py
+    runs: dict[str, Any] | None = fact(limit=BIG_TEXT)
     log_templates: dict[str, list[str]] | None  # kind -> file:line of the install's formats
     error: str | None
 

@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fleetcheck.checks.aspects import Verdict
+from fleetcheck.checks.drafter_run import judge_run
 from fleetcheck.checks.served_entries import (DRAFTER_ID, DRAFTER_TITLE, LOADED_ID,
                                               LOADED_TITLE, judged_pids)
 from fleetcheck.checks.verdict import check_result
@@ -506,6 +507,27 @@ def drafters_of(facts: Facts) -> list[tuple[ModelPlace, list[ServedProcess], boo
     return list(found.values())
 
 
+def judge_runs(facts: Facts, model: ModelPlace, servers: list[ServedProcess], named: bool,
+               verdicts: tuple[Verdict, ...]) -> None:
+    """The drafter run through the install's own code, per server, into both checks (so
+    they agree wherever it ran)."""
+    runs = (facts.served.runs if facts.served else None) or {}
+    keyed = [("pid:%d" % s.pid, s) for s in servers]
+    if not servers:
+        keyed = [("named:%s" % model.dir, None)]
+    reading = model.reading
+    code = (facts.served.codes or {}).get(reading.architecture or "") if facts.served and \
+        reading else None
+    default = code.v2_default.default if code and code.v2_default and \
+        not code.v2_default.error else None
+    for key, server in keyed:
+        here = "drafter %s%s, run through the install's code" % (
+            drafter_name(model), " for server pid %d" % server.pid if server else "")
+        for verdict in verdicts:
+            judge_run(verdict, runs.get(key), here, server.env if server else None,
+                      server.environ_error if server else None, default)
+
+
 def drafter_checks(facts: Facts) -> list[CheckResult]:
     """drafter-config and drafter-loaded, when the host serves or is expected to serve a
     DFlash drafter; none otherwise (apply_served pads them once the fleet is in)."""
@@ -526,6 +548,7 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
             judge_loaded(loaded, model, data, facts, code)
         else:
             judge_refused(loaded, model, facts)
+        judge_runs(facts, model, servers, named, (static, loaded))
     why = "config loading is off" if served.loaded is None else "nothing loaded"
     return [static.result(DRAFTER_ID, DRAFTER_TITLE, "no DFlash drafter"),
             loaded.result(LOADED_ID, LOADED_TITLE, "not compared: " + why)]

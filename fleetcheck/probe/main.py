@@ -245,25 +245,35 @@ def gather_served(plan, install, code_root, context, owner):
         from fleetcheck.probe.config_loader import load_configs, not_loaded
         interpreter, runner, why = runner_for(install, plan, owner, context)
         timeout = min(float(options.get("load_timeout", 30)), deadline - time.monotonic() - 1)
+        targets = [(s.get("target_model") or {}).get("dir") for s in out["servers"]
+                   if s.get("drafter_model")]
+        dirs += [d for d in targets if d and d not in dirs]  # the target as loaded too
         out["loaded"] = not_loaded(interpreter, why) if runner is None else \
             load_configs(interpreter, site, drafter_groups(out, dirs, runner, context),
                          timeout)
+    if options.get("run_drafter", True):
+        from fleetcheck.probe.drafter_run import drafter_facts
+        interpreter, runner, why = runner_for(install, plan, owner, context)
+        out["runs"] = drafter_facts(out, interpreter, code_root, runner, why,
+                                    min(float(options.get("run_timeout", 30)),
+                                        deadline - time.monotonic() - 1))
     return out
 
 
 def drafter_groups(served, dirs, runner, context):
     """[(RunAs or None, [drafter dirs])]: each drafter directory is loaded as the owner
-    of the server that names it (one of root's or the probe's user's: as the install's
+    of the server that names it (a target's directory too: it is loaded beside its
+    drafter) (one of root's or the probe's user's: as the install's
     `runner`), so a directory another user chose is never read by the loader with more
     rights than that user's (None: the probe cannot switch to that user, so it is not
     loaded); a directory only an expectation names, as the install's runner."""
     from fleetcheck.probe.trust import RunAs, home_of
     owners = {}
     for entry in served["servers"]:
-        model = entry.get("drafter_model") or {}
         server = context.server(entry["pid"])
-        if model.get("dir") in dirs and server is not None and server.owner is not None:
-            owners.setdefault(model["dir"], server.owner)
+        for model in (entry.get("drafter_model") or {}, entry.get("target_model") or {}):
+            if model.get("dir") in dirs and server is not None and server.owner is not None:
+                owners.setdefault(model["dir"], server.owner)
     groups = []
     for directory in dirs:
         owner = owners.get(directory)

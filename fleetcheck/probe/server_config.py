@@ -177,12 +177,24 @@ def positional_model(argv, index):
     return None
 
 
+def max_model_len(text):
+    """--max-model-len as vLLM parses it (an int, or 1k / 1K / 1m: powers of 1000 and
+    1024), else the text as given."""
+    text = text.strip()
+    scale = {"k": 1000, "K": 1024, "m": 1000 ** 2, "M": 1024 ** 2}.get(text[-1:], 1)
+    digits = text[:-1] if scale != 1 else text
+    if digits.isascii() and digits.isdigit():
+        return int(digits) * scale
+    return text[:40]
+
+
 def server_settings(argv, index, speculative=None):
     """The target, the speculative settings and the served names from a server's argv;
     `index` is where `vllm` stands in `vllm serve` (None for `python -m ...`);
     `speculative`: speculative_config's reading of it, when already made."""
     flags = flag_values(argv, ("--model", "--revision", "--served-model-name", "--port",
-                               "--host", "--download-dir", "--download_dir") + SPEC_ARGS)
+                               "--host", "--download-dir", "--download_dir",
+                               "--max-model-len", "--max_model_len") + SPEC_ARGS)
     out = {"served_names": served_names(argv), "errors": []}
     model = (flags.get("--model") or [None])[-1]
     if model is None:
@@ -194,6 +206,9 @@ def server_settings(argv, index, speculative=None):
                       ("--download-dir", "download_dir")):
         if flags.get(name):
             out[key] = flags[name][-1]
+    length = (flags.get("--max-model-len") or flags.get("--max_model_len") or [None])[-1]
+    if length is not None:
+        out["max_model_len"] = max_model_len(length)
     spec, out["spec_from"], errors = speculative or speculative_config(argv, flags)
     out["errors"] += list(errors)
     if out["spec_from"] is None:

@@ -1,0 +1,138 @@
+"""The served drafter run through the install's own code: for each server of a DFlash
+drafter (and each drafter a plan names), one child of the install's interpreter (the
+executor's, executor.py: same runner, confinement and deadline) calls what the server
+will call on the drafter's config and its target's, as this install loads them
+(drafter_script.py). The answers are raw: checks/drafter_run.py turns them into verdicts.
+
+Which configs: the loader child's (config_loader.py) where it loaded them, else the
+config as the install's own conversions give it (config_conversion.py), else the file."""
+
+import os
+import time
+
+# the files each runner reads the drafter's settings in (globs under the site dir)
+RUNNERS = {
+    "v1": {"aux": ["vllm/v1/worker/gpu_model_runner.py"],
+           "mask": ["vllm/v1/spec_decode/llm_base_proposer.py",
+                    "vllm/v1/spec_decode/dflash.py"],
+           "anchor": ["vllm/v1/spec_decode/llm_base_proposer.py",
+                      "vllm/v1/spec_decode/dflash.py"]},
+    "v2": {"aux": ["vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"],
+           "mask": ["vllm/v1/worker/gpu/spec_decode/utils.py"],
+           "anchor": ["vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"]},
+}
+
+
+def config_of(model, loaded):
+    """(config dict, whence) of a model place as this install loads it."""
+    if not model:
+        return None, None
+    entry = ((loaded or {}).get("configs") or {}).get(model.get("dir") or "")
+    if entry and isinstance(entry.get("config"), dict):
+        return entry["config"], "loader"
+    reading = model.get("reading") or {}
+    if isinstance(reading.get("data"), dict):
+        return reading["data"], "conversion"
+    config = model.get("config") or {}
+    if isinstance(config.get("data"), dict):
+        return config["data"], "file"
+    return None, None
+
+
+def drafter_questions(served, codes):
+    """{question id: question} for every served DFlash drafter and each one named."""
+    loaded = served.get("loaded")
+    out = {}
+    places = [(s.get("drafter_model"), s) for s in served.get("servers", [])
+              if str(s.get("method") or "").lower() == "dflash"]
+    places += [(m, None) for m in served.get("named", [])]
+    for model, server in places:
+        drafter, whence = config_of(model, loaded)
+        if drafter is None:
+            continue
+        arch = ((model.get("reading") or {}).get("architecture"))
+        code = (codes or {}).get(arch) or {}
+        target, target_whence = config_of(server.get("target_model") if server else None,
+                                          loaded)
+        name = "pid:%s" % server["pid"] if server else "named:%s" % model.get("dir")
+        out[name] = {"id": name, "kind": "drafter", "drafter_config": drafter,
+                     "drafter_from": whence, "target_config": target,
+                     "target_from": target_whence, "module": code.get("module"),
+                     "max_model_len": server.get("max_model_len") if server else None,
+                     "runners": RUNNERS, "drafter_dir": model.get("dir")}
+    return out
+
+
+def run_drafters(interpreter, site, asked, timeout, runner):
+    """{question id: answer}: one executor child asked every drafter question (the
+    install's modules load once for all of them)."""
+    from fleetcheck.probe import jsonlite
+    from fleetcheck.probe.child import run_child
+    from fleetcheck.probe.drafter_script import script
+    from fleetcheck.probe.executor import MAX_ANSWER, confine
+    if timeout <= 0.5:
+        return dict((name, {"error": "no time left in the host's deadline to run the code"})
+                    for name in asked)
+    try:
+        site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
+                    for name in asked)
+    # the child reads the site through this descriptor, as the executor's does
+    os.set_inheritable(site_fd, True)
+    modules = set(q["module"] for q in asked.values() if q.get("module"))
+    real = sorted(modules | set(
+        g for files in RUNNERS.values() for globs in files.values() for g in globs))
+    request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(timeout - 0.5, 0.5),
+               "max_runs": 16, "real": real,
+               "questions": [asked[name] for name in sorted(asked)]}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    try:
+        out, err, code, timed_out = run_child(
+            [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script(),
+             jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
+    finally:
+        os.close(site_fd)
+    replies = {}
+    if not timed_out:
+        try:
+            replies = jsonlite.loads(out[:MAX_ANSWER].decode("utf-8", "replace").strip()
+                                     .splitlines()[-1])["answers"]
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+            replies = {}
+    answers = {}
+    for name, question in sorted(asked.items()):
+        answer = replies.get(name) if isinstance(replies, dict) else None
+        if not isinstance(answer, dict):
+            tail = err.decode("utf-8", "replace").strip()[-300:]
+            answer = {"error": "the install's code did not finish in %.1f s" % timeout
+                      if timed_out else "the install's interpreter %s %s%s" % (
+                          interpreter, "exited with %s" % code if code else
+                          "answered nothing for it", ": " + tail if tail else "")}
+        answer.update((key, question[key]) for key in (
+            "drafter_from", "target_from", "drafter_dir", "max_model_len", "target_config",
+            "drafter_config"))
+        answers[name] = answer
+    return answers
+
+
+def drafter_facts(served, interpreter, code_root, runner, why, timeout):
+    """The `runs` facts: each served drafter's answers, or why the code was not run (never
+    a verdict from a static reading in its place)."""
+    from fleetcheck.probe.executor import unprivileged
+    asked = drafter_questions(served, served.get("codes"))
+    if not asked:
+        return {}
+    if runner is not None:
+        runner, why = unprivileged(runner)
+    if runner is None:
+        return dict((name, {"error": "the install's code was not run: %s" % why})
+                    for name in asked)
+    if not os.path.isfile(interpreter or ""):
+        return dict((name, {"error": "the install's interpreter %s does not exist" %
+                            interpreter}) for name in asked)
+    try:
+        return run_drafters(interpreter, code_root, asked, timeout, runner)
+    except Exception as exc:  # a bug here must not cost the host's other facts
+        return dict((name, {"error": "running the install's code: %s: %s" % (
+            type(exc).__name__, exc)}) for name in asked)

