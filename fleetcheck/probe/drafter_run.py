@@ -8,7 +8,6 @@ Which configs: the loader child's (config_loader.py) where it loaded them, else 
 config as the install's own conversions give it (config_conversion.py), else the file."""
 
 import os
-import time
 
 # the files each runner reads the drafter's settings in (globs under the site dir)
 RUNNERS = {
