@@ -7,9 +7,11 @@ inside such a container and cached."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 from install_builders import cached, uv_binary, wheel_path
+from waits import wait_for
 
 SYSTEM_SITE = "/usr/local/lib/python3.11/dist-packages"
 RUN_FLAGS = ["--runtime", "runc", "--cgroup-manager=cgroupfs", "--network", "none",
@@ -20,6 +22,32 @@ ROOTFS = "/:O"  # the rootfs takes the image's place: after every option
 def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
                           check=check, timeout=300)
+
+
+def remove_containers(env: dict, *names: str) -> None:
+    """`podman rm -f` the containers, and make sure their processes are gone: a server
+    left running (a removal that failed) would be seen by every later test of this
+    worker's PID namespace as one more vLLM server on port 8000."""
+    pids = []
+    for name in names:
+        found = podman(env, "inspect", "--format", "{{.State.Pid}}", name, check=False)
+        pids += [int(p) for p in found.stdout.split() if p.isdigit() and int(p) > 0]
+    podman(env, "rm", "-f", "-t", "0", *names, check=False)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    wait_for(lambda: not any(os.path.exists("/proc/%d" % pid) and not zombie(pid)
+                             for pid in pids), 30, "the containers' processes ended")
+
+
+def zombie(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def system_site_by_uv(env: dict) -> str:

@@ -25,7 +25,7 @@ from fleetcheck.lab.containerd import PrivateContainerd, missing_requirements
 from fleetcheck.lab.wheels import real_install
 from podman_installs import (ROOTFS, RUN_FLAGS, SYSTEM_SITE, assert_official_image_install,
                              mounts, podman, private_storage, release_storage,
-                             system_site_by_uv)
+                             remove_containers, system_site_by_uv)
 
 pytestmark = pytest.mark.unit  # the tests with real engines say what they need
 
@@ -57,7 +57,7 @@ def podman_store(tmp_path_factory):
                "import time; time.sleep(100000)")
         yield env, conf
     finally:
-        podman(env, "rm", "-f", "-t", "0", "vllm", "sidecar", check=False)
+        remove_containers(env, "vllm", "sidecar")
         release_storage(work / "graph")
 
 

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetcheck.lab.testhosts import free_loopback_port
 from podman_installs import (ROOTFS, RUN_FLAGS, SYSTEM_SITE, mounts, podman, private_storage,
-                             release_storage, system_site_by_uv)
+                             release_storage, remove_containers, system_site_by_uv)
 from waits import wait_answering, wait_for
 
 pytestmark = [pytest.mark.containers, pytest.mark.root]
@@ -58,7 +58,7 @@ def pods(tmp_path_factory, real_venvs):
     try:
         yield work, env
     finally:
-        podman(env, "rm", "-f", "-t", "0", "vllm-new", "vllm-old", "vllm-sys", check=False)
+        remove_containers(env, "vllm-new", "vllm-old", "vllm-sys")
         release_storage(work / "graph")
 
 
