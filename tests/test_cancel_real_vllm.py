@@ -36,15 +36,6 @@ SETTLE_S = 2.0  # the issue's bound: no request reaches the server later than th
 WATCH_S = 4.0  # how long after that the count is watched for not growing
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    pool = real_vllm.Servers(str(tmp_path_factory.mktemp("vllm")))
-    try:
-        yield pool
-    finally:
-        pool.stop()
-
-
 def requests_seen(url: str) -> float | None:
     """Requests the server has taken in, from its own counters (every finish reason,
     aborted ones included, plus those still running or waiting); None once it is gone."""

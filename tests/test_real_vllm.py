@@ -44,15 +44,6 @@ def documented_dry_run() -> dict:
     return yaml.safe_load(block[:block.index("```")])["all"]["hosts"]["cpu-box"]["smoke"]
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    pool = real_vllm.Servers(str(tmp_path_factory.mktemp("vllm")))
-    try:
-        yield pool
-    finally:
-        pool.stop()
-
-
 def counters(text: str) -> dict[str, float]:
     """The spec-decode counters from the raw text, summed over engines (per position kept)."""
     totals: dict[str, float] = {}

@@ -33,15 +33,6 @@ REPETITIVE = {"version": "repetitive-test-1", "prompts": [
 LOAD = {"requests": 8, "max_tokens": 32, "time_budget_s": 150}
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    pool = real_vllm.Servers(str(tmp_path_factory.mktemp("vllm")))
-    try:
-        yield pool
-    finally:
-        pool.stop()
-
-
 def counters(text: str) -> dict[str, float]:
     totals: dict[str, float] = {}
     for name, labels, value in COUNTER.findall(text):

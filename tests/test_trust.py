@@ -6,7 +6,6 @@ runs only as that user, and a port that trickles bytes costs the witness one sec
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import pwd
@@ -22,36 +21,17 @@ import pytest
 import drafter_trees
 from drafter_trees import ZLAB
 from fleet_helpers import run_fleetcheck, ssh_hosts
+from second_user import NOBODY, as_nobody, chown_tree, world_dir
 from fleetcheck.lab.synthetic import FIXED, write_install
 from fleetcheck.lab.testhosts import free_loopback_port
 import waits
 
 pytestmark = [pytest.mark.root, pytest.mark.sshd]
 
-NOBODY = pwd.getpwnam("nobody")
-NOGROUP = grp.getgrgid(NOBODY.pw_gid).gr_name
 MARKER_CODE = """import os
 with open(os.path.join(%r, "torch-ran-as-%%d" %% os.getpid()), "w") as handle:
     handle.write(str(os.geteuid()))
 """
-
-
-def as_nobody(command: str) -> str:
-    return "exec setpriv --reuid=nobody --regid=%s --clear-groups -- %s" % (NOGROUP, command)
-
-
-def chown_tree(top: str, uid: int, gid: int) -> None:
-    os.lchown(top, uid, gid)
-    for base, dirs, files in os.walk(top):
-        for name in dirs + files:
-            os.lchown(os.path.join(base, name), uid, gid)
-
-
-def world_dir(prefix: str) -> str:
-    """A directory any user can enter (pytest's tmp_path is root's alone)."""
-    path = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
-    os.chmod(path, 0o755)
-    return path
 
 
 @pytest.fixture
