@@ -65,49 +65,17 @@ def drafter_questions(served, codes):
 def run_drafters(interpreter, site, asked, timeout, runner):
     """{question id: answer}: one executor child asked every drafter question (the
     install's modules load once for all of them)."""
-    from fleetcheck.probe import jsonlite
-    from fleetcheck.probe.child import run_child
     from fleetcheck.probe.drafter_script import script
-    from fleetcheck.probe.executor import MAX_ANSWER, confine
-    if timeout <= 0.5:
-        return dict((name, {"error": "no time left in the host's deadline to run the code"})
-                    for name in asked)
-    try:
-        site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
-                    for name in asked)
-    # the child reads the site through this descriptor, as the executor's does
-    os.set_inheritable(site_fd, True)
+    from fleetcheck.probe.executor import ask_install
     modules = set(q["module"] for q in asked.values() if q.get("module"))
     real = sorted(modules | set(
         g for files in RUNNERS.values() for globs in files.values() for g in globs))
-    request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(timeout - 0.5, 0.5),
-               "max_runs": 16, "real": real,
-               "questions": [asked[name] for name in sorted(asked)]}
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    try:
-        out, err, code, timed_out = run_child(
-            [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script(),
-             jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
-    finally:
-        os.close(site_fd)
-    replies = {}
-    if not timed_out:
-        try:
-            replies = jsonlite.loads(out[:MAX_ANSWER].decode("utf-8", "replace").strip()
-                                     .splitlines()[-1])["answers"]
-        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
-            replies = {}
+    replies = ask_install(interpreter, site, dict(
+        (name, dict(question, real=real)) for name, question in asked.items()),
+        timeout, runner, script(), 16)
     answers = {}
     for name, question in sorted(asked.items()):
-        answer = replies.get(name) if isinstance(replies, dict) else None
-        if not isinstance(answer, dict):
-            tail = err.decode("utf-8", "replace").strip()[-300:]
-            answer = {"error": "the install's code did not finish in %.1f s" % timeout
-                      if timed_out else "the install's interpreter %s %s%s" % (
-                          interpreter, "exited with %s" % code if code else
-                          "answered nothing for it", ": " + tail if tail else "")}
+        answer = replies[name]
         answer.update((key, question[key]) for key in (
             "drafter_from", "target_from", "drafter_dir", "max_model_len", "target_config",
             "drafter_config"))

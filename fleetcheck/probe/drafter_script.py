@@ -228,30 +228,8 @@ def ask_drafter(question):
     return answer
 
 
-def drafter_main():
-    confine()
-    os.environ = UnknownEnviron(os.environ)
-    out = {"python": sys.version.split()[0], "answers": {}}
-    try:
-        for question in REQUEST["questions"]:
-            try:
-                out["answers"][question["id"]] = ask_drafter(question)
-            except OutOfTime:
-                out["answers"][question["id"]] = {"error": "out of time after %.1f s" % (
-                    time.monotonic() - START)}
-                break
-            except Exception as exc:
-                out["answers"][question["id"]] = {"error": "%s: %s at %s" % (
-                    type(exc).__name__, str(exc)[:TEXT], last_install_line(
-                        sys.exc_info()[2]) or "the executor")}
-    finally:
-        out["skipped"] = SKIPPED[:40]
-        out["elapsed_s"] = round(time.monotonic() - START, 3)
-        sys.stdout.write(json.dumps(out, default=repr) + "\n")
-        sys.stdout.flush()
-
-
-drafter_main()
+ASKERS["drafter"] = ask_drafter
+main()
 '''
 
 

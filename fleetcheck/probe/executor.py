@@ -91,52 +91,52 @@ def questions(signature, substitutions):
     return out
 
 
-def run_questions(interpreter, site, asked, timeout, runner):
-    """{question id: answer} from one child per question, or {id: {"error": why}}."""
+def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
+    """{question id: answer} from one child of the install's interpreter asked every
+    question (the install's modules compile once for all of them), or {id: {"error": why}}
+    for each question it did not answer."""
     from fleetcheck.probe import jsonlite
     from fleetcheck.probe.child import run_child
-    from fleetcheck.probe.executor_script import SCRIPT
+    if timeout <= 0.5:
+        return dict((name, {"error": "no time left in the host's deadline to run the code"})
+                    for name in asked)
+    try:
+        site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
+                    for name in asked)
+    # the child reads the site through this descriptor (/proc/self/fd/N), so the
+    # directories above it (a private home, a 0700 temp dir) need not be open to it;
+    # what is inside is still read with the child's own permissions
+    os.set_inheritable(site_fd, True)
+    request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(timeout - 0.5, 0.5),
+               "max_runs": max_runs, "ids": IDS, "window": WINDOW,
+               "questions": [asked[name] for name in sorted(asked)]}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    try:
+        out, err, code, timed_out = run_child(
+            # the binary itself: a venv's python is a link into a tree the child may
+            # not be able to enter, and -S -I leaves the venv's site out anyway
+            [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script,
+             jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
+    finally:
+        os.close(site_fd)
     answers = {}
-    end = time.monotonic() + timeout
-    for name, question in sorted(asked.items()):
-        left = end - time.monotonic()
-        if left <= 0.5:
-            answers[name] = {"error": "no time left in the host's deadline to run the code"}
-            continue
+    for line in out[:MAX_ANSWER].decode("utf-8", "replace").splitlines():
         try:
-            site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError as exc:
-            answers[name] = {"error": "cannot open %s: %s" % (site, exc.strerror)}
+            reply = jsonlite.loads(line)
+        except ValueError:
             continue
-        # the child reads the site through this descriptor (/proc/self/fd/N), so the
-        # directories above it (a private home, a 0700 temp dir) need not be open to it;
-        # what is inside is still read with the child's own permissions
-        os.set_inheritable(site_fd, True)
-        request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(left - 0.5, 0.5),
-                   "max_runs": 64, "real": question["real"], "questions": [question],
-                   "ids": IDS, "window": WINDOW}
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        try:
-            out, err, code, timed_out = run_child(
-                # the binary itself: a venv's python is a link into a tree the child may
-                # not be able to enter, and -S -I leaves the venv's site out anyway
-                [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", SCRIPT,
-                 jsonlite.dumps(request)], left,
-                env, runner, prepare=confine)
-        finally:
-            os.close(site_fd)
-        if timed_out:
-            answers[name] = {"error": "the install's code did not finish in %.1f s" % left}
-            continue
-        try:
-            reply = jsonlite.loads(out[:MAX_ANSWER].decode("utf-8", "replace").strip()
-                                   .splitlines()[-1])
-            answers[name] = reply["answers"][name]
-        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
-            tail = err.decode("utf-8", "replace").strip()[-300:]
-            answers[name] = {"error": "the install's interpreter %s %s%s" % (
-                interpreter, "exited with %s" % code if code else "answered nothing",
-                ": " + tail if tail else "")}
+        if isinstance(reply, dict) and reply.get("id") in asked and \
+                isinstance(reply.get("answer"), (dict, list)):
+            answers[reply["id"]] = reply["answer"]
+    tail = err.decode("utf-8", "replace").strip()[-300:]
+    for name in asked:
+        if name not in answers:
+            answers[name] = {"error": "the install's code did not finish in %.1f s" % timeout
+                             if timed_out else "the install's interpreter %s %s%s" % (
+                                 interpreter, "exited with %s" % code if code else
+                                 "answered nothing for it", ": " + tail if tail else "")}
     return answers
 
 
@@ -144,6 +144,7 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
     """{check id: {"findings": {label: [hits]}, "errors": [...], "run_as": who}} for every
     check with a `run` finder."""
     from fleetcheck.probe.executor_findings import findings_of
+    from fleetcheck.probe.executor_script import SCRIPT
     out = {}
     signatures = [s for s in plan.get("signatures", []) if any(
         f.get("kind") == "run" for f in s.get("find", {}).values())]
@@ -151,25 +152,30 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
         return out
     if runner is not None:
         runner, why = unprivileged(runner)
+    asked, finders = {}, {}
     for signature in signatures:
-        substitutions = resolved_modules(code_root, signature)
-        asked = questions(signature, substitutions)
-        entry = {"findings": {}, "errors": []}
-        if runner is None:
-            answers = dict((name, {"error": "the install's code was not run: %s" % why})
-                           for name in asked)
-        elif not os.path.isfile(interpreter or ""):
-            answers = dict((name, {"error": "the install's interpreter %s does not exist" %
-                                   interpreter}) for name in asked)
-        else:
-            entry["run_as"] = runner.words()
-            entry["interpreter"] = interpreter
-            answers = run_questions(interpreter, code_root, asked,
-                                    deadline - time.monotonic(), runner)
-        for name, answer in sorted(answers.items()):
-            for label, hits in findings_of(name, asked[name], answer).items():
-                entry["findings"].setdefault(label, []).extend(hits)
-        out[signature["id"]] = entry
+        for name, question in questions(signature, resolved_modules(code_root,
+                                                                    signature)).items():
+            question["id"] = "%d:%s" % (len(asked), name)
+            asked[question["id"]] = question
+            finders[question["id"]] = (signature["id"], name)
+    entry = {}
+    if runner is None:
+        answers = dict((key, {"error": "the install's code was not run: %s" % why})
+                       for key in asked)
+    elif not os.path.isfile(interpreter or ""):
+        answers = dict((key, {"error": "the install's interpreter %s does not exist" %
+                              interpreter}) for key in asked)
+    else:
+        entry = {"run_as": runner.words(), "interpreter": interpreter}
+        answers = ask_install(interpreter, code_root, asked, deadline - time.monotonic(),
+                              runner, SCRIPT, 64)
+    for signature in signatures:
+        out[signature["id"]] = dict(entry, findings={}, errors=[])
+    for key, answer in sorted(answers.items()):
+        check, name = finders[key]
+        for label, hits in findings_of(name, asked[key], answer).items():
+            out[check]["findings"].setdefault(label, []).extend(hits)
     return out
 
 
