@@ -61,7 +61,9 @@ MAX_LABEL = 63  # a DNS label: what a pod's hostname is
 PRELOAD = ("ast", "binascii", "bisect", "collections", "copy", "hashlib", "http.client",
            "itertools", "json", "marshal", "re", "select", "shutil", "signal", "socket",
            "stat", "subprocess", "tempfile", "threading", "time", "types", "urllib.parse",
-           "zlib", "fnmatch", "glob", "encodings.idna", "email.parser", "_json")
+           "zlib", "fnmatch", "glob", "encodings.idna", "email.parser", "_json",
+           # the executor's child is confined with these before it runs the install's code
+           "resource", "ctypes", "pwd")
 NODE_INSTALL = "node"  # the label of the node's own install (--venv)
 
 

@@ -112,7 +112,7 @@ def loaded_032(tmp_path_factory) -> tuple[str, dict[str, Any]]:
         (directory / "config.json").write_text(json.dumps(config))
         dirs[name] = str(directory)
     load = load_configs(os.path.join(venv, "bin", "python"), site_of(venv),
-                        sorted(dirs.values()), 240, RunAs())
+                        [(RunAs(), sorted(dirs.values()))], 240)
     assert not load.get("error"), load
     return venv, dict((name, load["configs"][d]) for name, d in dirs.items())
 

@@ -119,7 +119,7 @@ def test_verdict_held_to_the_real_server(name, tmp_path):
     assert did == SHAPES[name][1], log
     target = os.path.join(models, "target")
     load = load_configs(os.path.join(venv, "bin", "python"), site_of(venv),
-                        [drafter, target], 240, RunAs())
+                        [(RunAs(), [drafter, target])], 240)
     assert not load.get("error"), load
     question = {"id": "pid:1", "kind": "drafter", "drafter_config":
                 copy.deepcopy(load["configs"][drafter]["config"]), "drafter_from": "loader",

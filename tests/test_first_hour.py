@@ -379,7 +379,7 @@ def test_evidence_shows_the_traced_argument_on_its_own_line(installed, tmp_path,
                 if c["id"] == "dflash-cache-drop")
     argument = [e for e in drop["evidence"] if e.get("step") == "argument"]
     assert argument and argument[0]["text"] == "use_eagle=self.use_eagle,"
-    call = next(e for e in drop["evidence"] if e.get("step") == "call")
+    call = next(e for e in drop["evidence"] if e.get("step") == "built")  # the call's line
     assert argument[0]["file"] == call["file"] and argument[0]["line"] > call["line"]
     assert "vllm/v1/core/sched/scheduler.py:%d: [argument] use_eagle=self.use_eagle," % (
         argument[0]["line"]) in run.stdout

@@ -170,8 +170,13 @@ def stand_in_extension() -> tuple[str, bytes] | None:
         return "vllm/_json" + path[path.index("."):], handle.read()
 
 
+# a synthetic install's bin/python: the base interpreter, not a venv's copy of it (a copy
+# in a private directory is one the unprivileged user that runs install code cannot start)
+BASE_PYTHON = getattr(sys, "_base_executable", None) or sys.executable
+
+
 def write_install(venv: str, version: str, files: dict[str, str], commit: str = "g0a1b2c3d4",
-                  python: str | None = sys.executable, compiled: bool = True) -> str:
+                  python: str | None = BASE_PYTHON, compiled: bool = True) -> str:
     """Write a venv-shaped tree holding a synthetic vllm; returns its site-packages."""
     site = os.path.join(venv, "lib", PY_DIR, "site-packages")
     contents: dict[str, str | bytes] = dict(files)

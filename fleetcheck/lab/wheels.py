@@ -13,6 +13,8 @@ import sys
 import venv
 import zipfile
 
+from fleetcheck.lab.synthetic import BASE_PYTHON
+
 CACHE = os.environ.get("FLEETCHECK_CACHE", os.path.expanduser("~/.cache/fleetcheck"))
 
 
@@ -77,6 +79,6 @@ def unpacked(version: str) -> str:
                                                    if n.endswith(".py") or ".dist-info/" in n])
         os.makedirs(os.path.join(target, "bin"), exist_ok=True)
         if not os.path.lexists(os.path.join(target, "bin", "python")):
-            os.symlink(sys.executable, os.path.join(target, "bin", "python"))
+            os.symlink(BASE_PYTHON, os.path.join(target, "bin", "python"))
         os.rename(site + ".partial", site)
     return target

@@ -70,7 +70,7 @@ def run_drafters(interpreter, site, asked, timeout, runner):
     modules = set(q["module"] for q in asked.values() if q.get("module"))
     real = sorted(modules | set(
         g for files in RUNNERS.values() for globs in files.values() for g in globs))
-    replies = ask_install(interpreter, site, dict(
+    replies, _ = ask_install(interpreter, site, dict(
         (name, dict(question, real=real)) for name, question in asked.items()),
         timeout, runner, script(), 16)
     answers = {}

@@ -85,8 +85,7 @@ def called(function, roles, owner=None, fields=None):
 def defs_in(relative, key):
     """(class, function object, line) of each def of a file whose body reads `key`."""
     path = os.path.join(SITE, relative)
-    with open(path, "rb") as handle:
-        data = handle.read()
+    data = source(path)
     if key.encode() not in data:
         return []
     lines = [i + 1 for i, text in enumerate(data.split(b"\n")) if key.encode() in text]

@@ -92,19 +92,20 @@ def questions(signature, substitutions):
 
 
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
-    """{question id: answer} from one child of the install's interpreter asked every
-    question (the install's modules compile once for all of them), or {id: {"error": why}}
-    for each question it did not answer."""
+    """({question id: answer}, {question id: [the install's files it could not read]})
+    from one child of the install's interpreter asked every question (the install's
+    modules compile once for all of them); {"error": why} for each question it did not
+    answer."""
     from fleetcheck.probe import jsonlite
     from fleetcheck.probe.child import run_child
     if timeout <= 0.5:
         return dict((name, {"error": "no time left in the host's deadline to run the code"})
-                    for name in asked)
+                    for name in asked), {}
     try:
         site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
-                    for name in asked)
+                    for name in asked), {}
     # the child reads the site through this descriptor (/proc/self/fd/N), so the
     # directories above it (a private home, a 0700 temp dir) need not be open to it;
     # what is inside is still read with the child's own permissions
@@ -121,7 +122,7 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
              jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
     finally:
         os.close(site_fd)
-    answers = {}
+    answers, unread = {}, {}
     for line in out[:MAX_ANSWER].decode("utf-8", "replace").splitlines():
         try:
             reply = jsonlite.loads(line)
@@ -130,6 +131,7 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
         if isinstance(reply, dict) and reply.get("id") in asked and \
                 isinstance(reply.get("answer"), (dict, list)):
             answers[reply["id"]] = reply["answer"]
+            unread[reply["id"]] = [str(why)[:300] for why in reply.get("unread") or []][:20]
     tail = err.decode("utf-8", "replace").strip()[-300:]
     for name in asked:
         if name not in answers:
@@ -137,7 +139,7 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
                              if timed_out else "the install's interpreter %s %s%s" % (
                                  interpreter, "exited with %s" % code if code else
                                  "answered nothing for it", ": " + tail if tail else "")}
-    return answers
+    return answers, unread
 
 
 def execute(plan, code_root, interpreter, runner, why, deadline):
@@ -159,7 +161,7 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
             question["id"] = "%d:%s" % (len(asked), name)
             asked[question["id"]] = question
             finders[question["id"]] = (signature["id"], name)
-    entry = {}
+    entry, unread = {}, {}
     if runner is None:
         answers = dict((key, {"error": "the install's code was not run: %s" % why})
                        for key in asked)
@@ -168,12 +170,15 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
                               interpreter}) for key in asked)
     else:
         entry = {"run_as": runner.words(), "interpreter": interpreter}
-        answers = ask_install(interpreter, code_root, asked, deadline - time.monotonic(),
-                              runner, SCRIPT, 64)
+        answers, unread = ask_install(interpreter, code_root, asked,
+                                      deadline - time.monotonic(), runner, SCRIPT, 64)
     for signature in signatures:
         out[signature["id"]] = dict(entry, findings={}, errors=[])
     for key, answer in sorted(answers.items()):
         check, name = finders[key]
+        for why in unread.get(key, []):  # a file of the fix's path the code could not read
+            if why not in out[check]["errors"]:
+                out[check]["errors"].append(why)
         for label, hits in findings_of(name, asked[key], answer).items():
             out[check]["findings"].setdefault(label, []).extend(hits)
     return out

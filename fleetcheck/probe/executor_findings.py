@@ -267,8 +267,13 @@ def drop_findings(name, answer):
         scheduler.get("function"), treatment_words(runs[0]["observation"]), decisions,
         len(runs))
     lines = decided_lines[:MAX_TRAIL // 2] + runs[0]["lines"][-(MAX_TRAIL // 2):]
-    out["%s:%s" % (name, "dropped" if dropped else "kept")] = [
-        hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines)]
+    built = hit(scheduler.get("file"), scheduler.get("to_line"), text, "built", lines)
+    argument = (scheduler.get("arguments") or {}).get("use_eagle")
+    if argument:  # first: the line of the call that hands the manager its use_eagle
+        path, line, words = split_at(argument)
+        built["trail"].insert(0, {"file": path, "line": line, "text": words,
+                                  "step": "argument"})
+    out["%s:%s" % (name, "dropped" if dropped else "kept")] = [built]
     opt_out = answer.get("scheduler_opt_out") or {}
     # the opt-in flag alone (0.30-0.32): no gate of the config's own decides the drop; where
     # one does (needs_eagle_block_drop) and still gives DFlash the drop, it is a fail

@@ -13,7 +13,7 @@ outcome, up to a bound of runs; the answers of all runs are printed, each with t
 choices it took (file:line) and the install's lines it executed (sys.settrace)."""
 
 SCRIPT = r'''
-import ast, builtins, dataclasses, fnmatch, inspect, json, os, re, signal, sys, time, types
+import ast, builtins, dataclasses, fnmatch, inspect, json, os, re, signal, stat, sys, time, types
 
 REQUEST = json.loads(sys.argv[1])
 SITE = REQUEST["site"].rstrip("/")  # /proc/self/fd/N: the site dir the probe opened for it
@@ -77,6 +77,43 @@ def rel(path):
     return answer
 
 
+SOURCES = {}
+FILE_ERRORS = []  # "file: why" of the install's files the child could not read
+MAX_SOURCE = 16 << 20
+
+
+class NotRegular(OSError):
+    pass
+
+
+def source(path):
+    """A file of the install, read once: opened without blocking and read only when it is
+    a regular file (a FIFO or a device in the tree is refused, never waited on)."""
+    data = SOURCES.get(path)
+    if data is not None:
+        return data
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotRegular(path, "not a regular file")
+            chunks, size = [], 0
+            while size <= MAX_SOURCE:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        why = "%s: %s" % (rel(path) or path, exc.strerror or exc.args[-1])
+        FILE_ERRORS.append(why)
+        raise
+    data = SOURCES[path] = b"".join(chunks)
+    return data
+
+
 LINE_CACHE = {}
 
 
@@ -84,8 +121,7 @@ def line_text(path, line):
     lines = LINE_CACHE.get(path)
     if lines is None:
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
+            lines = source(path).decode("utf-8", "replace").splitlines()
         except OSError:
             lines = []
         LINE_CACHE[path] = lines
@@ -339,6 +375,11 @@ def module_file(name):
     for path in (base + ".py", os.path.join(base, "__init__.py")):
         if os.path.isfile(path):
             return path
+        if os.path.lexists(path) and not os.path.isdir(path):
+            try:  # a module that is not a regular file: named in FILE_ERRORS
+                source(path)
+            except OSError:
+                pass
     return None
 
 
@@ -368,8 +409,7 @@ COMPILED = {}
 
 def parse(path):
     if path not in PARSED:
-        with open(path, "rb") as handle:
-            PARSED[path] = ast.parse(handle.read(), path)
+        PARSED[path] = ast.parse(source(path), path)
     return PARSED[path]
 
 
@@ -385,8 +425,7 @@ def load_real(name, path):
     try:  # most modules run whole: one compile (once per child), no syntax tree
         code = COMPILED.get(path)
         if code is None:
-            with open(path, "rb") as handle:
-                code = COMPILED[path] = compile(handle.read(), path, "exec", 0, True)
+            code = COMPILED[path] = compile(source(path), path, "exec", 0, True)
         exec(code, module.__dict__)
         return module
     except OutOfTime:
@@ -699,7 +738,7 @@ def signature_of(path, node):
         try:
             value = ast.literal_eval(expr)
         except ValueError:
-            value = StandIn(ast.get_source_segment(open(path).read(), expr) or "default")
+            value = StandIn(ast.get_source_segment(source(path).decode("utf-8", "replace"), expr) or "default")
         key = "_d%d" % len(namespace)
         namespace[key] = value
         return ast.Name(id=key, ctx=ast.Load())
@@ -954,8 +993,7 @@ def set_on_self(cls):
         path = getattr(sys.modules.get(getattr(klass, "__module__", "")), "__file__", None)
         if path and path not in SET_NAMES:
             try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    SET_NAMES[path] = assigned_attributes(handle.read())
+                SET_NAMES[path] = assigned_attributes(source(path).decode("utf-8", "replace"))
             except OSError:
                 SET_NAMES[path] = set()
         names |= SET_NAMES.get(path, set())
@@ -1029,8 +1067,7 @@ def ask_offset(question):
     for relative in files_under(question["files"]):
         path = os.path.join(SITE, relative)
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = source(path)
             if key.encode() not in data:
                 continue
             tree = parse(path)
@@ -1078,7 +1115,8 @@ def offset_entry(relative, class_name, node, ids, subclass=None):
         hf_config = drafter_config("offset")
         spec = install_speculative_config(hf_config) or speculative_standin(hf_config)
         vllm_config = vllm_config_standin(spec)
-        roles = [(r"^self$", None), (r"spec", spec), (r"vllm_config", vllm_config),
+        roles = [(r"^self$", None), (r"dflash", hf_config.dflash_config), (r"spec", spec),
+                 (r"vllm_config", vllm_config),
                  (r"hf_config|draft_config|^config$", hf_config), (r"draft_model_config",
                                                                     spec.draft_model_config)]
         stored = {}
@@ -1168,8 +1206,7 @@ def subclasses_overriding(owner, function, globs):
     for relative in files_under(globs):
         path = os.path.join(SITE, relative)
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = source(path)
         except OSError:
             continue
         if marker in data and re.search(rb"class\s+\w+\s*\([^)]*\b" + marker + rb"\b", data):
@@ -1342,8 +1379,7 @@ def ask_drop(question):
     config_rel = None
     for relative in files_under(question["files"]):
         path = os.path.join(SITE, relative)
-        with open(path, "rb") as handle:
-            if b"class SpeculativeConfig" in handle.read():
+        if b"class SpeculativeConfig" in source(path):
                 config_rel = relative
                 break
     if config_rel is None:
@@ -1416,9 +1452,8 @@ def drop_in_scheduler(globs, make_spec, question):
     manager = question.get("manager", "KVCacheManager")
     for relative in files_under(globs):
         path = os.path.join(SITE, relative)
-        with open(path, "rb") as handle:
-            if (manager + "(").encode() not in handle.read():
-                continue
+        if (manager + "(").encode() not in source(path):
+            continue
         tree = parse(path)
         for node in tree.body:
             if not isinstance(node, ast.ClassDef):
@@ -1440,9 +1475,8 @@ def engine_config_class(globs):
     lookahead hashes, say) are the install's own decisions for DFlash too."""
     for relative in files_under(globs):
         path = os.path.join(SITE, relative)
-        with open(path, "rb") as handle:
-            if b"class VllmConfig" not in handle.read():
-                continue
+        if b"class VllmConfig" not in source(path):
+            continue
         cls = load_entry(relative).__dict__.get("VllmConfig")
         return cls if isinstance(cls, type) else None
     return None
@@ -1466,6 +1500,20 @@ def config_instance(cls, fields):
     return self
 
 
+def call_arguments(path, statement, callee):
+    """{keyword: "file:line: text"} of the keywords the statement's call of `callee` passes:
+    the evidence names the line that hands over what was recorded (a call spans lines)."""
+    out = {}
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                node.func, "attr", None)) == callee:
+            for keyword in node.keywords:
+                line = getattr(keyword, "lineno", None) or keyword.value.lineno
+                if keyword.arg:
+                    out[keyword.arg] = "%s:%d: %s" % (rel(path), line, line_text(path, line))
+    return out
+
+
 def run_slice(relative, class_node, method, stop, make_spec, manager, question_files):
     path = os.path.join(SITE, relative)
     begin = next((i for i, s in enumerate(method.body[:stop + 1]) if any(
@@ -1473,7 +1521,8 @@ def run_slice(relative, class_node, method, stop, make_spec, manager, question_f
             getattr(c, "attr", None) or getattr(c, "id", None) or "") for c in ast.walk(s))),
         0)
     answer = {"file": relative, "function": "%s.%s" % (class_node.name, method.name),
-              "from_line": method.body[begin].lineno, "to_line": method.body[stop].lineno}
+              "from_line": method.body[begin].lineno, "to_line": method.body[stop].lineno,
+              "arguments": call_arguments(path, method.body[stop], manager)}
     module = load_entry(relative)
     cls = module.__dict__.get(class_node.name)
     mpath, mnode = follow_class(module_name(relative), manager)
@@ -1576,10 +1625,12 @@ def fresh(question):
     del CALLS[:]
 
 
-def answer_line(name, answer):
-    """One question's answer, printed as soon as it is known: a child killed later (its
-    deadline, its memory limit) still leaves the answers before it."""
-    sys.stdout.write(json.dumps({"id": name, "answer": answer}, default=repr) + "\n")
+def answer_line(name, answer, unread):
+    """One question's answer (and the install's files it could not read), printed as soon
+    as it is known: a child killed later (its deadline, its memory limit) still leaves the
+    answers before it."""
+    sys.stdout.write(json.dumps({"id": name, "answer": answer, "unread": unread},
+                                default=repr) + "\n")
     sys.stdout.flush()
 
 
@@ -1600,6 +1651,7 @@ def main():
             DEADLINE = now + max(end - now, 0) / (len(questions) - index)
             signal.setitimer(signal.ITIMER_REAL, max(DEADLINE - now, 0.05))
             fresh(question)
+            known = len(FILE_ERRORS)
             try:
                 answer = ASKERS[question["kind"]](question)
             except OutOfTime:
@@ -1609,7 +1661,7 @@ def main():
                     type(exc).__name__, str(exc)[:TEXT], last_install_line(
                         sys.exc_info()[2]) or "the executor")}
             signal.setitimer(signal.ITIMER_REAL, 0)
-            answer_line(question["id"], answer)
+            answer_line(question["id"], answer, sorted(set(FILE_ERRORS[known:])))
     finally:
         sys.stdout.write(json.dumps({"python": sys.version.split()[0],
                                      "skipped": SKIPPED[:40],
