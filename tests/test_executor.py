@@ -17,7 +17,7 @@ import pytest
 
 from fleetcheck.checks.fixes import judge_fix
 from fleetcheck.lab.local_probe import probe_tree
-from fleetcheck.lab.synthetic import FIXED, write_install
+from fleetcheck.lab.synthetic import FIXED, PY_DIR, write_install
 from fleetcheck.lab.wheels import unpacked
 from fleetcheck.playbook import load_playbook
 
@@ -185,3 +185,39 @@ def test_an_outcome_that_depends_on_the_platform_or_the_environment_is_a_warn_na
     assert result.status == "warn", result.message
     assert "%s:" % RUNNER in result.message and condition in result.message
     assert "returned (2, 10, 18)" in result.message and "returned (1, 9, 17)" in result.message
+
+
+HANGS = '''
+    class GPUModelRunner:
+        def _aux_layers_from_draft(self, hf_config):
+            ids = hf_config.dflash_config["target_layer_ids"]
+            while ids:  # asks no stand-in: only the question's own deadline stops it
+                pass
+    '''
+
+
+def test_a_question_whose_code_never_returns_leaves_the_others_their_answers(tmp_path):
+    """One child answers every fix question, each with its share of the time left: the
+    layer-id question spends its share and is a warn saying so, the two after it are
+    still decided by what the code did."""
+    results = verdicts(synthetic(tmp_path, {RUNNER: HANGS}))
+    offset = results["dflash-layer-offset"]
+    assert offset.status == "warn" and "out of time" in offset.message, offset.message
+    assert results["dflash-swa"].status == "pass", results["dflash-swa"].message
+    assert results["dflash-cache-drop"].status == "pass", results["dflash-cache-drop"].message
+
+
+def test_a_fifo_on_the_fix_path_is_an_error_naming_it_and_never_waited_on(tmp_path):
+    """The child opens the install's files without blocking and reads only regular ones:
+    a FIFO where the drafter's module is is an error naming it (the probe's own reads
+    refuse it the same way), and the run ends well inside its deadline."""
+    venv = synthetic(tmp_path)
+    drafter = os.path.join(venv, "lib", PY_DIR, "site-packages",
+                           "vllm/model_executor/models/qwen3_dflash.py")
+    assert os.path.exists(drafter), drafter
+    os.unlink(drafter)
+    os.mkfifo(drafter)
+    results = verdicts(venv)
+    swa = results["dflash-swa"]
+    assert swa.status == "error", swa.message
+    assert "qwen3_dflash.py" in swa.message and "not a regular file" in swa.message

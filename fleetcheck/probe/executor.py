@@ -14,7 +14,7 @@ import os
 import time
 
 MAX_ANSWER = 2 * 1024 * 1024
-CPU_S = 20
+MIN_CPU_S = 20
 MEMORY = 2 << 30
 EMPTY_DIRS = ("/var/empty", "/run/sshd", "/usr/share/empty")
 CLONE_NEWNET = 0x40000000
@@ -47,9 +47,11 @@ def empty_dir():
     return "/"
 
 
-def confine():
+def confine(cpu_s=MIN_CPU_S):
     """In the child, before its credentials change and it execs: no network (a namespace of
-    its own, when the probe may make one), limits, an empty working directory."""
+    its own, when the probe may make one), limits (CPU time: never below the child's
+    deadline, which stops it first and keeps the answers it has), an empty working
+    directory."""
     import resource
     if os.geteuid() == 0:
         try:
@@ -58,7 +60,7 @@ def confine():
             libc.unshare(CLONE_NEWNET)
         except (OSError, AttributeError):
             pass
-    for limit, value in ((resource.RLIMIT_CPU, CPU_S), (resource.RLIMIT_AS, MEMORY),
+    for limit, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, MEMORY),
                          (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0)):
         try:
             resource.setrlimit(limit, (value, value))
@@ -119,7 +121,8 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
             # the binary itself: a venv's python is a link into a tree the child may
             # not be able to enter, and -S -I leaves the venv's site out anyway
             [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script,
-             jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
+             jsonlite.dumps(request)], timeout, env, runner,
+            prepare=lambda: confine(max(MIN_CPU_S, int(timeout) + 2)))
     finally:
         os.close(site_fd)
     answers, unread = {}, {}
