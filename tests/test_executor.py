@@ -90,6 +90,39 @@ def test_real_0_20_1_fails_each_fix_on_what_its_code_did(real_trees):
     assert "KVCacheManager got use_eagle=True" in texts(results["dflash-cache-drop"])
 
 
+@pytest.mark.downloads
+def test_the_files_the_verdicts_rest_on_are_those_the_child_read(real_trees):
+    """The probe hashes them against RECORD (install-record) and a shared analysis's hosts
+    prove they hold them: every file of the evidence is one, and all are the install's."""
+    import time
+
+    from fleetcheck.probe.executor import execute
+    from fleetcheck.probe.trust import code_runner
+    venv = real_trees["0.33.0"]
+    site = os.path.join(venv, "lib", "python3", "site-packages")
+    python = os.path.join(venv, "bin", "python")
+    deadline = time.monotonic() + 60
+    runner, why = code_runner(None, python, site, deadline)
+    out, read = execute({"signatures": load_playbook().probe_signatures()}, site, python,
+                        runner, why, deadline)
+    evidence = {hit["file"] for check in out.values() for hits in check["findings"].values()
+                for hit in hits if hit.get("file")}
+    assert "vllm/v1/worker/gpu_model_runner.py" in evidence and evidence <= read, \
+        sorted(evidence - read)
+    assert "vllm/config/speculative.py" in read  # its use_dflash() decides, beyond the evidence
+    assert all(os.path.isfile(os.path.join(site, rel)) for rel in read)
+
+
+def test_a_file_the_child_names_as_read_must_be_inside_the_install():
+    """The child runs the install's code, which can print anything: a path out of the site
+    is never read (a lead would ship it) nor hashed."""
+    from fleetcheck.probe.executor import install_relative
+    assert install_relative("vllm/config/speculative.py")
+    for hostile in ("../../etc/shadow", "/etc/shadow", "vllm/../../etc/shadow", "vllm//x.py",
+                    "./vllm/x.py", "", "vllm/x\0.py", "x" * 2000, None, 5, ["vllm"]):
+        assert not install_relative(hostile), hostile
+
+
 def synthetic(tmp_path, files: dict | None = None, python: str | None = None) -> str:
     contents = dict(FIXED)
     contents.update({rel: textwrap.dedent(text) for rel, text in (files or {}).items()})

@@ -70,9 +70,9 @@ def run_drafters(interpreter, site, asked, timeout, runner):
     modules = set(q["module"] for q in asked.values() if q.get("module"))
     real = sorted(modules | set(
         g for files in RUNNERS.values() for globs in files.values() for g in globs))
-    replies, _ = ask_install(interpreter, site, dict(
+    replies = ask_install(interpreter, site, dict(
         (name, dict(question, real=real)) for name, question in asked.items()),
-        timeout, runner, script(), 16)
+        timeout, runner, script(), 16)[0]
     answers = {}
     for name, question in sorted(asked.items()):
         answer = replies[name]

@@ -14,6 +14,7 @@ import os
 import time
 
 MAX_ANSWER = 2 * 1024 * 1024
+MAX_READ = 2000  # files one answer may name as read (0.33.0's fix path reads about 60)
 MIN_CPU_S = 20
 MEMORY = 2 << 30
 EMPTY_DIRS = ("/var/empty", "/run/sshd", "/usr/share/empty")
@@ -94,7 +95,8 @@ def questions(signature, substitutions):
 
 
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
-    """({question id: answer}, {question id: [the install's files it could not read]})
+    """({question id: answer}, {question id: [the install's files it could not read]},
+    {the files, relative to `site`, the answers rest on: read or executed by the child})
     from one child of the install's interpreter asked every question (the install's
     modules compile once for all of them); {"error": why} for each question it did not
     answer."""
@@ -102,12 +104,12 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     from fleetcheck.probe.child import run_child
     if timeout <= 0.5:
         return dict((name, {"error": "no time left in the host's deadline to run the code"})
-                    for name in asked), {}
+                    for name in asked), {}, set()
     try:
         site_fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
-                    for name in asked), {}
+                    for name in asked), {}, set()
     # the child reads the site through this descriptor (/proc/self/fd/N), so the
     # directories above it (a private home, a 0700 temp dir) need not be open to it;
     # what is inside is still read with the child's own permissions
@@ -125,7 +127,7 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
             prepare=lambda: confine(max(MIN_CPU_S, int(timeout) + 2)))
     finally:
         os.close(site_fd)
-    answers, unread = {}, {}
+    answers, unread, read = {}, {}, set()
     for line in out[:MAX_ANSWER].decode("utf-8", "replace").splitlines():
         try:
             reply = jsonlite.loads(line)
@@ -135,6 +137,9 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
                 isinstance(reply.get("answer"), (dict, list)):
             answers[reply["id"]] = reply["answer"]
             unread[reply["id"]] = [str(why)[:300] for why in reply.get("unread") or []][:20]
+            files = reply.get("read")
+            read.update(f for f in (files if isinstance(files, list) else [])[:MAX_READ]
+                        if install_relative(f))
     tail = err.decode("utf-8", "replace").strip()[-300:]
     for name in asked:
         if name not in answers:
@@ -142,19 +147,28 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
                              if timed_out else "the install's interpreter %s %s%s" % (
                                  interpreter, "exited with %s" % code if code else
                                  "answered nothing for it", ": " + tail if tail else "")}
-    return answers, unread
+    return answers, unread, read
+
+
+def install_relative(path):
+    """A path the child says it read, kept only when it names a file inside the site dir:
+    the child runs the install's code, so what it prints is never taken as a path to
+    follow out of the install."""
+    return isinstance(path, str) and 0 < len(path) <= 1024 and "\0" not in path and \
+        not path.startswith("/") and all(p not in ("", ".", "..") for p in path.split("/"))
 
 
 def execute(plan, code_root, interpreter, runner, why, deadline):
-    """{check id: {"findings": {label: [hits]}, "errors": [...], "run_as": who}} for every
-    check with a `run` finder."""
+    """({check id: {"findings": {label: [hits]}, "errors": [...], "run_as": who}} for every
+    check with a `run` finder, the install's files (relative to code_root) the verdicts
+    rest on: what the child read or executed)."""
     from fleetcheck.probe.executor_findings import findings_of
     from fleetcheck.probe.executor_script import SCRIPT
     out = {}
     signatures = [s for s in plan.get("signatures", []) if any(
         f.get("kind") == "run" for f in s.get("find", {}).values())]
     if not signatures:
-        return out
+        return out, set()
     if runner is not None:
         runner, why = unprivileged(runner)
     asked, finders = {}, {}
@@ -164,7 +178,7 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
             question["id"] = "%d:%s" % (len(asked), name)
             asked[question["id"]] = question
             finders[question["id"]] = (signature["id"], name)
-    entry, unread = {}, {}
+    entry, unread, read = {}, {}, set()
     if runner is None:
         answers = dict((key, {"error": "the install's code was not run: %s" % why})
                        for key in asked)
@@ -173,8 +187,8 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
                               interpreter}) for key in asked)
     else:
         entry = {"run_as": runner.words(), "interpreter": interpreter}
-        answers, unread = ask_install(interpreter, code_root, asked,
-                                      deadline - time.monotonic(), runner, SCRIPT, 64)
+        answers, unread, read = ask_install(interpreter, code_root, asked,
+                                            deadline - time.monotonic(), runner, SCRIPT, 64)
     for signature in signatures:
         out[signature["id"]] = dict(entry, findings={}, errors=[])
     for key, answer in sorted(answers.items()):
@@ -184,7 +198,7 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
                 out[check]["errors"].append(why)
         for label, hits in findings_of(name, asked[key], answer).items():
             out[check]["findings"].setdefault(label, []).extend(hits)
-    return out
+    return out, read
 
 
 def resolved_modules(code_root, signature):

@@ -79,6 +79,7 @@ def rel(path):
 
 SOURCES = {}
 FILE_ERRORS = []  # "file: why" of the install's files the child could not read
+READ = set()  # the install's files this question read or executed (its answer rests on them)
 MAX_SOURCE = 16 << 20
 
 
@@ -91,6 +92,7 @@ def source(path):
     a regular file (a FIFO or a device in the tree is refused, never waited on)."""
     data = SOURCES.get(path)
     if data is not None:
+        READ.add(path)
         return data
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -111,6 +113,7 @@ def source(path):
         FILE_ERRORS.append(why)
         raise
     data = SOURCES[path] = b"".join(chunks)
+    READ.add(path)
     return data
 
 
@@ -424,6 +427,7 @@ def load_real(name, path):
     sys.modules[name] = module  # dataclasses and typing look a class's module up there
     try:  # most modules run whole: one compile (once per child), no syntax tree
         code = COMPILED.get(path)
+        READ.add(path)  # compiled by an earlier question: its source is not read again
         if code is None:
             code = COMPILED[path] = compile(source(path), path, "exec", 0, True)
         exec(code, module.__dict__)
@@ -1623,14 +1627,16 @@ def fresh(question):
     REPLACEMENTS.clear()
     del RECORDED[:]
     del CALLS[:]
+    READ.clear()
 
 
-def answer_line(name, answer, unread):
-    """One question's answer (and the install's files it could not read), printed as soon
-    as it is known: a child killed later (its deadline, its memory limit) still leaves the
-    answers before it."""
-    sys.stdout.write(json.dumps({"id": name, "answer": answer, "unread": unread},
-                                default=repr) + "\n")
+def answer_line(name, answer, unread, read):
+    """One question's answer, the install's files it could not read and those it read
+    (the probe hashes these against RECORD: the answer rests on their bytes), printed as
+    soon as it is known: a child killed later (its deadline, its memory limit) still
+    leaves the answers before it."""
+    sys.stdout.write(json.dumps({"id": name, "answer": answer, "unread": unread,
+                                 "read": read}, default=repr) + "\n")
     sys.stdout.flush()
 
 
@@ -1661,7 +1667,8 @@ def main():
                     type(exc).__name__, str(exc)[:TEXT], last_install_line(
                         sys.exc_info()[2]) or "the executor")}
             signal.setitimer(signal.ITIMER_REAL, 0)
-            answer_line(question["id"], answer, sorted(set(FILE_ERRORS[known:])))
+            answer_line(question["id"], answer, sorted(set(FILE_ERRORS[known:])),
+                        sorted(r for r in map(rel, READ) if r is not None))
     finally:
         sys.stdout.write(json.dumps({"python": sys.version.split()[0],
                                      "skipped": SKIPPED[:40],

@@ -45,7 +45,16 @@ def probe(plan, ask=None, stop_watch=None):
     code_root = install.get("code_root")
     root = code_root or install["site_packages"]
     facts["signatures"] = {}
-    examined = {}  # rel -> sha256 of the files a needle was found in (hashed against RECORD)
+    examined = {}  # rel -> sha256 (None: not read yet) of the files the verdicts rest on,
+    # hashed against RECORD: those a needle was found in and those the executor ran
+    ran = set()
+    # install code runs outside reading_as (trust.code_runner refuses it there): as the
+    # site's owner, or an unprivileged user of its own when that is root (executor.py);
+    # before the analysis, which ships and verifies the files it ran with its own
+    if code_root and any(f.get("kind") == "run" for s in plan.get("signatures", [])
+                         for f in s.get("find", {}).values()):
+        facts["executed"], ran = execute_fixes(plan, install, code_root, owner, context,
+                                               facts["errors"])
     with reading_as(context.install_reader):
         # the build's identity for same_build (and the shared-analysis key): one read of RECORD
         facts["record_sha256"] = build_key(dists[0]["path"]) if dists else None
@@ -54,16 +63,10 @@ def probe(plan, ask=None, stop_watch=None):
             os.path.join(root, "vllm", "_version.py")) if root else {"path": None,
                                                                      "exists": False}
         if code_root:
-            examined = analyse(plan, install, code_root, facts, ask)
+            examined = analyse(plan, install, code_root, facts, ask, ran)
         if plan.get("patches"):
             facts["patches"] = gather_patches(plan["patches"], code_root, dists,
                                               context.deadline)
-    # install code runs outside reading_as (trust.code_runner refuses it there): as the
-    # site's owner, or an unprivileged user of its own when that is root (executor.py)
-    if code_root and any(f.get("kind") == "run" for s in plan.get("signatures", [])
-                         for f in s.get("find", {}).values()):
-        facts["executed"] = execute_fixes(plan, install, code_root, owner, context,
-                                          facts["errors"])
     options = plan.get("integrity")
     if options:
         facts["integrity"] = gather_integrity(plan, install, examined, options, context,
@@ -153,7 +156,8 @@ def runner_for(install, plan, owner, context):
 
 def execute_fixes(plan, install, code_root, owner, context, errors):
     """The fix checks' `run` finders, answered by running the install's code (executor.py)
-    on every host: a result of running code is never taken from another host."""
+    on every host: a result of running code is never taken from another host. Returns
+    (facts, the files relative to code_root the answers rest on)."""
     from fleetcheck.probe.executor import execute
     venv = plan.get("venv")
     if venv and not install.get("interpreter") and \
@@ -165,12 +169,14 @@ def execute_fixes(plan, install, code_root, owner, context, errors):
         return execute(plan, code_root, interpreter, runner, why, context.deadline)
     except Exception as exc:  # a bug here must not cost the host's other facts
         errors.append("running the install's code: %s: %s" % (type(exc).__name__, exc))
-        return {}
+        return {}, set()
 
 
-def analyse(plan, install, code_root, facts, ask):
+def analyse(plan, install, code_root, facts, ask, ran):
     """Fix signatures, or proof that this host holds the bytes its build's analysis read
-    (see shared_bytes.py). Returns the examined files' hashes for the integrity check."""
+    and its executor ran (see shared_bytes.py). Returns the hashes (None: not read here)
+    of the files the verdicts rest on, for the integrity check: those a needle was found
+    in and those the executor ran (`ran`)."""
     reply = {}
     dists = install["dist_infos"]
     if ask is not None and plan.get("share_analysis") and dists and \
@@ -184,23 +190,32 @@ def analyse(plan, install, code_root, facts, ask):
             facts["signatures"] = None  # the controller fills in the build's analysis
             facts["shared_analysis"] = {"build": reply.get("build"), "files": len(hashes),
                                         "listings": len(reply["walks"])}
-            return dict((rel, hashes[rel]) for rel in reply.get("examined", [])
-                        if rel in hashes)
+            examined = dict((rel, hashes.get(rel)) for rel in ran)
+            examined.update((rel, hashes[rel]) for rel in reply.get("examined", [])
+                            if rel in hashes)
+            return examined
         facts["shared_analysis"] = {"build": reply.get("build"), "mismatch": why}
     # imported here: a host that verifies its build's bytes never loads the analysis
     # modules (the bootstrap executes a module when it is first imported); what that saves
     # is benchmarks/probe_cost.py's "shared analysis, follower" row against the lead's
-    from fleetcheck.probe.signatures import run_signature
+    from fleetcheck.probe.signatures import load_source, run_signature
     cache = {}
     walks = {}
     for signature in plan.get("signatures", []):
         facts["signatures"][signature["id"]] = run_signature(code_root, signature, cache,
                                                              walks)
+    examined = dict((rel, None) for rel in ran)
     if reply.get("role") == "lead":
+        # the files this host's executor ran ship too: a host of the build whose copy of
+        # one differs is then told so, and analyses its own files
+        for rel in sorted(ran):
+            entry = load_source(code_root, rel, cache)
+            examined[rel] = getattr(entry, "sha256", None)
         facts["shared_read"] = shipment(cache, walks)
     # (entries that could not be read are ProbeFileErrors, never examined)
-    return dict((entry.rel, entry.sha256) for entry in cache.values()
-                if getattr(entry, "examined", False))
+    examined.update((entry.rel, entry.sha256) for entry in cache.values()
+                    if getattr(entry, "examined", False))
+    return examined
 
 
 def gather_patches(patches, code_root, dists, deadline):

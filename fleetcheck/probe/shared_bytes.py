@@ -1,7 +1,8 @@
 """One analysis per build, proved on every host: hosts whose vllm dist-info has the same
 RECORD installed the same files, so the fix analysis need run once per build. The first
-host of a build (the lead) analyses as usual and also ships the bytes it read; the
-controller analyses those bytes itself. Every other host of the build then proves it
+host of a build (the lead) analyses as usual and also ships the bytes it read, and those
+its executor ran (each host still runs its own); the controller analyses those bytes
+itself. Every other host of the build then proves it
 holds the same bytes (sha256 of each file the analysis read, digest of each directory
 listing it walked) instead of lexing them again. A host that differs anywhere analyses
 its own files. Nothing a host says about another host is trusted: a lead can only ship
