@@ -88,11 +88,9 @@ def defs_in(relative, key):
     data = source(path)
     if key.encode() not in data:
         return []
-    lines = [i + 1 for i, text in enumerate(data.split(b"\n")) if key.encode() in text]
     module = load_entry(relative)
     found = []
-    tree = parse(path)
-    for class_name, node in defs_reading(tree, key_names(tree, key), lines):
+    for class_name, node in defs_reading(path, key_names(data, key)):
         owner = module.__dict__.get(class_name) if class_name else None
         function = getattr(owner, node.name, None) if class_name else \
             module.__dict__.get(node.name)

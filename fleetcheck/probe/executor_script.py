@@ -394,6 +394,15 @@ def is_real(name):
     return path if any(globbed(relative, g) for g in REAL_GLOBS) else None
 
 
+def module_future_flags(path):
+    """The __future__ features the module's own code was compiled with."""
+    import __future__
+    mask = 0
+    for feature in __future__.all_feature_names:
+        mask |= getattr(__future__, feature).compiler_flag
+    return compiled(path).co_flags & mask
+
+
 def future_flags(tree):
     import __future__
     flags = 0
@@ -426,11 +435,7 @@ def load_real(name, path):
     MODULES[name] = module
     sys.modules[name] = module  # dataclasses and typing look a class's module up there
     try:  # most modules run whole: one compile (once per child), no syntax tree
-        code = COMPILED.get(path)
-        READ.add(path)  # compiled by an earlier question: its source is not read again
-        if code is None:
-            code = COMPILED[path] = compile(source(path), path, "exec", 0, True)
-        exec(code, module.__dict__)
+        exec(compiled(path), module.__dict__)
         return module
     except OutOfTime:
         raise
@@ -667,39 +672,73 @@ def module_name(relative):
     return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
-def key_names(tree, key):
+CO_OPTIMIZED = 0x1  # a function's code object (a class body's is not)
+
+
+def compiled(path):
+    """The module's code object, compiled once per child (found and loaded from it)."""
+    code = COMPILED.get(path)
+    READ.add(path)  # compiled by an earlier question: its source is not read again
+    if code is None:
+        code = COMPILED[path] = compile(source(path), path, "exec", 0, True)
+    return code
+
+
+def key_names(data, key):
     """The key's text and the module-level names bound to it (`_KEY = "target_layer_ids"`)."""
-    names = [key]
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
-                node.value.value == key:
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return names
+    text = data.decode("utf-8", "replace")
+    return [key] + re.findall(r"(?m)^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*[\"']%s[\"']\s*$" %
+                              re.escape(key), text)
 
 
-def defs_reading(tree, names, lines):
-    """(class name or None, def node) of each def or method that holds the string `key`
-    (only the defs around the `lines` where the key's text is are walked)."""
-    found = []
+def holds_constant(value, key):
+    return value == key or (isinstance(value, (tuple, frozenset)) and any(
+        holds_constant(item, key) for item in value))
 
-    def holds(node):
-        end = getattr(node, "end_lineno", None) or node.lineno
-        if not any(node.lineno <= line <= end for line in lines):
-            return False
-        for child in ast.walk(node):
-            if (isinstance(child, ast.Constant) and child.value == names[0]) or (
-                    isinstance(child, ast.Name) and child.id in names[1:]):
+
+def code_reads(code, names):
+    """Whether the code (with the lambdas, comprehensions and defs inside it) holds the
+    key's text as a constant or uses a name bound to it."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if code_reads(const, names):
                 return True
-        return False
+        elif holds_constant(const, names[0]):
+            return True
+    used = set(code.co_names) | set(code.co_varnames) | set(code.co_cellvars) | \
+        set(code.co_freevars)
+    return any(name in used for name in names[1:])
 
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and holds(node):
-            found.append((None, node))
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and holds(item):
-                    found.append((node.name, item))
-    return found
+
+class Def(object):
+    """A def found in a module's code: its name and the line of its `def`."""
+
+    def __init__(self, path, code):
+        self.name = code.co_name
+        self.lineno = code.co_firstlineno
+        pattern = re.compile(r"(async\s+)?def\s+%s\b" % re.escape(code.co_name))
+        for line in range(code.co_firstlineno, code.co_firstlineno + 40):
+            if pattern.match(line_text(path, line)):
+                self.lineno = line
+                break
+
+
+def defs_reading(path, names):
+    """(class name or None, Def) of each module-level def and method that holds the key,
+    found in the compiled module (no syntax tree of a 300 KB model runner is built)."""
+    found = []
+    for const in compiled(path).co_consts:
+        if not isinstance(const, types.CodeType) or const.co_name.startswith("<"):
+            continue
+        if const.co_flags & CO_OPTIMIZED:
+            if code_reads(const, names):
+                found.append((None, Def(path, const)))
+            continue
+        for item in const.co_consts:  # a class body: its methods
+            if isinstance(item, types.CodeType) and item.co_flags & CO_OPTIMIZED and \
+                    not item.co_name.startswith("<") and code_reads(item, names):
+                found.append((const.co_name, Def(path, item)))
+    return sorted(found, key=lambda pair: pair[1].lineno)
 
 
 def class_def(tree, name):
@@ -1074,14 +1113,11 @@ def ask_offset(question):
             data = source(path)
             if key.encode() not in data:
                 continue
-            tree = parse(path)
-            names = key_names(tree, key)
-            lines = [i + 1 for i, text in enumerate(data.split(b"\n"))
-                     if any(n.encode() in text for n in names)]
+            found = defs_reading(path, key_names(data, key))
         except (OSError, SyntaxError, ValueError) as exc:
             answers.append({"file": relative, "error": "cannot parse: %s" % exc})
             continue
-        for class_name, node in defs_reading(tree, names, lines):
+        for class_name, node in found:
             entry = offset_entry(relative, class_name, node, ids)
             answers.append(entry)
             owner = entry.pop("_owner", None)
@@ -1290,7 +1326,12 @@ def registry_class(question):
     `"Arch": ("module", "Class")` entry (static: the registry is a table of literals)."""
     if not question.get("registry") or not question.get("arch"):
         return None
-    for node in ast.walk(parse(os.path.join(SITE, question["registry"]))):
+    path = os.path.join(SITE, question["registry"])
+    entry = re.search(r"""["']%s["']\s*:\s*[(\[]\s*["'][\w.]+["']\s*,\s*["'](\w+)["']\s*[)\]]""" %
+                      re.escape(question["arch"]), source(path).decode("utf-8", "replace"))
+    if entry:  # the table entry as written: no syntax tree of the whole registry
+        return entry.group(1)
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
                 if isinstance(key, ast.Constant) and key.value == question["arch"] and \
@@ -1458,20 +1499,69 @@ def drop_in_scheduler(globs, make_spec, question):
         path = os.path.join(SITE, relative)
         if (manager + "(").encode() not in source(path):
             continue
-        tree = parse(path)
-        for node in tree.body:
-            if not isinstance(node, ast.ClassDef):
+        for class_name, method in methods_naming(path, manager):
+            stop = next((i for i, s in enumerate(method.body) if any(
+                isinstance(c, ast.Call) and getattr(c.func, "id", getattr(
+                    c.func, "attr", None)) == manager for c in ast.walk(s))), None)
+            if stop is None:
                 continue
-            for method in node.body:
-                if not isinstance(method, ast.FunctionDef):
-                    continue
-                stop = next((i for i, s in enumerate(method.body) if any(
-                    isinstance(c, ast.Call) and getattr(c.func, "id", getattr(
-                        c.func, "attr", None)) == manager for c in ast.walk(s))), None)
-                if stop is None:
-                    continue
-                return run_slice(relative, node, method, stop, make_spec, manager, globs)
+            return run_slice(relative, types.SimpleNamespace(name=class_name), method, stop,
+                             make_spec, manager, globs)
     return {"error": "no method builds %s in %s" % (manager, ", ".join(globs))}
+
+
+def uses_name(code, name):
+    return name in code.co_names or any(
+        isinstance(c, types.CodeType) and uses_name(c, name) for c in code.co_consts)
+
+
+def methods_naming(path, name):
+    """(class name, FunctionDef) of each method of the module's classes whose code names
+    `name`, in the order they are defined: found in the compiled module, and only those
+    methods parsed (a syntax tree of the whole scheduler is not built)."""
+    for const in compiled(path).co_consts:
+        if not isinstance(const, types.CodeType) or const.co_flags & CO_OPTIMIZED or \
+                const.co_name.startswith("<"):
+            continue
+        for item in const.co_consts:
+            if isinstance(item, types.CodeType) and item.co_flags & CO_OPTIMIZED and \
+                    not item.co_name.startswith("<") and uses_name(item, name):
+                method = method_tree(path, Def(path, item))
+                if method is not None:
+                    yield const.co_name, method
+
+
+def method_tree(path, found):
+    """The FunctionDef of the def at `found.lineno`, parsed from its own lines (the block
+    its indentation spans), with the file's line numbers; the whole file's tree when that
+    block does not parse on its own."""
+    lines = source(path).decode("utf-8", "replace").split("\n")
+    start = found.lineno - 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end, depth = start, 0
+    while end < len(lines):  # past the signature, whose `) -> None:` may sit at the def's indent
+        code = lines[end].split("#", 1)[0]
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        end += 1
+        if depth <= 0 and code.rstrip().endswith(":"):
+            break
+    while end < len(lines):
+        text = lines[end]
+        if text.strip() and not text.lstrip().startswith("#") and \
+                len(text) - len(text.lstrip()) <= indent:
+            break
+        end += 1
+    block = "\n".join(line[indent:] if line[:indent].strip() == "" else line
+                      for line in lines[start:end])
+    try:
+        tree = ast.parse(block, path)
+        ast.increment_lineno(tree, start)
+        node = tree.body[0]
+    except (SyntaxError, ValueError, IndexError):
+        node = next((item for top in parse(path).body if isinstance(top, ast.ClassDef)
+                     for item in top.body if isinstance(item, ast.FunctionDef) and
+                     item.lineno == found.lineno), None)
+    return node if isinstance(node, ast.FunctionDef) and node.name == found.name else None
 
 
 def engine_config_class(globs):
@@ -1529,7 +1619,11 @@ def run_slice(relative, class_node, method, stop, make_spec, manager, question_f
               "arguments": call_arguments(path, method.body[stop], manager)}
     module = load_entry(relative)
     cls = module.__dict__.get(class_node.name)
-    mpath, mnode = follow_class(module_name(relative), manager)
+    bound = module.__dict__.get(manager)
+    if type(bound) is Lazy:  # imported, not loaded: where from is known without a tree
+        mpath, mnode = follow_class(*object.__getattribute__(bound, "_fc_where"))
+    else:
+        mpath, mnode = follow_class(module_name(relative), manager)
     signature = signature_of(mpath, mnode) if mnode is not None else None
     record = recorder(manager, signature, "%s:%d" % (rel(mpath), mnode.lineno)
                       if mnode is not None else None)
@@ -1538,7 +1632,7 @@ def run_slice(relative, class_node, method, stop, make_spec, manager, question_f
         decorator_list=[], returns=None, type_comment=None), method)
     function = ast.fix_missing_locations(function)
     code = compile(ast.Module(body=[function], type_ignores=[]), path, "exec",
-                   future_flags(parse(path)), dont_inherit=True)
+                   module_future_flags(path), dont_inherit=True)
     namespace = dict(module.__dict__)
     namespace[manager] = record
     exec(code, namespace)
