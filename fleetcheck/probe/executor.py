@@ -91,6 +91,18 @@ def questions(signature, substitutions):
     return out
 
 
+def site_for_child(site, site_fd):
+    """The site dir as the child names it: through the descriptor it inherits
+    (/proc/self/fd/N), so the directories above it (a private home, a 0700 temp dir) need
+    not be open to it; what is inside is still read with the child's own permissions.
+    Chrooted into a container's root by the node agent, /proc is the container's, which
+    knows no process of ours (the probe's own /proc/self fails the same way the child's
+    would): then the site's own path, as that root names it."""
+    if os.path.isdir("/proc/self/fd/%d" % site_fd):
+        return "/proc/self/fd/%d" % site_fd
+    return os.path.realpath(site)
+
+
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     """({question id: answer}, {question id: [the install's files it could not read]})
     from one child of the install's interpreter asked every question (the install's
@@ -106,11 +118,8 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     except OSError as exc:
         return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
                     for name in asked), {}
-    # the child reads the site through this descriptor (/proc/self/fd/N), so the
-    # directories above it (a private home, a 0700 temp dir) need not be open to it;
-    # what is inside is still read with the child's own permissions
     os.set_inheritable(site_fd, True)
-    request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(timeout - 0.5, 0.5),
+    request = {"site": site_for_child(site, site_fd), "budget_s": max(timeout - 0.5, 0.5),
                "max_runs": max_runs, "ids": IDS, "window": WINDOW,
                "questions": [asked[name] for name in sorted(asked)]}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
