@@ -24,7 +24,7 @@ WINDOW = 2048
 
 def unprivileged(runner):
     """The runner to use: the one trust.code_runner chose, unless that is root."""
-    from fleetcheck.probe.trust import RunAs
+    from fleetcheck.probe.trust import RunAs, cannot_switch
     if runner.uid is not None and runner.uid != 0:
         return runner, None
     if runner.uid is None and os.geteuid() != 0:
@@ -34,7 +34,9 @@ def unprivileged(runner):
         entry = pwd.getpwnam("nobody")
     except (ImportError, KeyError):
         return None, "root owns this install and no unprivileged user (nobody) exists to run it"
-    return RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name), None
+    nobody = RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name)
+    why = cannot_switch(nobody)
+    return (None, why) if why else (nobody, None)
 
 
 def empty_dir():
