@@ -9,9 +9,11 @@ with the same check plan, trust rules and playbook as `run` (runner.check_host).
 target per mount namespace: the servers of one container are judged together. `--venv`
 adds the node's own install, read through the root of the node's PID 1.
 
-The container's own code never runs from here: its interpreter and libraries are another
-user's, and the agent holds privileges over the whole node, so the checks that execute
-the install (install-import, drafter-loaded) are not run on containers' installs.
+The container's own code runs from here only as the fix checks' child does everywhere:
+as `nobody` (never root), confined (probe/executor.py). Its interpreter and libraries
+are another user's, and the agent holds privileges over the whole node, so the checks
+that load the install otherwise (install-import, drafter-loaded) are not run on
+containers' installs.
 
 A round's results go out as the results JSON, as Prometheus text for node_exporter's
 textfile collector, and a line on stdout; `--every` repeats rounds until SIGTERM."""

@@ -161,6 +161,18 @@ def test_a_root_owned_install_never_runs_as_root(tmp_path):
     assert {r.status for r in results.values()} == {"pass"}
 
 
+def test_a_directory_the_child_cannot_list_is_an_error_naming_it_never_a_fail(tmp_path):
+    """vllm/v1 closed to nobody: the layer-id code is not found because it could not be
+    listed, which must not read as "no code reads the key" (a fail)."""
+    venv = synthetic(tmp_path)
+    (site,) = [d for d, names, _ in os.walk(venv) if d.endswith("site-packages")]
+    os.chmod(os.path.join(site, "vllm", "v1"), 0o700)
+    result = verdicts(venv)["dflash-layer-offset"]
+    assert result.details["run_as"] == "user nobody"
+    assert result.status in ("error", "warn"), result.message
+    assert "vllm/v1/worker: Permission denied" in result.message, result.message
+
+
 def test_a_broken_install_interpreter_is_a_warn_naming_it(tmp_path):
     shared = tempfile.mkdtemp(prefix="fleetcheck-broken-python-")  # one nobody may enter
     os.chmod(shared, 0o755)

@@ -59,7 +59,7 @@ def test_the_daemonset_runs_fleetcheck_node_with_least_privilege():
     (container,) = pod["containers"]
     security = container["securityContext"]
     assert security["capabilities"] == {"drop": ["ALL"], "add": [
-        "SYS_PTRACE", "SYS_CHROOT", "DAC_READ_SEARCH"]}
+        "SYS_PTRACE", "SYS_CHROOT", "DAC_READ_SEARCH", "SETUID", "SETGID"]}
     assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     args = build_parser().parse_args(container["args"])

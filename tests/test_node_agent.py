@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.containers, pytest.mark.root]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE = "node-a"
 FIXES = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
+DAEMONSET_CAPS = "SYS_PTRACE,SYS_CHROOT,DAC_READ_SEARCH,SETUID,SETGID"
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +63,15 @@ def pods(tmp_path_factory, real_venvs):
         release_storage(work / "graph")
 
 
-def agent(env: dict, out, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def agent(env: dict, out, *args: str, check: bool = True,
+          caps: str = DAEMONSET_CAPS) -> subprocess.CompletedProcess:
     """`fleetcheck node` in a container of its own that shares the node's PID namespace
     (this test worker's), with this checkout's fleetcheck and its output directory, and
-    the DaemonSet's privileges: root with SYS_PTRACE, SYS_CHROOT and DAC_READ_SEARCH
-    only, no privilege escalation, a read-only root."""
+    the DaemonSet's privileges: root with SYS_PTRACE, SYS_CHROOT, DAC_READ_SEARCH, SETUID
+    and SETGID only, no privilege escalation, a read-only root."""
     return subprocess.run(
         ["podman", "run", "--rm", "--pid=host", "--cap-drop=all",
-         "--cap-add=SYS_PTRACE,SYS_CHROOT,DAC_READ_SEARCH", "--security-opt=no-new-privileges",
+         "--cap-add=" + caps, "--security-opt=no-new-privileges",
          "--read-only", "--read-only-tmpfs=false", *RUN_FLAGS[:-1], "-v", "%s:/out" % out,
          "-e", "TMPDIR=%s" % scratch(out), *log_links(out),
          "-e", "PYTHONPATH=%s" % ROOT, "-e", "XDG_CACHE_HOME=/out/cache",
@@ -189,12 +191,15 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     for fix in FIXES:
         assert checks[(new["name"], fix)]["status"] == "pass", checks[(new["name"], fix)]
         assert checks[(old["name"], fix)]["status"] == "fail", checks[(old["name"], fix)]
+        # decided by the pod's own code, run as nobody inside its root (never as root)
+        assert checks[(new["name"], fix)]["details"]["run_as"] == "user nobody", \
+            checks[(new["name"], fix)]["details"]
     # the expected build, per pod (each judged alone: no pod is compared with another)
     assert checks[(new["name"], "build-expected")]["status"] == "pass"
     assert checks[(old["name"], "build-expected")]["status"] == "fail"
     for check in ("install-record", "install-metadata", "install-leftovers"):
         assert checks[(new["name"], check)]["status"] == "pass", checks[(new["name"], check)]
-    # the container's own code is never executed by the agent
+    # the container's compiled modules are never loaded by the agent
     assert checks[(new["name"], "install-import")]["status"] == "skip"
     served = {s["pid"] for s in new["served"]}
     assert len(served) == 1 and new["container"]["pid"] not in {str(p) for p in served}
@@ -235,9 +240,10 @@ def test_agent_judges_each_pods_install_through_its_root(tmp_path, pods, node_ex
     assert (code, line) == (0, "fleetcheck: ok: every check passes on 2 installs\n"), line
     assert took < 5
 
-def node_install_round(tmp_path, env, venv: str) -> dict:
+def node_install_round(tmp_path, env, venv: str, caps: str = DAEMONSET_CAPS) -> dict:
     out = tmp_path / "out"
-    done = agent(env, out, "--once", "--json", "/out/node.json", "--venv", venv, check=False)
+    done = agent(env, out, "--once", "--json", "/out/node.json", "--venv", venv, check=False,
+                 caps=caps)
     assert (out / "node.json").exists(), done.stderr[-3000:]
     results = json.loads((out / "node.json").read_text())
     return {h["name"]: h for h in results["hosts"]}[NODE + "/node"]
@@ -258,6 +264,21 @@ def test_venv_judges_the_nodes_own_install(tmp_path, pods, real_venvs):
     # it ran (no torch here, so the modules linking it are a skip saying so)
     loaded = checks["install-import"]
     assert loaded["details"]["expected"] > 0 and "disabled" not in loaded["message"], loaded
+
+
+def test_an_agent_that_cannot_switch_users_says_so_and_runs_nothing_as_root(
+        tmp_path, pods, real_venvs):
+    """Without SETUID and SETGID (an older DaemonSet) the fix checks warn naming them:
+    the install's code is not run as root instead."""
+    mine = node_install_round(tmp_path, pods[1], real_venvs["0.33.0"],
+                              caps="SYS_PTRACE,SYS_CHROOT,DAC_READ_SEARCH")
+    assert mine["error"] is None, mine["error"]
+    for fix in FIXES:
+        check = {c["id"]: c for c in mine["checks"]}[fix]
+        assert check["status"] == "warn", check
+        assert "the install's code was not run: the probe runs as root without CAP_SETUID " \
+            "and CAP_SETGID, so it cannot run the install's code as user nobody" in \
+            check["message"], check["message"]
 
 
 @pytest.mark.xfail(strict=True, reason="the probe tells servers apart by port, not by network "

@@ -5,6 +5,7 @@ only as their reader could, and a child whose grandchild keeps its pipe open."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 
@@ -81,6 +82,25 @@ def test_another_users_install_runs_as_that_user_or_not_at_all(tmp_path):
         assert runner is None and "found through pid 4242 (user eve)'s server" in why
     gone = Owner(4243, -1, -1, frozenset(), "(gone)")
     assert code_runner(gone, sys.executable, str(tmp_path))[0] is None
+
+
+def test_a_probe_that_cannot_switch_users_runs_no_install_code_and_says_why():
+    """Root in a container without CAP_SETUID and CAP_SETGID (here: a root process whose
+    bounding set lacks them; a non-root process lacks them anyway): the runner that would
+    switch to another user is refused up front, naming what is missing."""
+    ask = ("from fleetcheck.probe.trust import RunAs, cannot_switch\n"
+           "print(cannot_switch(RunAs(65534, 65534, '/', 'nobody')))")
+    without = ["setpriv", "--bounding-set=-setuid,-setgid"] if os.geteuid() == 0 else []
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    said = subprocess.run([*without, sys.executable, "-c", ask], capture_output=True,
+                          text=True, env=env, timeout=60, check=True).stdout
+    assert "without CAP_SETUID and CAP_SETGID, so it cannot run the install's code as " \
+        "user nobody (and never runs it as root)" in said, said
+    if os.geteuid() == 0:  # with them (this root process): the switch is left to the child
+        from fleetcheck.probe.trust import cannot_switch
+        assert cannot_switch(RunAs(65534, 65534, "/", "nobody")) is None
+        assert cannot_switch(RunAs()) is None  # the probe's own user: no switch at all
 
 
 def test_a_sticky_directory_does_not_make_what_is_in_it_writable_by_others(tmp_path):

@@ -25,7 +25,7 @@ WINDOW = 2048
 
 def unprivileged(runner):
     """The runner to use: the one trust.code_runner chose, unless that is root."""
-    from fleetcheck.probe.trust import RunAs
+    from fleetcheck.probe.trust import RunAs, cannot_switch
     if runner.uid is not None and runner.uid != 0:
         return runner, None
     if runner.uid is None and os.geteuid() != 0:
@@ -35,7 +35,9 @@ def unprivileged(runner):
         entry = pwd.getpwnam("nobody")
     except (ImportError, KeyError):
         return None, "root owns this install and no unprivileged user (nobody) exists to run it"
-    return RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name), None
+    nobody = RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name)
+    why = cannot_switch(nobody)
+    return (None, why) if why else (nobody, None)
 
 
 def empty_dir():
@@ -94,6 +96,18 @@ def questions(signature, substitutions):
     return out
 
 
+def site_for_child(site, site_fd):
+    """The site dir as the child names it: through the descriptor it inherits
+    (/proc/self/fd/N), so the directories above it (a private home, a 0700 temp dir) need
+    not be open to it; what is inside is still read with the child's own permissions.
+    Chrooted into a container's root by the node agent, /proc is the container's, which
+    knows no process of ours (the probe's own /proc/self fails the same way the child's
+    would): then the site's own path, as that root names it."""
+    if os.path.isdir("/proc/self/fd/%d" % site_fd):
+        return "/proc/self/fd/%d" % site_fd
+    return os.path.realpath(site)
+
+
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     """({question id: answer}, {question id: [the install's files it could not read]},
     {the files, relative to `site`, the answers rest on: read or executed by the child})
@@ -110,11 +124,8 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     except OSError as exc:
         return dict((name, {"error": "cannot open %s: %s" % (site, exc.strerror)})
                     for name in asked), {}, set()
-    # the child reads the site through this descriptor (/proc/self/fd/N), so the
-    # directories above it (a private home, a 0700 temp dir) need not be open to it;
-    # what is inside is still read with the child's own permissions
     os.set_inheritable(site_fd, True)
-    request = {"site": "/proc/self/fd/%d" % site_fd, "budget_s": max(timeout - 0.5, 0.5),
+    request = {"site": site_for_child(site, site_fd), "budget_s": max(timeout - 0.5, 0.5),
                "max_runs": max_runs, "ids": IDS, "window": WINDOW,
                "questions": [asked[name] for name in sorted(asked)]}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}

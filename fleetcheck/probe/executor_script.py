@@ -649,6 +649,14 @@ def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
 
 
 # --- finding what to run (static: where the key is read, which class is mapped) ----------
+def unlisted(exc):
+    """A directory of the install the child could not list is named in FILE_ERRORS (one
+    that does not exist is no error: an older install has no such package)."""
+    if not isinstance(exc, FileNotFoundError):
+        FILE_ERRORS.append("%s: %s" % (rel(exc.filename or "") or exc.filename,
+                                       exc.strerror or exc))
+
+
 def files_under(globs):
     out = []
     for pattern in globs:
@@ -657,7 +665,7 @@ def files_under(globs):
         if os.path.isfile(os.path.join(SITE, pattern)):
             out.append(pattern)
             continue
-        for dirpath, dirnames, filenames in os.walk(top):
+        for dirpath, dirnames, filenames in os.walk(top, onerror=unlisted):
             dirnames.sort()
             for filename in sorted(filenames):
                 relative = rel(os.path.join(dirpath, filename))
@@ -1745,6 +1753,14 @@ def main():
     confine()
     os.environ = UnknownEnviron(os.environ)
     questions = REQUEST["questions"]
+    try:
+        os.listdir(SITE)
+    except OSError as exc:  # else every glob would find nothing: "no code reads the key"
+        unreadable = {"error": "the install's site dir cannot be listed by its user: %s" % (
+            exc.strerror or exc)}
+        questions = []
+        for question in REQUEST["questions"]:
+            answer_line(question["id"], unreadable, [])
     try:
         for index, question in enumerate(questions):
             now = time.monotonic()

@@ -9,7 +9,7 @@ import time
 from fleetcheck.probe import jsonlite
 from fleetcheck.probe.context import ProbeContext
 from fleetcheck.probe.files import ProbeFileError
-from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site
+from fleetcheck.probe.install import locate_install, read_version_file, venv_of_site, which
 from fleetcheck.probe.integrity import (compiled_modules, editable_tree, import_check,
                                         installs_running, install_changed_at, record_rows,
                                         uv_leftovers, verify_record)
@@ -146,6 +146,9 @@ def runner_for(install, plan, owner, context):
     """(the interpreter, RunAs or None, why not) for running the install's code: decided
     once per run (the closure check lstats the whole install)."""
     interpreter = install.get("interpreter") or plan.get("interpreter") or sys.executable
+    if "/" not in interpreter:
+        # a name (a container's `python3`): the file PATH finds, as the install was found
+        interpreter = which(interpreter) or interpreter
     key = (interpreter, owner.uid if owner is not None else None)
     if key not in context.code_runners:
         context.code_runners[key] = code_runner(owner, interpreter,

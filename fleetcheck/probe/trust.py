@@ -207,6 +207,38 @@ class RunAs(object):
         return "user %s" % (self.name if self.uid is not None else user_name(os.geteuid()))
 
 
+CAP_SETGID, CAP_SETUID = 6, 7
+
+
+def cannot_switch(runner):
+    """Why this process cannot run code under `runner`'s credentials (None when it can, or
+    when its capabilities cannot be read: the child then says what failed). Root in a
+    container may lack CAP_SETUID or CAP_SETGID, and install code never runs as root."""
+    if runner is None or runner.uid is None:
+        return None
+    kept = os.environ.get(KEPT_PROC_FD, "")
+    try:
+        if kept.isdigit():  # chrooted by the node agent: the host's /proc it kept
+            fd = os.open("self/status", os.O_RDONLY, dir_fd=int(kept))
+        else:
+            fd = os.open("/proc/self/status", os.O_RDONLY)
+        try:
+            text = os.read(fd, 65536).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+        effective = next(int(line.split()[1], 16) for line in text.splitlines()
+                         if line.startswith("CapEff:"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    missing = [name for bit, name in ((CAP_SETUID, "CAP_SETUID"), (CAP_SETGID, "CAP_SETGID"))
+               if not effective >> bit & 1]
+    if not missing:
+        return None
+    return ("the probe runs as %s without %s, so it cannot run the install's code as %s "
+            "(and never runs it as root)" % (user_name(os.geteuid()), " and ".join(missing),
+                                             runner.words()))
+
+
 # what the readers import when first used: loaded before the switch, since the user read
 # as may not be able to open the probe's interpreter's standard library (under /root)
 READERS_IMPORT = ("ast", "re", "json", "hashlib", "binascii", "bisect", "itertools", "zlib",
@@ -336,7 +368,9 @@ def code_runner(owner, interpreter, site, deadline=None):
         return None, "%s has exited: whose install this is cannot be told" % owner.words()
     if owner is not None and not trusted(owner):
         if me == 0:
-            return RunAs(owner.uid, owner.gid, home_of(owner.uid), owner.name), None
+            runner = RunAs(owner.uid, owner.gid, home_of(owner.uid), owner.name)
+            why = cannot_switch(runner)
+            return (None, why) if why else (runner, None)
         return None, ("the install was found through %s's server; the probe runs as %s and "
                       "cannot run its code as that user" % (owner.words(), user_name(me)))
     runner, allowed = RunAs(), (0, me)
@@ -355,4 +389,5 @@ def code_runner(owner, interpreter, site, deadline=None):
     problem = closure_problem(closure_roots(interpreter, site), allowed, deadline)
     if problem:
         return None, "%s: its code is not run as %s" % (problem, runner.words())
-    return runner, None
+    why = cannot_switch(runner)
+    return (None, why) if why else (runner, None)
