@@ -1760,7 +1760,7 @@ def main():
             exc.strerror or exc)}
         questions = []
         for question in REQUEST["questions"]:
-            answer_line(question["id"], unreadable, [])
+            answer_line(question["id"], unreadable, [], [])
     try:
         for index, question in enumerate(questions):
             now = time.monotonic()
