@@ -91,6 +91,25 @@ def questions(signature, substitutions):
     return out
 
 
+def binary_descriptor(binary):
+    """A close-on-exec descriptor of the interpreter's binary, which the child execs as
+    /proc/self/fd/N: a venv made with --copies keeps its python in the venv, and when that
+    is a private directory (root's home, a 0700 temp dir) the unprivileged child could not
+    reach the binary by its path. None (exec by path) where there is no /proc or the
+    file is not a regular one (a FIFO is never opened for reading: non-blocking)."""
+    import stat
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        fd = os.open(binary, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     """({question id: answer}, {question id: [the install's files it could not read]})
     from one child of the install's interpreter asked every question (the install's
@@ -114,14 +133,19 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
                "max_runs": max_runs, "ids": IDS, "window": WINDOW,
                "questions": [asked[name] for name in sorted(asked)]}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    # the binary itself: a venv's python is a link into a tree the child may not be able
+    # to enter, and -S -I leaves the venv's site out anyway
+    binary = os.path.realpath(interpreter)
+    binary_fd = binary_descriptor(binary)
     try:
         out, err, code, timed_out = run_child(
-            # the binary itself: a venv's python is a link into a tree the child may
-            # not be able to enter, and -S -I leaves the venv's site out anyway
-            [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script,
-             jsonlite.dumps(request)], timeout, env, runner, prepare=confine)
+            [binary, "-S", "-I", "-B", "-c", script, jsonlite.dumps(request)], timeout, env,
+            runner, prepare=confine,
+            executable=None if binary_fd is None else "/proc/self/fd/%d" % binary_fd)
     finally:
         os.close(site_fd)
+        if binary_fd is not None:
+            os.close(binary_fd)
     answers, unread = {}, {}
     for line in out[:MAX_ANSWER].decode("utf-8", "replace").splitlines():
         try:
