@@ -95,8 +95,9 @@ def binary_descriptor(binary):
     """A close-on-exec descriptor of the interpreter's binary, which the child execs as
     /proc/self/fd/N: a venv made with --copies keeps its python in the venv, and when that
     is a private directory (root's home, a 0700 temp dir) the unprivileged child could not
-    reach the binary by its path. None (exec by path) where there is no /proc or the
-    file is not a regular one (a FIFO is never opened for reading: non-blocking)."""
+    reach the binary by its path. None (exec by path) where there is no /proc, or the
+    file is not a regular one (a FIFO is never opened for reading: non-blocking), or not
+    an ELF binary (a #! script's interpreter would be handed a descriptor closed on exec)."""
     import stat
     if not os.path.isdir("/proc/self/fd"):
         return None
@@ -104,10 +105,13 @@ def binary_descriptor(binary):
         fd = os.open(binary, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF":
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
