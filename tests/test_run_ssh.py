@@ -19,10 +19,26 @@ FIX_IDS = ("dflash-layer-offset", "dflash-swa", "dflash-cache-drop")
 
 
 def assert_evidence_is_on_disk(venv: str, evidence: dict) -> None:
-    """Evidence can be re-checked by hand: the named line holds the start of the text."""
+    """Evidence can be re-checked by hand: a line that ran (or passed the argument) holds
+    the start of the text; an observation of a function's return is at that function's
+    def, and one of what a construction got is at that call."""
     with open(os.path.join(site_packages(venv), evidence["file"]), encoding="utf-8") as handle:
         line = handle.read().splitlines()[evidence["line"] - 1].strip()
-    assert evidence["text"].startswith(line[:40]), (line, evidence)
+    step = evidence.get("step") or ""
+    if step == "returned" or re.fullmatch(r"shift [+-]\d+", step):
+        function = evidence["text"].split(" returned ", 1)[0].rsplit(".", 1)[-1]
+        assert " returned " in evidence["text"] and line.startswith("def %s(" % function), \
+            (line, evidence)
+    elif step == "built":
+        call = re.match(r"(?:[\w.]+\s*=\s*)?([\w.]+)\(", line)
+        assert call, (line, evidence)
+        callee = call.group(1).rsplit(".", 1)[-1]
+        # the recorder stands in for Attention: its text is what each layer got
+        assert callee in evidence["text"] or (callee == "Attention" and " got " in
+                                              evidence["text"]), (line, evidence)
+    else:
+        assert step in ("ran", "argument"), evidence
+        assert line and evidence["text"].startswith(line[:40]), (line, evidence)
 
 
 @pytest.fixture
@@ -64,12 +80,21 @@ def test_real_wheels_verdicts_commits_and_evidence(tmp_path, real_fleet, real_ve
     assert {e["file"] for e in offset_new} == {
         "vllm/v1/worker/gpu_model_runner.py",
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
-    # each path's read is DFlash's own (dflash_config), never DSpark's hf_config read
-    reads = [e for e in offset_new if e.get("step") in ("read", "+1")]
-    assert len(reads) >= 2 and all("dflash_config" in e["text"] for e in reads), offset_new
-    offset_old = run.check("gpu-old", "dflash-layer-offset")["evidence"][0]
+    # both paths, run with DFlash's ids, return each + 1; the ids they read are DFlash's
+    # own (dflash_config), never DSpark's hf_config read
+    returned = [e for e in offset_new if e.get("step") == "returned"]
+    assert {e["file"] for e in returned} == {e["file"] for e in offset_new}, offset_new
+    assert all("returned (2, 10, 18) for target_layer_ids [1, 9, 17]" in e["text"]
+               for e in returned), offset_new
+    reads = [e for e in offset_new if e.get("step") == "ran" and "target_layer_ids" in e["text"]]
+    assert reads and all("dflash_config" in e["text"] for e in reads), offset_new
+    old_evidence = run.check("gpu-old", "dflash-layer-offset")["evidence"]
+    offset_old = old_evidence[0]
     assert offset_old["file"] == "vllm/v1/worker/gpu_model_runner.py"
-    assert 'dflash_config.get("target_layer_ids")' in offset_old["text"]
+    assert offset_old["step"] == "shift +0", offset_old
+    assert "returned (1, 9, 17) for target_layer_ids [1, 9, 17]" in offset_old["text"]
+    assert any(e.get("step") == "ran" and 'dflash_config.get("target_layer_ids")' in e["text"]
+               for e in old_evidence), old_evidence
     assert "VLLM_USE_V2_MODEL_RUNNER=1" in run.check("gpu-new", "dflash-swa")["message"]
 
     down = run.host("gpu-down")
@@ -141,7 +166,10 @@ def test_restyled_real_install_keeps_verdict_and_lookalike_does_not_fake_one(
                          "--known-hosts", fleet.known_hosts)
     offset = run.check("gpu-patched", "dflash-layer-offset")
     assert offset["status"] == "pass", offset
-    assert "layer_id + 1" in offset["evidence"][0]["text"]
+    first = offset["evidence"][0]
+    assert first["step"] == "returned" and "returned (2, 10, 18)" in first["text"], first
+    assert any(e.get("step") == "ran" and e["text"] == "layer_id + 1"
+               for e in offset["evidence"]), offset["evidence"]
     assert "suggests not fixed" in offset["message"]  # 0.20.1 by version, fixed by code
     assert run.check("gpu-patched", "dflash-swa")["status"] == "fail"
 

@@ -124,6 +124,12 @@ def loaded_config(facts: Facts, model: ModelPlace) -> dict[str, Any] | None:
     return entry.config
 
 
+def was_loaded(facts: Facts, model: ModelPlace) -> bool:
+    """Whether the install's loader answered for this drafter (its config or a refusal)."""
+    load = facts.served.loaded if facts.served else None
+    return load is not None and load.configs.get(model.dir or "") is not None
+
+
 REGISTRY = "vllm/model_executor/models/registry.py"
 
 
@@ -548,7 +554,10 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
             judge_loaded(loaded, model, data, facts, code)
         else:
             judge_refused(loaded, model, facts)
-        judge_runs(facts, model, servers, named, (static, loaded))
+        # drafter-loaded carries the run only where the loader ran on this drafter: with
+        # config loading off (or no answer for it) it stays a skip saying so
+        judge_runs(facts, model, servers, named,
+                   (static, loaded) if was_loaded(facts, model) else (static,))
     why = "config loading is off" if served.loaded is None else "nothing loaded"
     return [static.result(DRAFTER_ID, DRAFTER_TITLE, "no DFlash drafter"),
             loaded.result(LOADED_ID, LOADED_TITLE, "not compared: " + why)]

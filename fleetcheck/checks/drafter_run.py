@@ -2,7 +2,8 @@
 what each runner does with the drafter's config against its target's. An exception the
 install raises is a fail that quotes it; a value that contradicts the config's intent is a
 fail naming the key; an outcome that depends on something unknown (the runner, the
-target) is a warn naming it. Both drafter checks carry these aspects, so they agree."""
+target) is a warn naming it. Both drafter checks carry these aspects, so they agree
+(drafter-loaded only where the install's loader ran on the drafter)."""
 
 from __future__ import annotations
 

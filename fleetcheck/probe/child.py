@@ -77,10 +77,11 @@ def collect(pid, out_r, err_r, timeout):
     return got[out_r], got[err_r], code, timed_out
 
 
-def run_child(argv, timeout, env, runner, run=None, prepare=None):
+def run_child(argv, timeout, env, runner, run=None, prepare=None, executable=None):
     """Start `argv` (or, with `run`, fork and call it: the same interpreter, no second
     start-up) as `runner` says, stdin from /dev/null, and collect it (see collect).
-    `prepare` runs in the child just before its credentials change (limits, namespaces)."""
+    `prepare` runs in the child just before its credentials change (limits, namespaces).
+    `executable` is the file to exec when it is not argv[0] (a /proc/self/fd/N path)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -100,7 +101,7 @@ def run_child(argv, timeout, env, runner, run=None, prepare=None):
             if run is not None:
                 run()
             else:
-                os.execvpe(argv[0], argv, runner.environ(env))
+                os.execvpe(executable or argv[0], argv, runner.environ(env))
         except BaseException as exc:  # noqa: B902 - the child must end here, whatever
             try:
                 os.write(2, ("cannot start %s: %s\n" % (

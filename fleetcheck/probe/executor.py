@@ -108,6 +108,29 @@ def site_for_child(site, site_fd):
     return os.path.realpath(site)
 
 
+def binary_descriptor(binary):
+    """A close-on-exec descriptor of the interpreter's binary, which the child execs as
+    /proc/self/fd/N: a venv made with --copies keeps its python in the venv, and when that
+    is a private directory (root's home, a 0700 temp dir) the unprivileged child could not
+    reach the binary by its path. None (exec by path) where there is no /proc, or the
+    file is not a regular one (a FIFO is never opened for reading: non-blocking), or not
+    an ELF binary (a #! script's interpreter would be handed a descriptor closed on exec)."""
+    import stat
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        fd = os.open(binary, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF":
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
 def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
     """({question id: answer}, {question id: [the install's files it could not read]},
     {the files, relative to `site`, the answers rest on: read or executed by the child})
@@ -129,15 +152,19 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
                "max_runs": max_runs, "ids": IDS, "window": WINDOW,
                "questions": [asked[name] for name in sorted(asked)]}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    # the binary itself: a venv's python is a link into a tree the child may not be able
+    # to enter, and -S -I leaves the venv's site out anyway
+    binary = os.path.realpath(interpreter)
+    binary_fd = binary_descriptor(binary)
     try:
         out, err, code, timed_out = run_child(
-            # the binary itself: a venv's python is a link into a tree the child may
-            # not be able to enter, and -S -I leaves the venv's site out anyway
-            [os.path.realpath(interpreter), "-S", "-I", "-B", "-c", script,
-             jsonlite.dumps(request)], timeout, env, runner,
-            prepare=lambda: confine(max(MIN_CPU_S, int(timeout) + 2)))
+            [binary, "-S", "-I", "-B", "-c", script, jsonlite.dumps(request)], timeout, env,
+            runner, prepare=lambda: confine(max(MIN_CPU_S, int(timeout) + 2)),
+            executable=None if binary_fd is None else "/proc/self/fd/%d" % binary_fd)
     finally:
         os.close(site_fd)
+        if binary_fd is not None:
+            os.close(binary_fd)
     answers, unread, read = {}, {}, set()
     for line in out[:MAX_ANSWER].decode("utf-8", "replace").splitlines():
         try:
