@@ -69,6 +69,13 @@ def window_key(config: dict[str, Any]) -> str:
     return "sliding_window"
 
 
+def mask_key(config: dict[str, Any]) -> str:
+    """The key the mask token is read from: dflash_config's, else the top level."""
+    if "mask_token_id" in dflash_config(config) or "mask_token_id" not in config:
+        return "dflash_config.mask_token_id"
+    return "mask_token_id"
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -183,10 +190,11 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
             continue
         tokens = [t for t in mask_tokens(entry) if is_number(t)]
         if tokens and vocab and all(not 0 <= t < size for t in tokens for size in vocab):
-            problems.append(("dflash_config.mask_token_id %s, which %s takes as the parallel "
-                             "drafting token, is outside the embedding table (vocab_size "
-                             "%s): the first request fails" % (
-                                 tokens[0], entry["function"].rsplit(": ", 1)[-1],
+            problems.append(("%s %s, which %s takes as the parallel drafting token, is "
+                             "outside the embedding table (vocab_size %s): the first "
+                             "request fails" % (
+                                 mask_key(config), tokens[0],
+                                 entry["function"].rsplit(": ", 1)[-1],
                                  " / ".join(str(v) for v in sorted(set(vocab)))), at(entry)))
     anchor = dflash_config(config).get("sample_from_anchor")
     for entry in part.get("anchor") or []:
