@@ -61,6 +61,14 @@ CASES = {
         "mask_token_id is null"),
     "null-mask-v2": (zlab(dflash_mask_token_id=None), None, "1", Status.FAIL,
                      "int() argument"),
+    "mask-at-vocab-size-v1": (dict(drafter_trees.USE_SWA, dflash_config=dict(
+        drafter_trees.USE_SWA["dflash_config"], mask_token_id=1024)), None, "0", Status.FAIL,
+        "mask_token_id 1024"),
+    "mask-at-vocab-size-v2": (zlab(dflash_mask_token_id=1024), None, "1", Status.FAIL,
+                              "mask_token_id 1024"),
+    "string-window-v1": (dict(drafter_trees.USE_SWA, dflash_config=dict(
+        drafter_trees.USE_SWA["dflash_config"], swa_window_size="1024")), None, "0",
+        Status.FAIL, "swa_window_size '1024' for layer 0"),
     "mixed-on-v1": (zlab(), None, "0", Status.FAIL, "require the V2 model runner"),
     "mixed-runner-unset": (zlab(), None, None, Status.WARN, "V1 model runner only"),
     "good-dflash": (zlab(), None, "1", Status.PASS, "takes this drafter"),

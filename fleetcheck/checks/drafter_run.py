@@ -63,6 +63,45 @@ def wants_window(config: dict[str, Any], layer: int) -> bool:
     return isinstance(types, list) and layer < len(types) and types[layer] == SLIDING
 
 
+def window_key(config: dict[str, Any]) -> str:
+    """The key a sliding layer's window is read from: dflash_config's, else the top level."""
+    if "swa_window_size" in dflash_config(config):
+        return "dflash_config.swa_window_size"
+    return "sliding_window"
+
+
+def mask_key(config: dict[str, Any]) -> str:
+    """The key the mask token is read from: dflash_config's, else the top level."""
+    if "mask_token_id" in dflash_config(config) or "mask_token_id" not in config:
+        return "dflash_config.mask_token_id"
+    return "mask_token_id"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def vocab_sizes(config: dict[str, Any], target: Any) -> list[int]:
+    """The embedding tables the drafter may look its mask token up in: its own
+    (sized by its vocab_size) and the target's (shared with it by the proposer)."""
+    text = target.get("text_config") if isinstance(target, dict) and isinstance(
+        target.get("text_config"), dict) else target
+    sizes = [config.get("vocab_size"), text.get("vocab_size") if isinstance(text, dict)
+             else None]
+    return [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s > 0]
+
+
+def mask_tokens(entry: dict[str, Any]) -> list[Any]:
+    """The parallel drafting token a runner's def stored (V1) or returned (V2)."""
+    found = []
+    for run in outcomes(entry):
+        if "parallel_drafting_token_id" in run.get("stored", {}):
+            found.append(run["stored"]["parallel_drafting_token_id"])
+        elif run.get("kind") == "returned" and "stored" not in run:
+            found.append(run.get("value"))
+    return found
+
+
 def outcomes(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in entry.get("runs") or [] if r.get("kind") != "infeasible"]
 
@@ -87,11 +126,12 @@ def raised(entry: dict[str, Any]) -> dict[str, Any] | None:
         "'Namespace' object", "the loaded config"))
 
 
-def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool = False
-                    ) -> list[tuple[str, Evidence]]:
+def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool = False,
+                    vocab: list[int] | None = None) -> list[tuple[str, Evidence]]:
     """What one runner refuses or gets wrong: (words, evidence). The decoder layer's
     construction counts only on a config the install's loader loaded (`loaded`): a file's
-    config lacks the class defaults the loader fills, which the layer reads."""
+    config lacks the class defaults the loader fills, which the layer reads. `vocab`: the
+    sizes of the embedding tables the mask token may be looked up in."""
     problems: list[tuple[str, Evidence]] = []
     for function in part.get("attention") or []:
         name = (function.get("function") or "").rsplit(": ", 1)[-1]
@@ -103,6 +143,13 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
                 break
             values = [r.get("value") for r in outcomes(layer)]
             windows = [v[0] for v in values if isinstance(v, list) and len(v) == 2]
+            odd = [w for w in windows if w is not None and not is_number(w)]
+            if odd:
+                problems.append(("%s %r for layer %d (by %s) is not a number: the server's "
+                                 "KV cache sizing (window - 1) raises at start" % (
+                                     window_key(config), odd[0], index, name),
+                                 at(function)))
+                break
             if windows and wants_window(config, index) and all(w is None for w in windows):
                 problems.append(("layer %d is sliding by layer_types/dflash_config.use_swa, "
                                  "but %s gives it no window" % (index, name),
@@ -141,6 +188,15 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
             problems.append(("dflash_config.mask_token_id is null, which %s takes as the "
                              "parallel drafting token: the first request fails" % (
                                  entry["function"].rsplit(": ", 1)[-1]), at(entry)))
+            continue
+        tokens = [t for t in mask_tokens(entry) if is_number(t)]
+        if tokens and vocab and all(not 0 <= t < size for t in tokens for size in vocab):
+            problems.append(("%s %s, which %s takes as the parallel drafting token, is "
+                             "outside the embedding table (vocab_size %s): the first "
+                             "request fails" % (
+                                 mask_key(config), tokens[0],
+                                 entry["function"].rsplit(": ", 1)[-1],
+                                 " / ".join(str(v) for v in sorted(set(vocab)))), at(entry)))
     anchor = dflash_config(config).get("sample_from_anchor")
     for entry in part.get("anchor") or []:
         failing = raised(entry)
@@ -211,8 +267,10 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
     config = answer.get("drafter_config") or {}
     used, why = runner_in_use(env, environ_error, default)
     loaded = answer.get("drafter_from") == "loader"
+    vocab = vocab_sizes(config, answer.get("target_config"))
     problems = dict((runner, runner_problems(answer.get("runners", {}).get(runner) or {},
-                                             config, loaded)) for runner in ("v1", "v2"))
+                                             config, loaded, vocab))
+                    for runner in ("v1", "v2"))
     source = "as the install's loader loads it" if answer.get("drafter_from") == "loader" \
         else "as the install converts config.json"
     for runner in ("v1", "v2"):
