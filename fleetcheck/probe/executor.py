@@ -14,28 +14,39 @@ import os
 import time
 
 MAX_ANSWER = 2 * 1024 * 1024
+# the child's time: at most MAX_RUN_S (install code that swallows the alarm's exception
+# runs no longer), leaving the host RESERVE_S for its other facts
+MAX_RUN_S = 60
+RESERVE_S = 1.0
 MAX_READ = 2000  # files one answer may name as read (0.33.0's fix path reads about 60)
 MIN_CPU_S = 20
 MEMORY = 2 << 30
 EMPTY_DIRS = ("/var/empty", "/run/sshd", "/usr/share/empty")
 CLONE_NEWNET = 0x40000000
 IDS = [1, 9, 17]
+# the kernel's overflow uid and gid: who runs a root-owned install's code where the host's
+# passwd has no usable nobody, and always inside a container's root (the node agent), whose
+# passwd the image's author wrote (a nobody of uid 0, or another pod's uid, is never used)
+NOBODY = 65534
 WINDOW = 2048
 
 
 def unprivileged(runner):
     """The runner to use: the one trust.code_runner chose, unless that is root."""
-    from fleetcheck.probe.trust import RunAs, cannot_switch
+    from fleetcheck.probe.trust import KEPT_PROC_FD, RunAs, cannot_switch
     if runner.uid is not None and runner.uid != 0:
         return runner, None
     if runner.uid is None and os.geteuid() != 0:
         return runner, None
-    try:
-        import pwd
-        entry = pwd.getpwnam("nobody")
-    except (ImportError, KeyError):
-        return None, "root owns this install and no unprivileged user (nobody) exists to run it"
-    nobody = RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name)
+    nobody = RunAs(NOBODY, NOBODY, "/", "nobody")
+    if not os.environ.get(KEPT_PROC_FD):  # not inside a container's root: its own passwd
+        try:
+            import pwd
+            entry = pwd.getpwnam("nobody")
+            if entry.pw_uid > 0 and entry.pw_gid > 0:
+                nobody = RunAs(entry.pw_uid, entry.pw_gid, "/", entry.pw_name)
+        except (ImportError, KeyError):
+            pass
     why = cannot_switch(nobody)
     return (None, why) if why else (nobody, None)
 
@@ -112,18 +123,19 @@ def binary_descriptor(binary):
     """A close-on-exec descriptor of the interpreter's binary, which the child execs as
     /proc/self/fd/N: a venv made with --copies keeps its python in the venv, and when that
     is a private directory (root's home, a 0700 temp dir) the unprivileged child could not
-    reach the binary by its path. None (exec by path) where there is no /proc, or the
-    file is not a regular one (a FIFO is never opened for reading: non-blocking), or not
-    an ELF binary (a #! script's interpreter would be handed a descriptor closed on exec)."""
-    import stat
+    reach the binary by its path. Opened as files.open_for opens any file (checked through
+    O_PATH first: a FIFO or a device put in its place is never opened). None (exec by
+    path) where there is no /proc, or the file is not a regular one, or not an ELF binary
+    (a #! script's interpreter would be handed a descriptor closed on exec)."""
+    from fleetcheck.probe.files import ProbeFileError, open_for
     if not os.path.isdir("/proc/self/fd"):
         return None
     try:
-        fd = os.open(binary, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        fd = open_for(binary, None)
+    except ProbeFileError:
         return None
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF":
+        if os.pread(fd, 4, 0) == b"\x7fELF":
             return fd
     except OSError:
         pass
@@ -174,7 +186,9 @@ def ask_install(interpreter, site, asked, timeout, runner, script, max_runs):
         if isinstance(reply, dict) and reply.get("id") in asked and \
                 isinstance(reply.get("answer"), (dict, list)):
             answers[reply["id"]] = reply["answer"]
-            unread[reply["id"]] = [str(why)[:300] for why in reply.get("unread") or []][:20]
+            whys = reply.get("unread")
+            unread[reply["id"]] = [str(why)[:300] for why in (
+                whys if isinstance(whys, list) else [])][:20]
             files = reply.get("read")
             read.update(f for f in (files if isinstance(files, list) else [])[:MAX_READ]
                         if install_relative(f))
@@ -226,7 +240,8 @@ def execute(plan, code_root, interpreter, runner, why, deadline):
     else:
         entry = {"run_as": runner.words(), "interpreter": interpreter}
         answers, unread, read = ask_install(interpreter, code_root, asked,
-                                            deadline - time.monotonic(), runner, SCRIPT, 64)
+                                            min(deadline - time.monotonic() - RESERVE_S,
+                                                MAX_RUN_S), runner, SCRIPT, 64)
     for signature in signatures:
         out[signature["id"]] = dict(entry, findings={}, errors=[])
     for key, answer in sorted(answers.items()):

@@ -1707,21 +1707,41 @@ def out_of_time(signum, frame):
     raise OutOfTime()
 
 
+PR_SET_DUMPABLE = 4
+
+
 def confine():
-    """No new processes, and an alarm at each question's deadline (a loop that asks no
-    stand-in)."""
+    """No new processes; not dumpable (another process of the same user can neither read
+    the descriptors the probe handed over through /proc nor trace the child and forge its
+    answers); an alarm at each question's deadline (a loop that asks no stand-in); and the
+    answers on a descriptor of their own, the install's prints going to stderr (a line the
+    install's code prints is never read as an answer)."""
     import resource
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     except (ValueError, OSError):
         pass
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
     signal.signal(signal.SIGALRM, out_of_time)
+    sys.stdout.flush()
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return answers
+
+
+ENVIRON = dict(os.environ)  # the child's own: PATH and LANG, as the probe gave it
 
 
 def fresh(question):
     """Each question loads the install's modules anew, with its own real ones (a module one
     question executes is a stand-in for another); compiled code and parsed trees are kept."""
     REAL_GLOBS[:] = question.get("real", REQUEST.get("real", []))
+    os.environ = UnknownEnviron(ENVIRON)  # what an earlier question's code set is gone
     for name, module in list(MODULES.items()):
         if sys.modules.get(name) is module:
             del sys.modules[name]
@@ -1732,14 +1752,14 @@ def fresh(question):
     READ.clear()
 
 
-def answer_line(name, answer, unread, read):
+def answer_line(out, name, answer, unread, read):
     """One question's answer, the install's files it could not read and those it read
     (the probe hashes these against RECORD: the answer rests on their bytes), printed as
     soon as it is known: a child killed later (its deadline, its memory limit) still
     leaves the answers before it."""
-    sys.stdout.write(json.dumps({"id": name, "answer": answer, "unread": unread,
-                                 "read": read}, default=repr) + "\n")
-    sys.stdout.flush()
+    out.write(json.dumps({"id": name, "answer": answer, "unread": unread,
+                          "read": read}, default=repr) + "\n")
+    out.flush()
 
 
 ASKERS = {"offset": ask_offset, "window": ask_window, "drop": ask_drop}
@@ -1750,8 +1770,8 @@ def main():
     that runs long leaves the others theirs."""
     global DEADLINE
     end = DEADLINE
-    confine()
-    os.environ = UnknownEnviron(os.environ)
+    out = confine()
+    os.environ = UnknownEnviron(ENVIRON)
     questions = REQUEST["questions"]
     try:
         os.listdir(SITE)
@@ -1760,7 +1780,7 @@ def main():
             exc.strerror or exc)}
         questions = []
         for question in REQUEST["questions"]:
-            answer_line(question["id"], unreadable, [], [])
+            answer_line(out, question["id"], unreadable, [], [])
     try:
         for index, question in enumerate(questions):
             now = time.monotonic()
@@ -1777,13 +1797,12 @@ def main():
                     type(exc).__name__, str(exc)[:TEXT], last_install_line(
                         sys.exc_info()[2]) or "the executor")}
             signal.setitimer(signal.ITIMER_REAL, 0)
-            answer_line(question["id"], answer, sorted(set(FILE_ERRORS[known:])),
+            answer_line(out, question["id"], answer, sorted(set(FILE_ERRORS[known:])),
                         sorted(r for r in map(rel, READ) if r is not None))
     finally:
-        sys.stdout.write(json.dumps({"python": sys.version.split()[0],
-                                     "skipped": SKIPPED[:40],
-                                     "elapsed_s": round(time.monotonic() - START, 3)}) + "\n")
-        sys.stdout.flush()
+        out.write(json.dumps({"python": sys.version.split()[0], "skipped": SKIPPED[:40],
+                              "elapsed_s": round(time.monotonic() - START, 3)}) + "\n")
+        out.flush()
 
 
 main()

@@ -171,8 +171,13 @@ def execute_fixes(plan, install, code_root, owner, context, errors):
     try:
         return execute(plan, code_root, interpreter, runner, why, context.deadline)
     except Exception as exc:  # a bug here must not cost the host's other facts
-        errors.append("running the install's code: %s: %s" % (type(exc).__name__, exc))
-        return {}, set()
+        why = "running the install's code: %s: %s" % (type(exc).__name__, exc)
+        errors.append(why)
+        # each check it was to decide is an error saying so (no findings: never a verdict)
+        return dict((signature["id"], {"findings": {}, "errors": [why]})
+                    for signature in plan.get("signatures", []) if any(
+                        f.get("kind") == "run" for f in signature.get("find", {}).values())
+                    ), set()
 
 
 def analyse(plan, install, code_root, facts, ask, ran):
