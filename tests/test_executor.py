@@ -266,3 +266,21 @@ def test_a_fifo_on_the_fix_path_is_an_error_naming_it_and_never_waited_on(tmp_pa
     swa = results["dflash-swa"]
     assert swa.status == "error", swa.message
     assert "qwen3_dflash.py" in swa.message and "not a regular file" in swa.message
+
+
+def test_a_drafter_refused_on_a_platform_query_is_a_warn_naming_it_not_a_pass(tmp_path):
+    """A drafter whose layers get their window, but which raises when the platform is CUDA:
+    the runs that raise and those that build disagree on something else than the model
+    runner a server is started with, so whether a fleet serves it is not decided."""
+    drafter = "vllm/model_executor/models/qwen3_dflash.py"
+    source = textwrap.dedent(FIXED[drafter]).replace(
+        "    def __init__(self, *, vllm_config, prefix=\"\"):\n",
+        "    def __init__(self, *, vllm_config, prefix=\"\"):\n"
+        "        from vllm.platforms import current_platform\n"
+        "        if current_platform.is_cuda():\n"
+        "            raise NotImplementedError(\"SWA drafters are not served on CUDA\")\n")
+    assert "is_cuda" in source
+    result = verdicts(synthetic(tmp_path, {drafter: source}))["dflash-swa"]
+    assert result.status == "warn", result.message
+    assert "current_platform.is_cuda()" in result.message
+    assert "not on the model runner" in result.message

@@ -54,6 +54,15 @@ def separating(runs, differs):
     return None
 
 
+RUNNER_CHOICES = ("use_v2_model_runner", "VLLM_USE_V2_MODEL_RUNNER")
+
+
+def runner_choice(condition):
+    """Whether a separating condition is the model runner the server is started with: a
+    drafter refused only on one runner is served on the other (the V2-only mixed drafter)."""
+    return bool(condition) and any(name in condition for name in RUNNER_CHOICES)
+
+
 def feasible(runs):
     return [r for r in runs if r["observation"].get("kind") != "infeasible"]
 
@@ -203,6 +212,17 @@ def window_findings(name, answer):
                 (wrong[0][1]["observation"].get("layers") or [{}])[0].get("at"),
                 "%s: %s" % (subject, wrong[0][0]), "built", wrong[0][1]["lines"]))
             labels.append("wrong")
+        elif right and raised and not runner_choice(separating(runs, lambda a, b: judge_layers(
+                a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])):
+            # refused on some runs for something else than the runner it is served on (a
+            # platform query, say): whether a fleet's servers take it is not decided
+            condition = separating(runs, lambda a, b: judge_layers(
+                a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])
+            why = "%s: it raises %s depending on %s, not on the model runner" % (
+                subject, raised[0][0], condition)
+            out.setdefault(name + ":?", []).append(at_hit(
+                condition, why, "runs disagree", raised[0][1]["lines"], why=why))
+            labels.append("?")
         elif right and raised:
             condition = separating(runs, lambda a, b: judge_layers(
                 a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])
