@@ -170,3 +170,28 @@ def test_a_speculators_checkpoint_without_hidden_act_is_decided_by_the_run(tmp_p
         assert any(a["status"] == Status.FAIL and "run through the install's code" in a["text"]
                    and "no attribute 'hidden_act'" in a["text"]
                    for a in checks[check].details["aspects"]), checks[check]
+
+
+@pytest.mark.parametrize("runners, words", [
+    # a 0.20-era install has no V2 runner: a server started with VLLM_USE_V2_MODEL_RUNNER=1
+    # is not "taken" by code that never ran
+    ({"v1": {"mask": [{"function": "f.py:1: V1.mask", "runs": [
+        {"kind": "returned", "value": 5}]}]}, "v2": {}},
+     "no code of this runner ran"),
+    # a def the child could not run, and runs that disagree, decide nothing
+    ({"v2": {"mask": [{"function": "f.py:1: V2.mask", "error": "cannot parse: denied"}]}},
+     "V2.mask could not be run: cannot parse: denied"),
+    ({"v2": {"attention": [{"function": "d.py:3: window", "layers": [{"runs": [
+        {"kind": "rejected", "detail": "ValueError: no"}, {"kind": "returned",
+                                                          "value": [64, None]}]}]}]}},
+     "raises on some runs and returns on others"),
+])
+def test_what_the_run_could_not_decide_is_a_warn_never_a_pass(runners, words):
+    verdict = Verdict()
+    judge_run(verdict, {"drafter_config": {"dflash_config": {"mask_token_id": 5}},
+                        "runners": runners, "drafter_from": "loader"},
+              "drafter d", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, None)
+    statuses = [status for status, _ in verdict.items]
+    assert Status.PASS not in statuses, verdict.items
+    assert any(status == Status.WARN and words in text for status, text in verdict.items), \
+        verdict.items

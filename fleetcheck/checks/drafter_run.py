@@ -210,6 +210,33 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
     return problems
 
 
+def runner_unknowns(part: dict[str, Any]) -> list[str]:
+    """What keeps one runner's verdict from being decided: a def that could not be run
+    (its error), runs that disagree (some raise, some return: a condition the run could
+    not settle), or no code of the runner at all (an install without that runner)."""
+    entries = [(e, e.get("function") or "") for key in ("aux", "mask", "anchor", "build")
+               for e in part.get(key) or []]
+    for function in part.get("attention") or []:
+        if function.get("error"):
+            entries.append((function, function.get("function") or ""))
+        for index, layer in enumerate(function.get("layers") or []):
+            entries.append((layer, "%s for layer %d" % (function.get("function") or "",
+                                                        index)))
+    if not entries:
+        return ["no code of this runner ran (the install may not have it)"]
+    out = []
+    for entry, name in entries:
+        name = name.rsplit(": ", 1)[-1]
+        if entry.get("error"):
+            out.append("%s could not be run: %s" % (name, entry["error"]))
+            continue
+        kinds = set("raised" if r.get("kind") in ("raised", "rejected") else "returned"
+                    for r in outcomes(entry))
+        if len(kinds) > 1:
+            out.append("%s raises on some runs and returns on others" % name)
+    return out
+
+
 def judge_target(verdict: Verdict, answer: dict[str, Any], here: str) -> None:
     """The fc layer's input, the taps and the position limit against the target."""
     config = answer.get("drafter_config") or {}
@@ -284,10 +311,17 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
         elif used is None:
             verdict.add(unknown, "%s on %s only (%s): %s" % (
                 here, RUNNER_NAMES[runner], why, words), *[e for _, e in found][:3])
-    if used and not problems[used]:
+    unknowns = dict((runner, runner_unknowns(answer.get("runners", {}).get(runner) or {}))
+                    for runner in ("v1", "v2"))
+    judged = [used] if used else ["v1", "v2"]
+    undecided = [(r, unknowns[r]) for r in judged if unknowns[r] and not problems[r]]
+    for runner, words in undecided:  # never a pass on what could not be decided
+        verdict.add(unknown, "%s on %s (%s): not decided by the install's code: %s" % (
+            here, RUNNER_NAMES[runner], why, "; ".join(words[:3])))
+    if not undecided and used and not problems[used]:
         verdict.add(Status.PASS, "%s: %s (%s) takes this drafter in the install's own "
                     "code" % (here, RUNNER_NAMES[used], why))
-    elif used is None and not problems["v1"] and not problems["v2"]:
+    elif not undecided and used is None and not problems["v1"] and not problems["v2"]:
         verdict.add(Status.PASS, "%s: both model runners take this drafter in the install's "
                     "own code" % here)
     if env is not None or isinstance(answer.get("target_config"), dict):
