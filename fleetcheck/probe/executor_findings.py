@@ -57,10 +57,21 @@ def separating(runs, differs):
 RUNNER_CHOICES = ("use_v2_model_runner", "VLLM_USE_V2_MODEL_RUNNER")
 
 
-def runner_choice(condition):
-    """Whether a separating condition is the model runner the server is started with: a
-    drafter refused only on one runner is served on the other (the V2-only mixed drafter)."""
-    return bool(condition) and any(name in condition for name in RUNNER_CHOICES)
+def runner_values(run):
+    """The outcomes a run took for the model runner the server is started with."""
+    return set(choice["value"] for choice in run.get("choices", []) if any(
+        name in "%s %s" % (choice.get("where"), choice.get("what")) for name in RUNNER_CHOICES))
+
+
+def runner_decides(built, refused):
+    """Whether the model runner alone tells the runs that built the layers from those the
+    install refused: a drafter refused only on one runner is served on the other (the
+    V2-only mixed drafter). Refused for anything else (a platform query), it is not."""
+    built_values = [runner_values(run) for run in built]
+    refused_values = [runner_values(run) for run in refused]
+    if not all(len(values) == 1 for values in built_values + refused_values):
+        return False
+    return not (set().union(*built_values) & set().union(*refused_values))
 
 
 def feasible(runs):
@@ -212,8 +223,7 @@ def window_findings(name, answer):
                 (wrong[0][1]["observation"].get("layers") or [{}])[0].get("at"),
                 "%s: %s" % (subject, wrong[0][0]), "built", wrong[0][1]["lines"]))
             labels.append("wrong")
-        elif right and raised and not runner_choice(separating(runs, lambda a, b: judge_layers(
-                a["observation"], expected)[0] != judge_layers(b["observation"], expected)[0])):
+        elif right and raised and not runner_decides(right, [r for _, r in raised]):
             # refused on some runs for something else than the runner it is served on (a
             # platform query, say): whether a fleet's servers take it is not decided
             condition = separating(runs, lambda a, b: judge_layers(
