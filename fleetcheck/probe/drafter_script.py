@@ -32,19 +32,8 @@ def permissive_self(cls, fields):
     """An instance of the install's class without its __init__: the fields given, a
     stand-in for any other attribute (what a base class's __init__, not run, would have
     set), so the method runs on to the checks it makes of the config."""
-    def __getattr__(self, attr):
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        value = StandIn("self." + attr)
-        object.__setattr__(self, attr, value)
-        return value
     try:
-        sub = type(cls)(cls.__name__, (cls,), {"__getattr__": __getattr__,
-                                               "__abstractmethods__": frozenset()})
-        self = object.__new__(sub)
-        for key, value in fields.items():
-            object.__setattr__(self, key, value)
-        return self
+        return bare_instance(cls, fields)
     except Exception:
         return standin_self(cls, cls.__name__, fields)
 

@@ -1054,26 +1054,33 @@ def set_on_self(cls):
 SET_NAMES = {}
 
 
+def bare_instance(cls, fields, known=None):
+    """An instance of the install's class made without its __init__: the fields given, a
+    stand-in for any other attribute it is asked for (only those in `known` when given,
+    AttributeError for the rest, as the real instance). Raises when the class cannot be
+    subclassed so."""
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__") or (
+                known is not None and attr not in known):
+            raise AttributeError(attr)
+        value = StandIn("self." + attr)
+        object.__setattr__(self, attr, value)
+        return value
+    sub = type(cls)(cls.__name__, (cls,), {"__getattr__": __getattr__,
+                                           "__abstractmethods__": frozenset()})
+    self = object.__new__(sub)
+    for key, value in fields.items():
+        object.__setattr__(self, key, value)
+    return self
+
+
 def standin_self(cls, name, fields):
     """An instance of the install's class without its __init__ (or, when the class could
     not be built, a stand-in): the fields given, a stand-in for any attribute the code
     sets on self somewhere, AttributeError for the others (as the real instance)."""
     if isinstance(cls, type):
-        known = set_on_self(cls)
-
-        def __getattr__(self, attr):
-            if attr.startswith("__") and attr.endswith("__") or attr not in known:
-                raise AttributeError(attr)
-            value = StandIn("self." + attr)
-            object.__setattr__(self, attr, value)
-            return value
         try:
-            sub = type(cls)(cls.__name__, (cls,), {"__getattr__": __getattr__,
-                                                   "__abstractmethods__": frozenset()})
-            self = object.__new__(sub)
-            for key, value in fields.items():
-                object.__setattr__(self, key, value)
-            return self
+            return bare_instance(cls, fields, set_on_self(cls))
         except Exception:
             pass
     self = Given("self")
