@@ -94,14 +94,20 @@ def defs_in(relative, key):
 CURRENT_CONFIG = []  # what get_current_vllm_config() answers: the runner being asked
 
 
-def layer_attention(relative, hf_config, spec, use_v2):
-    """Each def of the drafter's module taking (config, layer_idx), called for every layer
-    with this runner current."""
+def drafter_module(relative, spec, use_v2):
+    """(the drafter's module, the runner's config): the module loaded with this runner
+    current (what its code's get_current_vllm_config() answers)."""
     vllm_config = vllm_config_standin(spec, use_v2=use_v2)
     vllm_config.model_config = Given("model_config")
     CURRENT_CONFIG[:] = [vllm_config]
     REPLACEMENTS["get_current_vllm_config"] = lambda *a, **k: CURRENT_CONFIG[0]
-    module = load_entry(relative)
+    return load_entry(relative), vllm_config
+
+
+def layer_attention(relative, hf_config, spec, use_v2):
+    """Each def of the drafter's module taking (config, layer_idx), called for every layer
+    with this runner current."""
+    module, _ = drafter_module(relative, spec, use_v2)
     out = []
     layers = getattr(hf_config, "num_hidden_layers", 0)
     layers = layers if isinstance(layers, int) and 0 < layers <= 256 else 0
@@ -126,11 +132,7 @@ def layer_builds(relative, hf_config, spec, use_v2):
     """Each class of the drafter's module built per layer (its __init__ takes a config and
     a layer index: the decoder layer), on the first layer: every attribute of the config
     it reads, as the server's model construction reads them."""
-    vllm_config = vllm_config_standin(spec, use_v2=use_v2)
-    vllm_config.model_config = Given("model_config")
-    CURRENT_CONFIG[:] = [vllm_config]
-    REPLACEMENTS["get_current_vllm_config"] = lambda *a, **k: CURRENT_CONFIG[0]
-    module = load_entry(relative)
+    module, vllm_config = drafter_module(relative, spec, use_v2)
     out = []
     for name, cls in sorted(module.__dict__.items()):
         init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
