@@ -422,6 +422,13 @@ def judge_refused(verdict: Verdict, model: ModelPlace, facts: Facts) -> None:
                              line=None, text=entry.error))
 
 
+def refused_by_loader(facts: Facts, model: ModelPlace) -> bool:
+    """The install's loader ran on this drafter's config and refused it."""
+    load = facts.served.loaded if facts.served else None
+    entry = load.configs.get(model.dir or "") if load is not None else None
+    return entry is not None and bool(entry.error) and entry.stage == "load"
+
+
 def judge_loaded(verdict: Verdict, model: ModelPlace, data: dict[str, Any],
                  facts: Facts, code: ConfigCode) -> None:
     """The file against the config the install's loader returned."""
@@ -554,6 +561,8 @@ def drafter_checks(facts: Facts) -> list[CheckResult]:
             judge_loaded(loaded, model, data, facts, code)
         else:
             judge_refused(loaded, model, facts)
+        if refused_by_loader(facts, model):  # so both checks say what the install refuses
+            judge_refused(static, model, facts)
         # drafter-loaded carries the run only where the loader ran on this drafter: with
         # config loading off (or no answer for it) it stays a skip saying so
         judge_runs(facts, model, servers, named,
