@@ -630,6 +630,9 @@ class ConfigLoad:
     timed_out: bool | None
     elapsed_s: float | None
     configs: dict[str, LoadedConfig]
+    # drafter_build.py: each served drafter built as its server builds it, its checkpoint's
+    # shapes loaded, by drafter directory; raw, judged with the run (checks/drafter_run.py)
+    builds: dict[str, Any] | None = fact(limit=BIG_TEXT)
 
 
 @facts_class

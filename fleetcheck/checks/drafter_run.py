@@ -267,6 +267,7 @@ def judge_target(verdict: Verdict, answer: dict[str, Any], here: str) -> None:
         if bad:
             verdict.add(Status.FAIL, "%s: dflash_config.target_layer_ids taps %s outside the "
                         "target's %d layers" % (here, bad, layers))
+    judge_vocab(verdict, config, text, answer.get("build") or {}, here)
     limit = answer.get("max_model_len")
     source = "--max-model-len"
     if not isinstance(limit, int):
@@ -279,6 +280,94 @@ def judge_target(verdict: Verdict, answer: dict[str, Any], here: str) -> None:
                         here, own, limit, source, own))
 
 
+def judge_build(verdict: Verdict, build: dict[str, Any] | None, here: str,
+                unknown: Status) -> None:
+    """The drafter built as its server builds it and its checkpoint's shapes loaded through
+    the install's weight loader (probe/drafter_build.py). A load the install refuses, a
+    layer parameter it leaves without a weight, a checkpoint tensor it throws away, and a
+    build that fails where one key changed makes it build, are fails naming the keys whose
+    change fixes them; so is a speculative config the install refuses where the target's
+    alone is made. A failure nothing in the drafter's config explains may be this host's
+    (a device the platform expects, a flag of the server's the probe does not pass):
+    `unknown`, never a pass."""
+    if not build:
+        return
+    if build.get("loaded"):
+        verdict.add(Status.PASS, "%s: the install builds it as its server does and loads the "
+                    "%s tensors of its checkpoint (their shapes)" % (here, build.get("tensors")))
+        return
+    if build.get("skipped") or build.get("stage") == "no loader":
+        verdict.add(Status.SKIP, "%s: its checkpoint not loaded: %s" % (
+            here, build.get("skipped") or build.get("error")))
+        return
+    error, stage = build.get("error"), build.get("stage")
+    place = at({"function": build.get("at") or ""})
+    evidence = Evidence(file=place.file, line=place.line, text=str(error or ""))
+    keys = [k for k in build.get("keys") or [] if isinstance(k, dict) and k.get("key")]
+    fixes = "; ".join("with %s %s (not %s) it %s" % (
+        k["key"], short(k.get("loads_with")), short(k.get("value")),
+        "builds and loads every tensor" if stage == "model" else "loads every tensor")
+        for k in keys)
+    names = [str(n) for n in build.get("names") or []]
+    count = build.get("count") if isinstance(build.get("count"), int) else len(names)
+    listed = "%s%s" % (", ".join(names[:4]), " and %d more" % (count - 4) if count > 4 else "")
+    tensor = " (%s)" % build["tensor"] if build.get("tensor") else ""
+    if not fixes:
+        fixes = "no one key of its config, changed, %s" % (
+            "fixes it" if build.get("searched", True) else "fixes it among those tried "
+            "before the search's time ran out")
+    if stage == "checkpoint":
+        verdict.add(Status.FAIL, "%s: its checkpoint cannot be read: %s" % (here, error))
+    elif stage == "weights":
+        verdict.add(Status.FAIL, "%s: the server refuses its checkpoint at start: %s%s; %s" % (
+            here, error, tensor, fixes), evidence)
+    elif stage == "unloaded":
+        verdict.add(Status.FAIL, "%s: no tensor of its checkpoint is loaded into %s: the server "
+                    "starts and serves them as uninitialized memory (vLLM's own check that "
+                    "every parameter got a weight did not run on it); %s" % (
+                        here, listed, fixes), Evidence(file=None, line=None, text=listed))
+    elif stage == "dropped":
+        verdict.add(Status.FAIL, "%s: the install throws away %s of its checkpoint: the server "
+                    "serves the drafter without what it was trained with; %s" % (
+                        here, listed, fixes), Evidence(file=None, line=None, text=listed))
+    elif stage == "model" and keys:
+        verdict.add(Status.FAIL, "%s: the server refuses to build the drafter at start: %s; "
+                    "%s" % (here, error, fixes), evidence)
+    elif stage == "config-target":
+        verdict.add(unknown, "%s: not built as its server builds it: the install makes no "
+                    "config of the target alone here either (%s), so the server's flags or "
+                    "environment this probe does not pass decide it" % (
+                        here, build.get("target_error")), evidence)
+    elif stage == "config":  # the target alone makes a config: the drafter's settings do not
+        verdict.add(Status.FAIL, "%s: the install refuses the server's speculative config%s "
+                    "(the target alone makes one): %s" % (
+                        here, " (it quotes %s)" % ", ".join(build["quoted"])
+                        if build.get("quoted") else "", error), evidence)
+    else:
+        verdict.add(unknown, "%s: not built as its server builds it (%s): %s" % (
+            here, stage, error), evidence)
+
+
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def judge_vocab(verdict: Verdict, config: dict[str, Any], target: dict[str, Any],
+                build: dict[str, Any], here: str) -> None:
+    """A drafter whose checkpoint has no lm_head drafts with its target's: the logits it
+    makes are the target's vocab wide, and its compute_logits places them into a row of
+    its own draft_vocab_size (else vocab_size)."""
+    key = "draft_vocab_size" if is_number(config.get("draft_vocab_size")) else "vocab_size"
+    own, theirs = config.get(key), target.get("vocab_size")
+    if not build.get("loaded") or build.get("own_head") is not False or \
+            not is_number(own) or not is_number(theirs) or own == theirs:
+        return
+    verdict.add(Status.FAIL, "%s: %s %s, but its checkpoint has no lm_head, so it drafts "
+                "with the target's (vocab_size %s): the logits do not fit a row of %s and "
+                "the first request fails" % (here, key, own, theirs, own))
+
+
 def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
               env: dict[str, str] | None, environ_error: str | None,
               default: str | None = None) -> None:
@@ -287,6 +376,7 @@ def judge_run(verdict: Verdict, answer: dict[str, Any] | None, here: str,
     if answer is None:
         return
     unknown = Status.WARN if env is not None else Status.SKIP
+    judge_build(verdict, answer.get("build"), here, unknown)
     if answer.get("error"):
         verdict.add(unknown, "%s: not run through the install's code: %s" % (
             here, answer["error"]))

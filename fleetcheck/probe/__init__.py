@@ -7,6 +7,6 @@ MODULES = ("jsonlite", "limits", "trust", "files", "install", "yaml_subset", "co
            "codebase", "conditions", "trace", "trace.values", "trace.nodes", "trace.state",
            "trace.question", "trace.predicates", "trace.paths", "trace.statements", "trace.expressions",
            "trace.calls", "trace.flow", "trace.key_offset", "trace.value_source", "decision", "signatures", "config_conversion", "config_keys", "server_log",
-           "child", "config_loader", "executor_script", "executor_findings", "executor",
+           "child", "drafter_build", "config_loader", "executor_script", "executor_findings", "executor",
            "drafter_script", "drafter_run",
            "integrity", "patch_presence", "shared_bytes", "smoke_load", "main")

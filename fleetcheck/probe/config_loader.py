@@ -30,7 +30,8 @@ except Exception as exc:
     say(error="cannot import vllm's config loader: %s: %s" % (type(exc).__name__, exc),
         stage="loader")
     sys.exit(0)
-for directory in sys.argv[2:]:
+BUILDS = json.loads(sys.argv[2])
+for directory in sys.argv[3:]:
     try:
         config = get_config(directory, trust_remote_code=False)
         say(dir=directory, config=config.to_dict(), cls=type(config).__name__,
@@ -41,17 +42,20 @@ for directory in sys.argv[2:]:
 """
 
 
-def load_configs(interpreter, site, groups, timeout):
+def load_configs(interpreter, site, groups, timeout, builds=()):
     """{dir: {config, cls, run_as} or {error, stage}}, and a note for the whole load.
     `groups`: [(RunAs or None, [dirs])], each group loaded in a child of its own under
     those credentials (main.drafter_groups: a drafter as its server's owner); None: not
-    loaded."""
+    loaded. `builds`: drafter_build.build_requests, each built in the child of the group
+    holding its drafter and its target, its outcome under "builds" by server id (or why
+    there is none)."""
     out = {"interpreter": interpreter, "loader": LOADER, "timeout_s": round(timeout, 1),
-           "configs": {}, "run_as": next((g[0].words() for g in groups if g[0]), None)}
+           "configs": {}, "builds": {},
+           "run_as": next((g[0].words() for g in groups if g[0]), None)}
+    started = time.monotonic()
     if timeout <= 1:
         out["error"] = "no time left in the host's deadline for the loader"
-        return out
-    started = time.monotonic()
+        groups = ()
     for runner, directories in groups:
         if runner is None:
             for directory in directories:
@@ -60,14 +64,26 @@ def load_configs(interpreter, site, groups, timeout):
                              "cannot run the loader as that user", "stage": "trust"}
             continue
         left = timeout - (time.monotonic() - started)
-        load_group(out, interpreter, site, directories, left, runner)
+        # a server's drafter is built with its target by one child, as the owner of both
+        load_group(out, interpreter, site, directories, left, runner,
+                   [b for b in builds if b["drafter"] in directories and
+                    b["target"] in directories])
+    for build in builds:  # the loader's own failure (no torch) is drafter-loaded's to say
+        out["builds"].setdefault(build["id"], {
+            "stage": "no loader" if out.get("stage") in ("torch", "transformers", "loader")
+            else "not built", "error": "no answer: %s" % (
+                out.get("error") or "the drafter and its target are not loaded by one "
+                "child under one user's rights")})
     out["elapsed_s"] = round(time.monotonic() - started, 3)
     return out
 
 
-def load_group(out, interpreter, site, directories, timeout, runner):
-    """One loader child for `directories`, as `runner`, its answers into `out`."""
+def load_group(out, interpreter, site, directories, timeout, runner, builds):
+    """One loader child for `directories` (and the drafters it builds), as `runner`, its
+    answers into `out`."""
+    import json
     from fleetcheck.probe.child import run_child
+    from fleetcheck.probe.drafter_build import BUILD_PART
     from fleetcheck.probe.limits import bounded, cut, lines, loads
     if timeout <= 1:
         out["timed_out"] = True
@@ -76,7 +92,8 @@ def load_group(out, interpreter, site, directories, timeout, runner):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_CONFIGURE_LOGGING="0", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     stdout, stderr, code, timed_out = run_child(
-        [interpreter, "-S", "-I", "-B", "-c", LOADER_SCRIPT, site] + list(directories),
+        [interpreter, "-S", "-I", "-B", "-c", LOADER_SCRIPT + BUILD_PART, site,
+         json.dumps(builds)] + list(directories),
         timeout, env, runner)
     if timed_out:
         out["timed_out"] = True
@@ -88,7 +105,11 @@ def load_group(out, interpreter, site, directories, timeout, runner):
             continue
         if not isinstance(item, dict):
             continue
-        if isinstance(item.get("dir"), str) and item["dir"] in directories:
+        if isinstance(item.get("build"), str) and any(
+                b["id"] == item["build"] for b in builds):
+            name = item.pop("build")
+            out["builds"][name] = dict(bounded(item), run_as=runner.words())
+        elif isinstance(item.get("dir"), str) and item["dir"] in directories:
             directory = item.pop("dir")
             out["configs"][directory] = dict(bounded(item), run_as=runner.words())
         elif "dir" not in item and item.get("error"):

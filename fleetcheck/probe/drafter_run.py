@@ -54,7 +54,10 @@ def drafter_questions(served, codes):
         target, target_whence = config_of(server.get("target_model") if server else None,
                                           loaded)
         name = "pid:%s" % server["pid"] if server else "named:%s" % model.get("dir")
+        build = ((loaded or {}).get("builds") or {}).get("pid:%s" % server["pid"]) \
+            if server else None
         out[name] = {"id": name, "kind": "drafter", "drafter_config": drafter,
+                     "build": build,
                      "drafter_from": whence, "target_config": target,
                      "target_from": target_whence, "module": code.get("module"),
                      "max_model_len": server.get("max_model_len") if server else None,
@@ -76,9 +79,9 @@ def run_drafters(interpreter, site, asked, timeout, runner):
     answers = {}
     for name, question in sorted(asked.items()):
         answer = replies[name]
-        answer.update((key, question[key]) for key in (
+        answer.update((key, question.get(key)) for key in (
             "drafter_from", "target_from", "drafter_dir", "max_model_len", "target_config",
-            "drafter_config"))
+            "drafter_config", "build"))
         answers[name] = answer
     return answers
 
@@ -93,13 +96,18 @@ def drafter_facts(served, interpreter, code_root, runner, why, timeout):
     if runner is not None:
         runner, why = unprivileged(runner)
     if runner is None:
-        return dict((name, {"error": "the install's code was not run: %s" % why})
-                    for name in asked)
+        return failed(asked, "the install's code was not run: %s" % why)
     if not os.path.isfile(interpreter or ""):
-        return dict((name, {"error": "the install's interpreter %s does not exist" %
-                            interpreter}) for name in asked)
+        return failed(asked, "the install's interpreter %s does not exist" % interpreter)
     try:
         return run_drafters(interpreter, code_root, asked, timeout, runner)
     except Exception as exc:  # a bug here must not cost the host's other facts
-        return dict((name, {"error": "running the install's code: %s: %s" % (
-            type(exc).__name__, exc)}) for name in asked)
+        return failed(asked, "running the install's code: %s: %s" % (type(exc).__name__,
+                                                                      exc))
+
+
+def failed(asked, why):
+    """Each question's answer when the run could not be made: why, and the drafter's build
+    by the loader's child (drafter_build.py), which does not depend on this run."""
+    return dict((name, {"error": why, "build": question.get("build")})
+                for name, question in asked.items())

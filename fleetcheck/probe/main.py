@@ -271,9 +271,10 @@ def gather_served(plan, install, code_root, context, owner):
         targets = [(s.get("target_model") or {}).get("dir") for s in out["servers"]
                    if s.get("drafter_model")]
         dirs += [d for d in targets if d and d not in dirs]  # the target as loaded too
+        from fleetcheck.probe.drafter_build import build_requests
         out["loaded"] = not_loaded(interpreter, why) if runner is None else \
             load_configs(interpreter, site, drafter_groups(out, dirs, runner, context),
-                         timeout)
+                         timeout, build_requests(out, dirs))
     if options.get("run_drafter", True):
         from fleetcheck.probe.drafter_run import drafter_facts
         interpreter, runner, why = runner_for(install, plan, owner, context)
