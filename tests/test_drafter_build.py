@@ -59,6 +59,9 @@ def test_each_outcome_of_the_build_is_a_verdict_naming_what_fixes_it():
                            "at": "vllm/model_executor/model_loader/weight_utils.py:1485"})[0]
     assert status == Status.FAIL and "with head_dim 32 (not 64)" in text and \
         "q_norm" in text and "torch.Size([32])" in text
+    status, text = judged({"stage": "weights", "error": "AssertionError: fc", "keys": [
+        {"key": "dflash_config.target_layer_ids", "value": [1], "loads_with": [1, 1]}]})[0]
+    assert "with dflash_config.target_layer_ids of 2 entries (not 1)" in text  # not [1, 1]
     status, text = judged({"stage": "weights", "error": "RuntimeError: odd"})[0]
     assert status == Status.FAIL and "no one key" in text
     status, text = judged({"stage": "unloaded", "count": 6, "names": [

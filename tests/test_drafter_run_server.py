@@ -142,6 +142,15 @@ def llama_model_type(config: dict[str, Any]) -> None:
     config["model_type"] = "llama"
 
 
+def one_tap(config: dict[str, Any]) -> None:
+    """One tap over an fc layer trained on two."""
+    config["dflash_config"]["target_layer_ids"] = [1]
+
+
+def mask_as_text(config: dict[str, Any]) -> None:
+    config["dflash_config"]["mask_token_id"] = "201"
+
+
 def eps_as_text(config: dict[str, Any]) -> None:
     config["rms_norm_eps"] = "1e-6"
 
@@ -179,6 +188,10 @@ SHAPES = {"null-window": (sliding_without_window, "refused to start", Status.FAI
                                    "architectures"),
           "no-dflash-config": (no_dflash_config, "refused to start", Status.FAIL,
                                "dflash_config"),
+          "one-tap": (one_tap, "refused to start", Status.FAIL,
+                      "dflash_config.target_layer_ids"),
+          "mask-as-text": (mask_as_text, "failed the first request", Status.FAIL,
+                           "dflash_config.mask_token_id"),
           # served, and wrongly: parameters no checkpoint tensor is loaded into are served
           # as whatever memory they got (vLLM's own check of this is skipped for DFlash)
           "two-layers": (two_layers, "served", Status.FAIL, "num_hidden_layers"),

@@ -189,6 +189,14 @@ def runner_problems(part: dict[str, Any], config: dict[str, Any], loaded: bool =
                              "parallel drafting token: the first request fails" % (
                                  entry["function"].rsplit(": ", 1)[-1]), at(entry)))
             continue
+        written = dflash_config(config).get("mask_token_id", config.get("mask_token_id"))
+        if written is not None and (isinstance(written, bool) or not isinstance(
+                written, int)) and written in mask_tokens(entry):
+            problems.append(("%s %r, which %s takes as the parallel drafting token, is not an "
+                             "integer token id: the first request fails" % (
+                                 mask_key(config), written,
+                                 entry["function"].rsplit(": ", 1)[-1]), at(entry)))
+            continue
         tokens = [t for t in mask_tokens(entry) if is_number(t)]
         if tokens and vocab and all(not 0 <= t < size for t in tokens for size in vocab):
             problems.append(("%s %s, which %s takes as the parallel drafting token, is "
@@ -304,8 +312,8 @@ def judge_build(verdict: Verdict, build: dict[str, Any] | None, here: str,
     place = at({"function": build.get("at") or ""})
     evidence = Evidence(file=place.file, line=place.line, text=str(error or ""))
     keys = [k for k in build.get("keys") or [] if isinstance(k, dict) and k.get("key")]
-    fixes = "; ".join("with %s %s (not %s) it %s" % (
-        k["key"], short(k.get("loads_with")), short(k.get("value")),
+    fixes = "; ".join("with %s %s it %s" % (
+        k["key"], changed(k.get("value"), k.get("loads_with")),
         "builds and loads every tensor" if stage == "model" else "loads every tensor")
         for k in keys)
     names = [str(n) for n in build.get("names") or []]
@@ -346,6 +354,14 @@ def judge_build(verdict: Verdict, build: dict[str, Any] | None, here: str,
     else:
         verdict.add(unknown, "%s: not built as its server builds it (%s): %s" % (
             here, stage, error), evidence)
+
+
+def changed(value: Any, loads_with: Any) -> str:
+    """What a key was and what loads: a list by its length (the search resized it; its
+    items are the config's to choose)."""
+    if isinstance(value, list) and isinstance(loads_with, list):
+        return "of %d entries (not %d)" % (len(loads_with), len(value))
+    return "%s (not %s)" % (short(loads_with), short(value))
 
 
 def short(value: Any) -> str:

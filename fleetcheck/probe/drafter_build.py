@@ -99,6 +99,7 @@ def server_config(request, speculative=True):
     """The server's VllmConfig, made by the install's EngineArgs from its settings (without
     its speculative config: what the target alone makes)."""
     from vllm.engine.arg_utils import EngineArgs
+    in_process_inspection()
     fields = set(f.name for f in dataclasses.fields(EngineArgs))
     spec = {"method": request["method"], "model": request["drafter"]}
     if request.get("num_speculative_tokens") is not None:
@@ -108,6 +109,16 @@ def server_config(request, speculative=True):
               "speculative_config": spec if speculative else None}
     return EngineArgs(**dict((k, v) for k, v in kwargs.items()
                              if k in fields and v is not None)).create_engine_config()
+
+
+def in_process_inspection():
+    """The registry inspects a model class in a subprocess (so the server's own process
+    never initializes CUDA), which needs a writable temporary directory and a cache in
+    the user's home that a service user may lack; this child builds the drafter's class
+    anyway, so it inspects here."""
+    from vllm.model_executor.models import registry
+    if hasattr(registry, "_run_in_subprocess"):
+        registry._run_in_subprocess = lambda fn: fn()
 
 
 def fake_groups():
@@ -313,8 +324,9 @@ def candidates(hf_config, target, stage, problem, shapes):
             if is_int(value) and value > 0 and (value * a) % b == 0:
                 out.append((key, parent, value * a // b))
             elif isinstance(value, list) and value and all(is_int(v) for v in value) and \
-                    (len(value) * a) % b == 0 and 0 < len(value) * a // b < len(value):
-                out.append((key, parent, value[:len(value) * a // b]))
+                    (len(value) * a) % b == 0 and 0 < len(value) * a // b != len(value):
+                size = len(value) * a // b  # shortened, or lengthened by its last item
+                out.append((key, parent, value[:size] + [value[-1]] * (size - len(value))))
     seen, unique = set(), []
     for change in out:
         if repr(change) not in seen:
