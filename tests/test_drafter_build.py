@@ -29,6 +29,7 @@ def server(drafter: str, target: str, method: str = "dflash") -> dict:
             "max_model_len": 512, "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}
 
 
+@pytest.mark.unit
 def test_a_build_is_asked_for_each_dflash_server_whose_drafter_and_target_are_directories():
     served = {"servers": [server("/d/a", "/t"), server("/d/b", "/t", "eagle3"),
                           dict(server("/d/c", "/t"), target_model={}),
@@ -50,6 +51,7 @@ def judged(build: dict, unknown: Status = Status.WARN) -> list[tuple[Status, str
     return verdict.items
 
 
+@pytest.mark.unit
 def test_each_outcome_of_the_build_is_a_verdict_naming_what_fixes_it():
     key = [{"key": "head_dim", "value": 64, "loads_with": 32}]
     assert judged({"loaded": True, "tensors": 14})[0][0] == Status.PASS
@@ -86,6 +88,7 @@ def test_each_outcome_of_the_build_is_a_verdict_naming_what_fixes_it():
     assert status == Status.FAIL and "not a regular file" in text
 
 
+@pytest.mark.unit
 def test_a_build_nothing_in_the_config_explains_is_never_a_pass():
     """A device this host lacks, a meta tensor's limit, a config refused for a reason the
     drafter's config does not show: undecided."""
@@ -107,6 +110,7 @@ def test_a_build_nothing_in_the_config_explains_is_never_a_pass():
     assert status == Status.FAIL and "time ran out" in text
 
 
+@pytest.mark.unit
 def test_the_build_is_judged_even_where_the_run_could_not_be_made():
     verdict = Verdict()
     judge_run(verdict, {"error": "the install's code was not run: no user",
@@ -117,6 +121,7 @@ def test_the_build_is_judged_even_where_the_run_could_not_be_made():
     assert [s for s, _ in verdict.items] == [Status.FAIL, Status.WARN]
 
 
+@pytest.mark.unit
 def test_the_vocab_of_a_drafter_without_its_own_head_is_its_targets():
     verdict = Verdict()
     answer = {"drafter_config": {"vocab_size": 2048}, "target_config": {
@@ -136,6 +141,7 @@ def safetensors_with_bad_header(path: str) -> None:
         handle.write(struct.pack("<Q", 1 << 40))  # a header of a terabyte
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("shape", ["linked", "fifo", "huge-header"])
 def test_a_checkpoint_as_its_owner_left_it(shape, tmp_path):
     """A hub cache's files are links: they load. A FIFO for the weights is an error naming
@@ -169,6 +175,7 @@ def test_a_checkpoint_as_its_owner_left_it(shape, tmp_path):
     assert json.dumps(build)  # what the wire carries
 
 
+@pytest.mark.downloads
 def test_servers_sharing_a_drafter_are_each_built_with_their_own_settings(tmp_path):
     """Two servers of one drafter: one with the target's context, one asking for more than
     the target's max_position_embeddings (a setting the server's environment may allow).
@@ -194,6 +201,7 @@ def test_servers_sharing_a_drafter_are_each_built_with_their_own_settings(tmp_pa
     assert [s for s, _ in judged(asked["pid:2"]["build"])] == [Status.WARN]
 
 
+@pytest.mark.downloads
 def test_a_build_without_a_child_that_holds_both_its_drafter_and_target_says_so(tmp_path):
     """A drafter and a target loaded under different users' rights are never built by one
     of them: the build is undecided, saying why."""

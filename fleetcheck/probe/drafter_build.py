@@ -5,14 +5,16 @@ install's own model class is built on the meta device (no memory for the weights
 each tensor of the drafter's *.safetensors, as an empty meta tensor of the shape and dtype
 its header gives, goes through the install's own weight loader. A shape the install's
 model disagrees with fails there exactly as it fails the server at start ("Attempted to
-load weight ... into parameter ..."), without reading a byte of the weights.
+load weight ... into parameter ..."), without reading a byte of the weights; so do layer
+parameters no tensor reaches and tensors the install throws away, which the server does
+not catch for DFlash.
 
-When the load fails, the key is named by running the code again: each number of the
-drafter's config (and each list of numbers, shortened) is set to what the failing shapes
-say it should be, and the model is rebuilt and loaded; the key whose change makes the
-checkpoint load is the one the config got wrong. Only a failure in the weight loading is
-the drafter's for sure: a failure making the server's config or building the model may be
-this host's (no device the platform expects), so it is a question left open."""
+The keys are named by running the code again from the config as loaded: each number of
+the drafter's config (and each list of numbers, resized) set to what the failing sizes
+say, each flag flipped, each value the failure quotes set to the target's; the model is
+rebuilt and loaded, and a key whose change makes the checkpoint load whole is one the
+config got wrong. A failure no key explains may be this host's (a device the platform
+expects), so the checks leave it undecided (checks/drafter_run.py)."""
 
 # the child's part, run after the loader's (config_loader.LOADER_SCRIPT): it has `say`
 BUILD_PART = r'''
