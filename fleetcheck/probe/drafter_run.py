@@ -73,9 +73,10 @@ def run_drafters(interpreter, site, asked, timeout, runner):
     modules = set(q["module"] for q in asked.values() if q.get("module"))
     real = sorted(modules | set(
         g for files in RUNNERS.values() for globs in files.values() for g in globs))
+    # the build (the loader child's answer) stays here: the child's request travels in argv
     replies = ask_install(interpreter, site, dict(
-        (name, dict(question, real=real)) for name, question in asked.items()),
-        timeout, runner, script(), 16)[0]
+        (name, dict(((k, v) for k, v in question.items() if k != "build"), real=real))
+        for name, question in asked.items()), timeout, runner, script(), 16)[0]
     answers = {}
     for name, question in sorted(asked.items()):
         answer = replies[name]
